@@ -1,0 +1,303 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/dustin/go-humanize"
+
+	"github.com/toolgate/toolgate/internal/dispatch"
+	"github.com/toolgate/toolgate/internal/manifest"
+)
+
+func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	var t Handler
+	err := t.UnmarshalCaddyfile(h.Dispenser)
+	return &t, err
+}
+
+// UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
+//
+//	toolgate {
+//		manifest <file>
+//		component <name> <base_url> {
+//			env <key> <value>
+//		}
+//		identity {
+//			issuer   <iss>
+//			key_file <pem>
+//			ttl      <duration>
+//		}
+//		upstream_timeout  <duration>
+//		max_response_size <size>
+//		max_request_size  <size>
+//		tool <name> {
+//			description  <text>
+//			display_name <text>
+//			input_schema <json>
+//			target app <component> <method> <path>
+//			target url <method> <url>
+//			target kazzle <client_tool>
+//			query  <key> <value>
+//			header <name> <value>
+//			body   <json>
+//		}
+//	}
+//
+// manifest and tool may repeat. A body that is not valid JSON is taken as a
+// JSON string, so `body ${input}` sends the whole input. Inline tools are
+// checked when the Caddyfile is adapted; errors name the file and line.
+func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // consume directive name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	type toolAt struct {
+		file string
+		line int
+	}
+	var at []toolAt
+	for d.NextBlock(0) {
+		switch d.Val() {
+		case "manifest":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			h.Manifests = append(h.Manifests, d.Val())
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+		case "component":
+			args := d.RemainingArgs()
+			if len(args) != 2 {
+				return d.ArgErr()
+			}
+			if h.Components == nil {
+				h.Components = map[string]*Component{}
+			}
+			if _, dup := h.Components[args[0]]; dup {
+				return d.Errf("component %s already specified", args[0])
+			}
+			c := &Component{BaseURL: args[1]}
+			for nesting := d.Nesting(); d.NextBlock(nesting); {
+				switch d.Val() {
+				case "env":
+					kv := d.RemainingArgs()
+					if len(kv) != 2 {
+						return d.ArgErr()
+					}
+					if c.Env == nil {
+						c.Env = map[string]string{}
+					}
+					if _, dup := c.Env[kv[0]]; dup {
+						return d.Errf("env %s already specified", kv[0])
+					}
+					c.Env[kv[0]] = kv[1]
+				default:
+					return d.Errf("unrecognized component subdirective %s", d.Val())
+				}
+			}
+			h.Components[args[0]] = c
+		case "identity":
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			if h.Identity != nil {
+				return d.Err("identity already specified")
+			}
+			h.Identity = new(Identity)
+			for nesting := d.Nesting(); d.NextBlock(nesting); {
+				sub := d.Val()
+				if !d.NextArg() {
+					return d.ArgErr()
+				}
+				val := d.Val()
+				if d.NextArg() {
+					return d.ArgErr()
+				}
+				switch sub {
+				case "issuer":
+					h.Identity.Issuer = val
+				case "key_file":
+					h.Identity.KeyFile = val
+				case "ttl":
+					dur, err := caddy.ParseDuration(val)
+					if err != nil {
+						return d.Errf("bad ttl %s: %v", val, err)
+					}
+					h.Identity.TTL = caddy.Duration(dur)
+				default:
+					return d.Errf("unrecognized identity subdirective %s", sub)
+				}
+			}
+		case "upstream_timeout":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			dur, err := caddy.ParseDuration(d.Val())
+			if err != nil {
+				return d.Errf("bad upstream_timeout %s: %v", d.Val(), err)
+			}
+			h.UpstreamTimeout = caddy.Duration(dur)
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+		case "max_response_size", "max_request_size":
+			sub := d.Val()
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			size, err := humanize.ParseBytes(d.Val())
+			if err != nil || size == 0 {
+				return d.Errf("bad %s %s: want a size such as 1MiB", sub, d.Val())
+			}
+			if sub == "max_response_size" {
+				h.MaxResponseSize = int64(size)
+			} else {
+				h.MaxRequestSize = int64(size)
+			}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+		case "tool":
+			at = append(at, toolAt{d.File(), d.Line()})
+			t, err := parseTool(d)
+			if err != nil {
+				return err
+			}
+			h.Tools = append(h.Tools, t)
+		default:
+			return d.Errf("unrecognized subdirective %s", d.Val())
+		}
+	}
+
+	// Check inline tools now, so `caddy adapt` already names the file
+	// and line of a broken one.
+	components := map[string]*dispatch.Component{}
+	for name, c := range h.Components {
+		comp, err := dispatch.NewComponent(name, c.BaseURL, c.Env)
+		if err != nil {
+			return d.Errf("%v", err)
+		}
+		components[name] = comp
+	}
+	seen := map[string]int{}
+	for i, t := range h.Tools {
+		if _, err := manifest.CompileTool(t, components); err != nil {
+			return fmt.Errorf("%s:%d: tool %q: %w", at[i].file, at[i].line, t.Name, err)
+		}
+		if prev, dup := seen[t.Name]; dup {
+			return fmt.Errorf("%s:%d: tool %q: duplicate name, already declared at line %d", at[i].file, at[i].line, t.Name, at[prev].line)
+		}
+		seen[t.Name] = i
+	}
+	return nil
+}
+
+func parseTool(d *caddyfile.Dispenser) (manifest.Tool, error) {
+	var t manifest.Tool
+	if !d.NextArg() {
+		return t, d.ArgErr()
+	}
+	t.Name = d.Val()
+	if d.NextArg() {
+		return t, d.ArgErr()
+	}
+	once := map[string]bool{}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		sub := d.Val()
+		if sub != "query" && sub != "header" {
+			if once[sub] {
+				return t, d.Errf("tool %s: %s already specified", t.Name, sub)
+			}
+			once[sub] = true
+		}
+		args := d.RemainingArgs()
+		switch sub {
+		case "description", "display_name", "input_schema", "body":
+			if len(args) != 1 {
+				return t, d.ArgErr()
+			}
+			switch sub {
+			case "description":
+				t.Description = args[0]
+			case "display_name":
+				t.DisplayName = args[0]
+			case "input_schema":
+				if !json.Valid([]byte(args[0])) {
+					return t, d.Errf("tool %s: input_schema is not valid JSON", t.Name)
+				}
+				t.InputSchema = json.RawMessage(args[0])
+			case "body":
+				t.Target.Body = bodyJSON(args[0])
+			}
+		case "target":
+			if err := parseTarget(d, &t.Target, args); err != nil {
+				return t, err
+			}
+		case "query", "header":
+			if len(args) != 2 {
+				return t, d.ArgErr()
+			}
+			m := &t.Target.Query
+			if sub == "header" {
+				m = &t.Target.Headers
+			}
+			if *m == nil {
+				*m = map[string]string{}
+			}
+			if _, dup := (*m)[args[0]]; dup {
+				return t, d.Errf("tool %s: %s %s already specified", t.Name, sub, args[0])
+			}
+			(*m)[args[0]] = args[1]
+		default:
+			return t, d.Errf("unrecognized tool subdirective %s", sub)
+		}
+	}
+	return t, nil
+}
+
+func parseTarget(d *caddyfile.Dispenser, s *dispatch.Spec, args []string) error {
+	if len(args) == 0 {
+		return d.ArgErr()
+	}
+	s.Type = args[0]
+	switch args[0] {
+	case dispatch.TypeApp:
+		if len(args) != 4 {
+			return d.Errf("want: target app <component> <method> <path>")
+		}
+		s.Component, s.Method, s.Path = args[1], strings.ToUpper(args[2]), args[3]
+	case dispatch.TypeURL:
+		if len(args) != 3 {
+			return d.Errf("want: target url <method> <url>")
+		}
+		s.Method, s.URL = strings.ToUpper(args[1]), args[2]
+	case dispatch.TypeKazzle:
+		if len(args) != 2 {
+			return d.Errf("want: target kazzle <client_tool>")
+		}
+		s.Name = args[1]
+	default:
+		return d.Errf("unknown target type %s (want app, url or kazzle)", args[0])
+	}
+	return nil
+}
+
+// bodyJSON takes a Caddyfile body argument: JSON as written, or else the
+// text as a JSON string.
+func bodyJSON(arg string) json.RawMessage {
+	if json.Valid([]byte(arg)) {
+		return json.RawMessage(arg)
+	}
+	b, _ := json.Marshal(arg)
+	return b
+}
+
+// Interface guard
+var _ caddyfile.Unmarshaler = (*Handler)(nil)

@@ -1,0 +1,358 @@
+// Package caddymodule is toolgate's Caddy glue: the http.handlers.toolgate
+// module, its Caddyfile directive, and the HTTP surface over the Caddy-free
+// core in internal/gateway.
+package caddymodule
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/toolgate/toolgate/internal/dispatch"
+	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/identity"
+	"github.com/toolgate/toolgate/internal/manifest"
+)
+
+func init() {
+	caddy.RegisterModule(Handler{})
+	httpcaddyfile.RegisterHandlerDirective("toolgate", parseCaddyfile)
+	httpcaddyfile.RegisterDirectiveOrder("toolgate", httpcaddyfile.Before, "reverse_proxy")
+}
+
+// DefaultMaxRequestSize bounds an invoke envelope.
+const DefaultMaxRequestSize = 1 << 20
+
+// Handler serves an app's tools: it validates each call's input, sends it
+// to the tool's target with the signed identity of the user, and normalizes
+// the answer into a tool result.
+//
+// It answers these paths, relative to where it is mounted, and passes every
+// other request to the next handler:
+//
+//	GET  /tools                    the tool list
+//	POST /tools/{name}             invoke a tool
+//	GET  /.well-known/jwks.json    public keys of the identity tokens
+//
+// With no caller authentication configured, runtime calls are accepted from
+// loopback addresses only.
+type Handler struct {
+	// Manifests are JSON files declaring tools:
+	// {"tools": [{"name", "displayName", "description", "input_schema", "target"}]}.
+	Manifests []string `json:"manifests,omitempty"`
+
+	// Tools are declared inline, in the same shape as a manifest's tools.
+	Tools []manifest.Tool `json:"tools,omitempty"`
+
+	// Components are the app's own components that app targets run on,
+	// by name.
+	Components map[string]*Component `json:"components,omitempty"`
+
+	// Identity configures the tokens that tell components who the user is.
+	Identity *Identity `json:"identity,omitempty"`
+
+	// UpstreamTimeout limits one request to a target, answer included.
+	// Default: 30s.
+	UpstreamTimeout caddy.Duration `json:"upstream_timeout,omitempty"`
+
+	// MaxResponseSize is the hard limit, in bytes, on a target's answer;
+	// a larger answer is an error result. Default: 1 MiB.
+	MaxResponseSize int64 `json:"max_response_size,omitempty"`
+
+	// MaxRequestSize is the limit, in bytes, on an invoke's envelope; a
+	// larger one is refused with 413. Default: 1 MiB.
+	MaxRequestSize int64 `json:"max_request_size,omitempty"`
+
+	gw         *gateway.Gateway
+	client     *dispatch.Client
+	toolList   []byte
+	jwks       []byte
+	logger     *zap.Logger
+}
+
+// Component is one of the app's components.
+type Component struct {
+	// BaseURL is the component's absolute http(s) URL; a target's path is
+	// appended to it.
+	BaseURL string `json:"base_url"`
+
+	// Env holds the values ${env.NAME} references of this component's
+	// targets resolve to. The process environment is never read at call
+	// time; use Caddy's {$VAR} to fill these at load.
+	Env map[string]string `json:"env,omitempty"`
+}
+
+// Identity configures the identity tokens sent to app targets.
+type Identity struct {
+	// Issuer is the tokens' iss claim. Default: "toolgate".
+	Issuer string `json:"issuer,omitempty"`
+
+	// KeyFile is a PEM file holding a PKCS #8 Ed25519 private key. Default:
+	// a key generated once and kept in Caddy's storage.
+	KeyFile string `json:"key_file,omitempty"`
+
+	// TTL is how long a token lives. Default: 5m.
+	TTL caddy.Duration `json:"ttl,omitempty"`
+}
+
+// CaddyModule returns the Caddy module information.
+func (Handler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.toolgate",
+		New: func() caddy.Module { return new(Handler) },
+	}
+}
+
+// Provision loads and compiles the tools, sets up the identity key and the
+// upstream client.
+func (h *Handler) Provision(ctx caddy.Context) error {
+	h.logger = ctx.Logger()
+	if h.MaxRequestSize <= 0 {
+		h.MaxRequestSize = DefaultMaxRequestSize
+	}
+
+	components := make(map[string]*dispatch.Component, len(h.Components))
+	for name, c := range h.Components {
+		if c == nil {
+			return fmt.Errorf("component %q: no config", name)
+		}
+		comp, err := dispatch.NewComponent(name, c.BaseURL, c.Env)
+		if err != nil {
+			return err
+		}
+		components[name] = comp
+	}
+
+	var sources []manifest.Source
+	for _, path := range h.Manifests {
+		src, err := manifest.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		sources = append(sources, src)
+	}
+	if len(h.Tools) > 0 {
+		sources = append(sources, manifest.Source{Name: "inline tools", Tools: h.Tools})
+	}
+	tools, err := manifest.Compile(sources, components)
+	if err != nil {
+		return err
+	}
+	if h.toolList, err = toolListJSON(tools); err != nil {
+		return err
+	}
+
+	idc := h.Identity
+	if idc == nil {
+		idc = new(Identity)
+	}
+	issuerName := idc.Issuer
+	if issuerName == "" {
+		issuerName = "toolgate"
+	}
+	key, err := loadKey(ctx, idc.KeyFile)
+	if err != nil {
+		return fmt.Errorf("identity key: %w", err)
+	}
+	h.jwks = identity.JWKS(key)
+	issuer := identity.NewIssuer(issuerName, time.Duration(idc.TTL), key)
+
+	h.client = dispatch.NewClient(time.Duration(h.UpstreamTimeout), h.MaxResponseSize)
+	h.gw = gateway.New(tools, issuer, h.client, h.logger)
+	h.logger.Info("toolgate ready", zap.Int("tools", len(tools.List())), zap.String("kid", key.ID))
+	return nil
+}
+
+// Validate checks the config.
+func (h *Handler) Validate() error {
+	if h.MaxResponseSize < 0 {
+		return errors.New("max_response_size must not be negative")
+	}
+	if h.UpstreamTimeout < 0 {
+		return errors.New("upstream_timeout must not be negative")
+	}
+	return nil
+}
+
+// Cleanup releases idle upstream connections.
+func (h *Handler) Cleanup() error {
+	if h.client != nil {
+		h.client.CloseIdleConnections()
+	}
+	return nil
+}
+
+type listedTool struct {
+	Name        string          `json:"name"`
+	DisplayName string          `json:"displayName"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+func toolListJSON(set *manifest.Set) ([]byte, error) {
+	list := make([]listedTool, 0, len(set.List()))
+	for _, t := range set.List() {
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, t.InputSchema); err != nil {
+			return nil, fmt.Errorf("tool %q: input_schema: %w", t.Name, err)
+		}
+		list = append(list, listedTool{t.Name, t.DisplayName, t.Description, compact.Bytes()})
+	}
+	return json.Marshal(list)
+}
+
+// ServeHTTP answers the paths the handler owns and passes on the rest.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	path := r.URL.Path
+	switch {
+	case path == "/tools":
+		if !allowMethod(w, r, http.MethodGet) || !h.allowCaller(w, r) {
+			return nil
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, err := w.Write(h.toolList)
+		return err
+	case strings.HasPrefix(path, "/tools/"):
+		if !allowMethod(w, r, http.MethodPost) || !h.allowCaller(w, r) {
+			return nil
+		}
+		return h.serveInvoke(w, r, strings.TrimPrefix(path, "/tools/"))
+	case path == "/.well-known/jwks.json":
+		if !allowMethod(w, r, http.MethodGet) {
+			return nil
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "public, max-age=300")
+		_, err := w.Write(h.jwks)
+		return err
+	}
+	return next.ServeHTTP(w, r)
+}
+
+// envelope is the body of an invoke.
+type envelope struct {
+	Input    json.RawMessage   `json:"input"`
+	CallID   string            `json:"callId"`
+	Context  *gateway.Context  `json:"context"`
+	Identity *gateway.Identity `json:"identity"`
+}
+
+const maxCallIDLen = 256
+
+func (h *Handler) serveInvoke(w http.ResponseWriter, r *http.Request, name string) error {
+	var env envelope
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, h.MaxRequestSize))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&env); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the request is larger than %d bytes", h.MaxRequestSize))
+			return nil
+		}
+		writeError(w, http.StatusBadRequest, "malformed_envelope", "the body must be a JSON object {\"input\", \"callId\"?, \"context\"?, \"identity\"?}: "+err.Error())
+		return nil
+	}
+	if dec.More() {
+		writeError(w, http.StatusBadRequest, "malformed_envelope", "trailing data after the JSON envelope")
+		return nil
+	}
+	if err := checkCallID(env.CallID); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_call_id", err.Error())
+		return nil
+	}
+	call := gateway.Call{Tool: name, CallID: env.CallID, Input: env.Input}
+	if env.Context != nil {
+		call.Context = *env.Context
+	}
+	if env.Identity != nil {
+		call.Identity = *env.Identity
+	}
+	ans, err := h.gw.Invoke(r.Context(), call)
+	if err != nil {
+		code := "error"
+		var re *gateway.RequestError
+		if errors.As(err, &re) {
+			code = re.Code
+		}
+		writeError(w, gateway.StatusOf(err), code, err.Error())
+		return nil
+	}
+	return writeJSON(w, http.StatusOK, ans)
+}
+
+func checkCallID(id string) error {
+	if len(id) > maxCallIDLen {
+		return fmt.Errorf("callId is longer than %d bytes", maxCallIDLen)
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] <= ' ' || id[i] > '~' {
+			return errors.New("callId must be printable ASCII without spaces")
+		}
+	}
+	return nil
+}
+
+// allowCaller enforces the sidecar default: with no caller authentication,
+// runtime calls come from loopback only.
+func (h *Handler) allowCaller(w http.ResponseWriter, r *http.Request) bool {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return true
+	}
+	writeError(w, http.StatusForbidden, "forbidden", "runtime calls are accepted from loopback addresses only (no callers are configured)")
+	return false
+}
+
+func allowMethod(w http.ResponseWriter, r *http.Request, method string) bool {
+	if r.Method == method || (method == http.MethodGet && r.Method == http.MethodHead) {
+		return true
+	}
+	w.Header().Set("Allow", method)
+	writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("use %s", method))
+	return false
+}
+
+type apiError struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	var e apiError
+	e.Error.Code, e.Error.Message = code, msg
+	_ = writeJSON(w, status, e)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return caddyhttp.Error(http.StatusInternalServerError, err)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, err = w.Write(b)
+	return err
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.Validator             = (*Handler)(nil)
+	_ caddy.CleanerUpper          = (*Handler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
+)

@@ -1,0 +1,148 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+)
+
+// Defaults for a Client.
+const (
+	DefaultTimeout         = 30 * time.Second
+	DefaultMaxResponseSize = 1 << 20
+)
+
+// Response is a complete answer, read within the size limit.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// Error is a failure to get an answer. Its message is written for the model.
+type Error struct {
+	Kind string // "timeout", "too_large", "unreachable", "cut"
+	Msg  string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+// Client sends target requests. Redirects are not followed: a target is the
+// address its author wrote.
+type Client struct {
+	http            *http.Client
+	timeout         time.Duration
+	maxResponseSize int64
+}
+
+// NewClient returns a client with a transport tuned for many calls to few
+// hosts. Zero values take the defaults.
+func NewClient(timeout time.Duration, maxResponseSize int64) *Client {
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	if maxResponseSize <= 0 {
+		maxResponseSize = DefaultMaxResponseSize
+	}
+	tr := &http.Transport{
+		Proxy: nil,
+		DialContext: (&net.Dialer{
+			Timeout:   10 * time.Second,
+			KeepAlive: 30 * time.Second,
+		}).DialContext,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+	return &Client{
+		http: &http.Client{
+			Transport: tr,
+			CheckRedirect: func(*http.Request, []*http.Request) error {
+				return http.ErrUseLastResponse
+			},
+		},
+		timeout:         timeout,
+		maxResponseSize: maxResponseSize,
+	}
+}
+
+// Timeout is the limit for one request, answer included.
+func (c *Client) Timeout() time.Duration { return c.timeout }
+
+// MaxResponseSize is the hard limit on an answer's body.
+func (c *Client) MaxResponseSize() int64 { return c.maxResponseSize }
+
+// Do sends req and reads the whole answer. Failures are *Error.
+func (c *Client) Do(req *http.Request) (*Response, error) {
+	ctx, cancel := context.WithTimeout(req.Context(), c.timeout)
+	defer cancel()
+	resp, err := c.http.Do(req.WithContext(ctx))
+	if err != nil {
+		return nil, c.classify(ctx, err, false)
+	}
+	defer resp.Body.Close()
+	if resp.ContentLength > c.maxResponseSize {
+		return nil, c.tooLarge()
+	}
+	size := c.maxResponseSize + 1
+	if resp.ContentLength >= 0 {
+		size = resp.ContentLength + 1
+	}
+	body, err := readAll(io.LimitReader(resp.Body, c.maxResponseSize+1), size)
+	if err != nil {
+		return nil, c.classify(ctx, err, true)
+	}
+	if int64(len(body)) > c.maxResponseSize {
+		return nil, c.tooLarge()
+	}
+	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: body}, nil
+}
+
+func (c *Client) tooLarge() *Error {
+	return &Error{Kind: "too_large", Msg: fmt.Sprintf("the answer is larger than max_response_size (%d bytes)", c.maxResponseSize)}
+}
+
+func (c *Client) classify(ctx context.Context, err error, reading bool) *Error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return &Error{Kind: "timeout", Msg: fmt.Sprintf("the upstream did not answer within %s", c.timeout)}
+	}
+	if reading {
+		return &Error{Kind: "cut", Msg: fmt.Sprintf("the upstream connection broke while reading the answer: %v", err)}
+	}
+	var uerr interface{ Unwrap() error }
+	if errors.As(err, &uerr) {
+		err = uerr.Unwrap()
+	}
+	return &Error{Kind: "unreachable", Msg: fmt.Sprintf("the upstream could not be reached: %v", err)}
+}
+
+// readAll reads r into a buffer sized for the expected length, growing past
+// it only as io.ReadAll would.
+func readAll(r io.Reader, size int64) ([]byte, error) {
+	if size > 64<<10 {
+		size = 64 << 10
+	}
+	buf := make([]byte, 0, size)
+	for {
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err != nil {
+			if err == io.EOF {
+				return buf, nil
+			}
+			return buf, err
+		}
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+	}
+}
+
+// CloseIdleConnections closes the idle upstream connections.
+func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }

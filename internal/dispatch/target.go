@@ -1,0 +1,411 @@
+// Package dispatch compiles tool and button targets at load, builds the HTTP
+// request for one call from them, sends it, and reads the answer within the
+// configured limits.
+package dispatch
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/toolgate/toolgate/internal/refs"
+)
+
+// Target types.
+const (
+	TypeApp    = "app"
+	TypeURL    = "url"
+	TypeKazzle = "kazzle"
+)
+
+// Spec is a target as an author writes it, in a manifest or the Caddyfile.
+type Spec struct {
+	// Type is "app" (one of the app's components), "url" (an external
+	// endpoint) or "kazzle" (a client tool run in the user's page).
+	Type string `json:"type"`
+
+	// Component names the component an app target runs on. A url target
+	// may name one too, to use its env in ${env.NAME} references.
+	Component string `json:"component,omitempty"`
+
+	// Method is one of GET, POST, PUT, PATCH, DELETE.
+	Method string `json:"method,omitempty"`
+
+	// Path is the app target's path below the component's base URL. It
+	// starts with "/"; references in it are encoded as one path segment.
+	Path string `json:"path,omitempty"`
+
+	// URL is the url target's absolute http(s) URL. References may fill
+	// path segments and query values, never the scheme, host or port.
+	URL string `json:"url,omitempty"`
+
+	// Query holds query parameters; values may hold references.
+	Query map[string]string `json:"query,omitempty"`
+
+	// Headers holds request headers; values may hold references.
+	Headers map[string]string `json:"headers,omitempty"`
+
+	// Body is the JSON body. Unset, no body is sent. A string that is
+	// exactly one reference takes the referenced value with its type, so
+	// "${input}" sends the whole input.
+	Body json.RawMessage `json:"body,omitempty"`
+
+	// Name is the client tool a kazzle target runs in the page.
+	Name string `json:"name,omitempty"`
+}
+
+// Component is one of the app's own components.
+type Component struct {
+	Name    string
+	BaseURL *url.URL
+	// Env is what ${env.NAME} resolves against for targets of this component.
+	Env map[string]string
+}
+
+// NewComponent checks and builds a component.
+func NewComponent(name, baseURL string, env map[string]string) (*Component, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil {
+		return nil, fmt.Errorf("component %q: base URL %q: %v", name, baseURL, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("component %q: base URL %q must be an absolute http(s) URL", name, baseURL)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return nil, fmt.Errorf("component %q: base URL %q must not hold a query, fragment or user info", name, baseURL)
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	u.RawPath = strings.TrimSuffix(u.RawPath, "/")
+	if env == nil {
+		env = map[string]string{}
+	}
+	return &Component{Name: name, BaseURL: u, Env: env}, nil
+}
+
+var methods = map[string]bool{"GET": true, "POST": true, "PUT": true, "PATCH": true, "DELETE": true}
+
+// Headers that belong to the gateway or to the transport.
+var (
+	gatewayHeaders   = []string{"Authorization", "Kazzle-Tool-Context", "Idempotency-Key"}
+	transportHeaders = []string{"Host", "Content-Length", "Transfer-Encoding", "Connection", "Te", "Upgrade", "Trailer", "Keep-Alive", "Proxy-Connection"}
+)
+
+// Target is a compiled Spec: every reference parsed, every rule checked.
+type Target struct {
+	Spec Spec
+	// Component is the app target's component, or a url target's env owner.
+	Component *Component
+
+	base    string // app: the component's base URL; url: empty
+	url     *refs.Template
+	urlEncs []refs.Encoder
+	query   []param
+	headers []param
+	body    *refs.Value
+}
+
+type param struct {
+	key string
+	val *refs.Template
+}
+
+// Compile checks a spec against SPEC §2–3 and parses its references.
+// components maps names to the declared components.
+func Compile(s Spec, components map[string]*Component) (*Target, error) {
+	t := &Target{Spec: s}
+	switch s.Type {
+	case TypeKazzle:
+		if s.Name == "" {
+			return nil, fmt.Errorf("kazzle target: name is required")
+		}
+		if s.Component != "" || s.Method != "" || s.Path != "" || s.URL != "" || s.Query != nil || s.Headers != nil || s.Body != nil {
+			return nil, fmt.Errorf("kazzle target: only name may be set")
+		}
+		return t, nil
+	case TypeApp, TypeURL:
+	case "":
+		return nil, fmt.Errorf("target type is required (app, url or kazzle)")
+	default:
+		return nil, fmt.Errorf("unknown target type %q (want app, url or kazzle)", s.Type)
+	}
+	if s.Name != "" {
+		return nil, fmt.Errorf("%s target: name is only for kazzle targets", s.Type)
+	}
+	if !methods[s.Method] {
+		return nil, fmt.Errorf("%s target: method %q is not one of GET, POST, PUT, PATCH, DELETE", s.Type, s.Method)
+	}
+	if s.Component != "" {
+		c, ok := components[s.Component]
+		if !ok {
+			return nil, fmt.Errorf("%s target: component %q is not declared", s.Type, s.Component)
+		}
+		t.Component = c
+	}
+
+	var err error
+	switch s.Type {
+	case TypeApp:
+		if t.Component == nil {
+			return nil, fmt.Errorf("app target: component is required")
+		}
+		if s.URL != "" {
+			return nil, fmt.Errorf("app target: url is for url targets; use path")
+		}
+		if err = t.compileAppPath(); err != nil {
+			return nil, err
+		}
+	case TypeURL:
+		if s.Path != "" {
+			return nil, fmt.Errorf("url target: path is for app targets; put it in url")
+		}
+		if err = t.compileURL(); err != nil {
+			return nil, err
+		}
+	}
+
+	keys := sortedKeys(s.Query)
+	for _, k := range keys {
+		v, err := refs.Parse(s.Query[k])
+		if err != nil {
+			return nil, fmt.Errorf("%s target: query %q: %w", s.Type, k, err)
+		}
+		t.query = append(t.query, param{k, v})
+	}
+	for _, k := range sortedKeys(s.Headers) {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return nil, fmt.Errorf("%s target: %q is not a valid header name", s.Type, k)
+		}
+		canon := http.CanonicalHeaderKey(k)
+		for _, h := range transportHeaders {
+			if canon == h {
+				return nil, fmt.Errorf("%s target: header %q is set by the transport", s.Type, k)
+			}
+		}
+		if s.Type == TypeApp {
+			for _, h := range gatewayHeaders {
+				if canon == h {
+					return nil, fmt.Errorf("app target: header %q belongs to the gateway", k)
+				}
+			}
+		}
+		v, err := refs.Parse(s.Headers[k])
+		if err != nil {
+			return nil, fmt.Errorf("%s target: header %q: %w", s.Type, k, err)
+		}
+		if lit, ok := v.Literal(); ok && !httpguts.ValidHeaderFieldValue(lit) {
+			return nil, fmt.Errorf("%s target: header %q has an invalid value", s.Type, k)
+		}
+		t.headers = append(t.headers, param{canon, v})
+	}
+	if len(s.Body) > 0 {
+		if t.body, err = refs.ParseJSON(s.Body); err != nil {
+			return nil, fmt.Errorf("%s target: body: %w", s.Type, err)
+		}
+	}
+	for _, r := range t.Refs() {
+		if r.Root != refs.RootEnv {
+			continue
+		}
+		if t.Component == nil {
+			return nil, fmt.Errorf("%s target: %s needs a component whose env declares it; name one with component", s.Type, r)
+		}
+		if _, ok := t.Component.Env[r.Path[0]]; !ok {
+			return nil, fmt.Errorf("%s target: %s: component %q declares no env %s", s.Type, r, t.Component.Name, r.Path[0])
+		}
+	}
+	return t, nil
+}
+
+func (t *Target) compileAppPath() error {
+	p := t.Spec.Path
+	if !strings.HasPrefix(p, "/") {
+		return fmt.Errorf("app target: path %q must start with /", p)
+	}
+	if strings.ContainsAny(p, "?#") {
+		return fmt.Errorf("app target: path %q must not hold ? or #; use query", p)
+	}
+	tmpl, err := refs.Parse(p)
+	if err != nil {
+		return fmt.Errorf("app target: path: %w", err)
+	}
+	if err := checkPathShape(tmpl.Skeleton("x")); err != nil {
+		return fmt.Errorf("app target: path %q: %w", p, err)
+	}
+	t.base = t.Component.BaseURL.String()
+	t.url = tmpl
+	t.urlEncs = make([]refs.Encoder, len(tmpl.Refs()))
+	for i := range t.urlEncs {
+		t.urlEncs[i] = escapeSegment
+	}
+	return nil
+}
+
+func (t *Target) compileURL() error {
+	tmpl, err := refs.Parse(t.Spec.URL)
+	if err != nil {
+		return fmt.Errorf("url target: url: %w", err)
+	}
+	skel := tmpl.Skeleton("x")
+	u, err := url.Parse(skel)
+	if err != nil {
+		return fmt.Errorf("url target: url %q: %v", t.Spec.URL, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("url target: url %q must be an absolute http(s) URL", t.Spec.URL)
+	}
+	if u.Fragment != "" || strings.Contains(skel, "#") {
+		return fmt.Errorf("url target: url %q must not hold a fragment", t.Spec.URL)
+	}
+	if u.User != nil {
+		return fmt.Errorf("url target: url %q must not hold user info; use headers", t.Spec.URL)
+	}
+	if err := checkPathShape(u.EscapedPath()); err != nil {
+		return fmt.Errorf("url target: url %q: %w", t.Spec.URL, err)
+	}
+	// The origin is the author's: the literal text before the first
+	// reference must already hold the whole scheme://host[:port] and the
+	// character that ends it.
+	t.urlEncs = make([]refs.Encoder, len(tmpl.Refs()))
+	for i := range t.urlEncs {
+		before := tmpl.LiteralBefore(i)
+		if i == 0 {
+			rest, ok := strings.CutPrefix(before, u.Scheme+"://")
+			if !ok || !strings.ContainsAny(rest, "/?") {
+				return fmt.Errorf("url target: url %q: a reference may not fill the scheme, host or port", t.Spec.URL)
+			}
+		}
+		if strings.Contains(before, "?") {
+			t.urlEncs[i] = url.QueryEscape
+		} else {
+			t.urlEncs[i] = escapeSegment
+		}
+	}
+	t.url = tmpl
+	return nil
+}
+
+// checkPathShape refuses dot segments written by the author: a path is
+// what it says.
+func checkPathShape(escapedPath string) error {
+	for _, seg := range strings.Split(escapedPath, "/") {
+		if seg == "." || seg == ".." {
+			return fmt.Errorf("dot segments are not allowed")
+		}
+	}
+	return nil
+}
+
+// escapeSegment encodes text as (part of) one path segment: "/" cannot add
+// segments, and a value of dots alone cannot climb.
+func escapeSegment(s string) string {
+	if strings.Trim(s, ".") == "" {
+		return strings.Repeat("%2E", len(s))
+	}
+	return url.PathEscape(s)
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Refs lists every reference the target holds.
+func (t *Target) Refs() []refs.Ref {
+	var out []refs.Ref
+	if t.url != nil {
+		out = append(out, t.url.Refs()...)
+	}
+	for _, p := range t.query {
+		out = append(out, p.val.Refs()...)
+	}
+	for _, p := range t.headers {
+		out = append(out, p.val.Refs()...)
+	}
+	if t.body != nil {
+		out = append(out, t.body.Refs()...)
+	}
+	return out
+}
+
+// Env returns the env references resolve against.
+func (t *Target) Env() map[string]string {
+	if t.Component == nil {
+		return nil
+	}
+	return t.Component.Env
+}
+
+// Request builds the HTTP request for one call. It fails with a
+// *refs.MissingError when a reference has no value, and with a plain error
+// when a resolved value breaks a rule (a CR/LF in a header, a dot segment).
+func (t *Target) Request(ctx context.Context, input any) (*http.Request, error) {
+	if t.Spec.Type == TypeKazzle {
+		return nil, fmt.Errorf("kazzle targets run in the page, not over HTTP")
+	}
+	scope := refs.Scope{Input: input, Env: t.Env()}
+	raw, err := t.url.ExpandEach(scope, t.urlEncs)
+	if err != nil {
+		return nil, err
+	}
+	raw = t.base + raw
+	if len(t.query) > 0 {
+		q := make(url.Values, len(t.query))
+		for _, p := range t.query {
+			v, err := p.val.Expand(scope, nil)
+			if err != nil {
+				return nil, err
+			}
+			q.Set(p.key, v)
+		}
+		sep := "?"
+		if strings.Contains(raw, "?") {
+			sep = "&"
+		}
+		raw += sep + q.Encode()
+	}
+	var body io.Reader
+	if t.body != nil {
+		b, err := t.body.ResolveJSON(scope)
+		if err != nil {
+			return nil, err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, t.Spec.Method, raw, body)
+	if err != nil {
+		return nil, fmt.Errorf("the resolved URL does not parse: %v", err)
+	}
+	if err := checkPathShape(req.URL.EscapedPath()); err != nil {
+		return nil, fmt.Errorf("the resolved path %q holds a dot segment", req.URL.EscapedPath())
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for _, p := range t.headers {
+		v, err := p.val.Expand(scope, nil)
+		if err != nil {
+			return nil, err
+		}
+		if strings.ContainsAny(v, "\r\n\x00") {
+			return nil, fmt.Errorf("header %s: the resolved value holds CR, LF or NUL", p.key)
+		}
+		if !httpguts.ValidHeaderFieldValue(v) {
+			return nil, fmt.Errorf("header %s: the resolved value is not a valid header value", p.key)
+		}
+		req.Header.Set(p.key, v)
+	}
+	return req, nil
+}
+

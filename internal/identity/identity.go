@@ -1,0 +1,155 @@
+// Package identity issues the short-lived tokens that tell an app component
+// who the user is, and publishes the public keys that verify them.
+package identity
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// DefaultTTL is how long an identity token lives.
+const DefaultTTL = 5 * time.Minute
+
+// Key is an Ed25519 signing key with its id.
+type Key struct {
+	// ID is the RFC 7638 thumbprint of the public key: stable for the key,
+	// so a restart with the same key keeps the same kid.
+	ID      string
+	Private ed25519.PrivateKey
+}
+
+// NewKey wraps a private key and computes its id.
+func NewKey(priv ed25519.PrivateKey) Key {
+	return Key{ID: thumbprint(priv.Public().(ed25519.PublicKey)), Private: priv}
+}
+
+// GenerateKey makes a new random key.
+func GenerateKey() (Key, error) {
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return Key{}, err
+	}
+	return NewKey(priv), nil
+}
+
+// ParsePEM reads a PKCS #8 "PRIVATE KEY" PEM block holding an Ed25519 key.
+func ParsePEM(data []byte) (Key, error) {
+	block, _ := pem.Decode(data)
+	if block == nil {
+		return Key{}, errors.New("no PEM block found")
+	}
+	if block.Type != "PRIVATE KEY" {
+		return Key{}, fmt.Errorf("PEM block is %q, want \"PRIVATE KEY\" (PKCS #8)", block.Type)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return Key{}, err
+	}
+	priv, ok := k.(ed25519.PrivateKey)
+	if !ok {
+		return Key{}, fmt.Errorf("key is %T, want an Ed25519 key", k)
+	}
+	return NewKey(priv), nil
+}
+
+// MarshalPEM encodes the key as a PKCS #8 PEM block.
+func (k Key) MarshalPEM() ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(k.Private)
+	if err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}
+
+// Public returns the key's public half.
+func (k Key) Public() ed25519.PublicKey { return k.Private.Public().(ed25519.PublicKey) }
+
+func thumbprint(pub ed25519.PublicKey) string {
+	// RFC 7638: the required members in lexical order, no whitespace.
+	canon := `{"crv":"Ed25519","kty":"OKP","x":"` + base64.RawURLEncoding.EncodeToString(pub) + `"}`
+	sum := sha256.Sum256([]byte(canon))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// Claims are the claims of an identity token.
+type Claims struct {
+	Install string `json:"install,omitempty"`
+	jwt.RegisteredClaims
+}
+
+// Issuer signs identity tokens with one key.
+type Issuer struct {
+	issuer string
+	ttl    time.Duration
+	key    Key
+	now    func() time.Time
+}
+
+// NewIssuer returns an issuer; ttl <= 0 takes DefaultTTL.
+func NewIssuer(issuer string, ttl time.Duration, key Key) *Issuer {
+	if ttl <= 0 {
+		ttl = DefaultTTL
+	}
+	return &Issuer{issuer: issuer, ttl: ttl, key: key, now: time.Now}
+}
+
+// Token signs a token for user at install, addressed to the component
+// named audience.
+func (i *Issuer) Token(user, install, audience string) (string, error) {
+	now := i.now().Truncate(time.Second)
+	claims := Claims{
+		Install: install,
+		RegisteredClaims: jwt.RegisteredClaims{
+			Issuer:    i.issuer,
+			Subject:   user,
+			Audience:  jwt.ClaimStrings{audience},
+			IssuedAt:  jwt.NewNumericDate(now),
+			ExpiresAt: jwt.NewNumericDate(now.Add(i.ttl)),
+		},
+	}
+	tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, claims)
+	tok.Header["kid"] = i.key.ID
+	return tok.SignedString(i.key.Private)
+}
+
+// JWK is one public key as RFC 8037 writes it.
+type JWK struct {
+	Kty string `json:"kty"`
+	Crv string `json:"crv"`
+	X   string `json:"x"`
+	Kid string `json:"kid"`
+	Alg string `json:"alg"`
+	Use string `json:"use"`
+}
+
+// JWKS returns the JSON Web Key Set of the given keys' public halves.
+func JWKS(keys ...Key) []byte {
+	set := struct {
+		Keys []JWK `json:"keys"`
+	}{Keys: make([]JWK, 0, len(keys))}
+	for _, k := range keys {
+		set.Keys = append(set.Keys, JWK{
+			Kty: "OKP",
+			Crv: "Ed25519",
+			X:   base64.RawURLEncoding.EncodeToString(k.Public()),
+			Kid: k.ID,
+			Alg: "EdDSA",
+			Use: "sig",
+		})
+	}
+	b, _ := json.Marshal(set)
+	return b
+}
+
+// Key returns the signing key.
+func (i *Issuer) Key() Key { return i.key }

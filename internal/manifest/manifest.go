@@ -1,0 +1,253 @@
+// Package manifest holds tool declarations: it loads them from JSON manifests
+// or inline config, checks every rule of SPEC §1–2 at load, and compiles
+// their input schemas and targets once.
+package manifest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/toolgate/toolgate/internal/dispatch"
+	"github.com/toolgate/toolgate/internal/refs"
+)
+
+// Tool is one tool as declared.
+type Tool struct {
+	// Name is how the model calls the tool: ^[a-zA-Z0-9_-]{1,64}$, unique.
+	Name string `json:"name"`
+	// DisplayName is a short human label. Default: the name.
+	DisplayName string `json:"displayName,omitempty"`
+	// Description tells the model what the tool does and when to call it.
+	Description string `json:"description"`
+	// InputSchema is a JSON Schema (2020-12) whose top level is an object.
+	InputSchema json.RawMessage `json:"input_schema"`
+	// Target is where a call goes.
+	Target dispatch.Spec `json:"target"`
+	// Annotations are hints for MCP clients.
+	Annotations *Annotations `json:"annotations,omitempty"`
+}
+
+// Annotations are the optional MCP tool hints.
+type Annotations struct {
+	ReadOnlyHint    *bool `json:"readOnlyHint,omitempty"`
+	DestructiveHint *bool `json:"destructiveHint,omitempty"`
+	IdempotentHint  *bool `json:"idempotentHint,omitempty"`
+	OpenWorldHint   *bool `json:"openWorldHint,omitempty"`
+}
+
+// File is the shape of a manifest file.
+type File struct {
+	Tools []Tool `json:"tools"`
+}
+
+// Source is a group of tools and where they were declared, for errors.
+type Source struct {
+	// Name is the manifest's path, or a name for inline config.
+	Name  string
+	Tools []Tool
+}
+
+// ReadFile reads a manifest. Unknown fields are errors: a misspelled field
+// must not silently drop a rule.
+func ReadFile(path string) (Source, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Source{}, fmt.Errorf("manifest %s: %w", path, err)
+	}
+	f, err := Parse(data)
+	if err != nil {
+		return Source{}, fmt.Errorf("manifest %s: %w", path, err)
+	}
+	return Source{Name: "manifest " + path, Tools: f.Tools}, nil
+}
+
+// Parse decodes a manifest document strictly.
+func Parse(data []byte) (File, error) {
+	var f File
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return File{}, fmt.Errorf("invalid JSON: %w", err)
+	}
+	if dec.More() {
+		return File{}, errors.New("invalid JSON: trailing data after the document")
+	}
+	if f.Tools == nil {
+		return File{}, errors.New(`no "tools" array`)
+	}
+	return f, nil
+}
+
+var nameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// Compiled is a checked tool, ready to call.
+type Compiled struct {
+	Tool
+	// Source is where the tool was declared.
+	Source string
+	Schema *jsonschema.Schema
+	Target *dispatch.Target
+}
+
+// Set is the tools a gateway serves.
+type Set struct {
+	byName map[string]*Compiled
+	list   []*Compiled
+}
+
+// Compile checks and compiles every tool of every source. The first error
+// names the source and the tool.
+func Compile(sources []Source, components map[string]*dispatch.Component) (*Set, error) {
+	set := &Set{byName: map[string]*Compiled{}}
+	for _, src := range sources {
+		for i, t := range src.Tools {
+			c, err := CompileTool(t, components)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %s: %w", src.Name, toolLabel(t, i), err)
+			}
+			if prev, dup := set.byName[t.Name]; dup {
+				return nil, fmt.Errorf("%s: tool %q: duplicate name, already declared in %s", src.Name, t.Name, prev.Source)
+			}
+			c.Source = src.Name
+			set.byName[t.Name] = c
+			set.list = append(set.list, c)
+		}
+	}
+	sort.SliceStable(set.list, func(i, j int) bool { return set.list[i].Name < set.list[j].Name })
+	return set, nil
+}
+
+func toolLabel(t Tool, i int) string {
+	if t.Name == "" {
+		return fmt.Sprintf("tools[%d]", i)
+	}
+	return fmt.Sprintf("tool %q", t.Name)
+}
+
+// CompileTool checks one tool. components may be nil to skip the checks
+// that need them (a Caddyfile is checked before components are known).
+func CompileTool(t Tool, components map[string]*dispatch.Component) (*Compiled, error) {
+	if !nameRE.MatchString(t.Name) {
+		return nil, fmt.Errorf("name %q must match %s", t.Name, nameRE)
+	}
+	if strings.TrimSpace(t.Description) == "" {
+		return nil, errors.New("description is required")
+	}
+	if t.DisplayName == "" {
+		t.DisplayName = t.Name
+	}
+	doc, sch, err := compileSchema(t.Name, t.InputSchema)
+	if err != nil {
+		return nil, err
+	}
+	target, err := dispatch.Compile(t.Target, components)
+	if err != nil {
+		return nil, fmt.Errorf("target: %w", err)
+	}
+	if err := checkInputRefs(doc, target.Refs()); err != nil {
+		return nil, fmt.Errorf("target: %w", err)
+	}
+	return &Compiled{Tool: t, Schema: sch, Target: target}, nil
+}
+
+func compileSchema(name string, raw json.RawMessage) (map[string]any, *jsonschema.Schema, error) {
+	if len(raw) == 0 {
+		return nil, nil, errors.New("input_schema is required")
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, nil, fmt.Errorf("input_schema: invalid JSON: %w", err)
+	}
+	doc, ok := v.(map[string]any)
+	if !ok || doc["type"] != "object" {
+		return nil, nil, errors.New(`input_schema: the top level must be "type": "object"`)
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	// No loader: a schema must be self-contained, never fetched or read
+	// from disk at load.
+	c.UseLoader(jsonschema.SchemeURLLoader{})
+	loc := "toolgate:///tools/" + name + "/input_schema.json"
+	if err := c.AddResource(loc, doc); err != nil {
+		return nil, nil, fmt.Errorf("input_schema: %w", err)
+	}
+	sch, err := c.Compile(loc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("input_schema does not compile: %w", err)
+	}
+	return doc, sch, nil
+}
+
+// checkInputRefs refuses references that can never resolve: an input
+// property the schema forbids.
+func checkInputRefs(schema map[string]any, rs []refs.Ref) error {
+	props, _ := schema["properties"].(map[string]any)
+	closed := schema["additionalProperties"] == false
+	for _, r := range rs {
+		if r.Root != refs.RootInput || len(r.Path) == 0 || !closed {
+			continue
+		}
+		if _, ok := props[r.Path[0]]; !ok {
+			return fmt.Errorf("%s can never resolve: input_schema allows no property %q", r, r.Path[0])
+		}
+	}
+	return nil
+}
+
+// Lookup returns the named tool.
+func (s *Set) Lookup(name string) (*Compiled, bool) {
+	c, ok := s.byName[name]
+	return c, ok
+}
+
+// List returns the tools sorted by name.
+func (s *Set) List() []*Compiled { return s.list }
+
+// ValidateInput checks input against the tool's schema. The error lists
+// every problem as "path: reason", one per line, for the model to fix.
+func (c *Compiled) ValidateInput(input any) error {
+	err := c.Schema.Validate(input)
+	if err == nil {
+		return nil
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return err
+	}
+	var lines []string
+	collect(ve.BasicOutput(), &lines)
+	if len(lines) == 0 {
+		lines = append(lines, "(root): "+ve.Error())
+	}
+	return &InputError{Problems: lines}
+}
+
+func collect(u *jsonschema.OutputUnit, lines *[]string) {
+	if u.Error != nil && len(u.Errors) == 0 {
+		loc := u.InstanceLocation
+		if loc == "" {
+			loc = "(root)"
+		}
+		*lines = append(*lines, loc+": "+u.Error.String())
+	}
+	for i := range u.Errors {
+		collect(&u.Errors[i], lines)
+	}
+}
+
+// InputError lists what is wrong with an input.
+type InputError struct {
+	Problems []string
+}
+
+func (e *InputError) Error() string {
+	return "invalid input:\n- " + strings.Join(e.Problems, "\n- ")
+}

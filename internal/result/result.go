@@ -1,0 +1,157 @@
+// Package result turns what a handler answered into a tool result with up to
+// three channels: content for the model, markdown and embedUrl for the card.
+package result
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+	"unicode/utf8"
+)
+
+// Which channel a card shows.
+const (
+	CardMarkdown = "markdown"
+	CardEmbed    = "embed"
+)
+
+// Result is a normalized tool result.
+type Result struct {
+	IsError  bool   `json:"isError"`
+	Content  string `json:"content"`
+	Markdown string `json:"markdown,omitempty"`
+	EmbedURL string `json:"embedUrl,omitempty"`
+	// Card says which channel the card shows: embedUrl wins over markdown.
+	Card string `json:"card,omitempty"`
+}
+
+// Errorf builds an error result whose content the model reads.
+func Errorf(format string, args ...any) Result {
+	return Result{IsError: true, Content: fmt.Sprintf(format, args...)}
+}
+
+// maxErrorBody bounds how much of a failing answer's text is quoted.
+const maxErrorBody = 1024
+
+// Normalize applies the rules of SPEC §5 to a complete answer.
+func Normalize(status int, contentType string, body []byte) Result {
+	jsonBody := isJSON(contentType)
+	if status < 200 || status > 299 {
+		return failure(status, jsonBody, body)
+	}
+	if !jsonBody {
+		if !utf8.Valid(body) {
+			return Errorf("handler answered %d bytes that are not UTF-8 text (Content-Type %q)", len(body), contentType)
+		}
+		return Result{Content: string(body)}
+	}
+	return FromJSON(body)
+}
+
+// FromJSON normalizes a JSON answer with channels.
+func FromJSON(body []byte) Result {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(body, &obj); err != nil {
+		if json.Valid(body) {
+			return Errorf("handler answered JSON that is not an object: a JSON answer needs a string \"content\"")
+		}
+		return Errorf("handler answered invalid JSON: %v", err)
+	}
+	if obj == nil {
+		return Errorf("handler answered JSON null: a JSON answer needs a string \"content\"")
+	}
+	return fromObject(obj)
+}
+
+func fromObject(obj map[string]json.RawMessage) Result {
+	if t, ok := obj["type"]; ok && string(t) == `"action_required"` {
+		return Errorf("handler answered an action-required card, which this gateway does not handle yet")
+	}
+	raw, ok := obj["content"]
+	if !ok {
+		return Errorf("handler answered JSON without \"content\": a JSON answer needs a string \"content\" for the model")
+	}
+	var r Result
+	if err := json.Unmarshal(raw, &r.Content); err != nil || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		return Errorf("handler answered a \"content\" that is not a string")
+	}
+	if raw, ok := obj["markdown"]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &r.Markdown); err != nil {
+			return Errorf("handler answered a \"markdown\" that is not a string")
+		}
+	}
+	if raw, ok := obj["embedUrl"]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &r.EmbedURL); err != nil {
+			return Errorf("handler answered an \"embedUrl\" that is not a string")
+		}
+		if err := CheckEmbedURL(r.EmbedURL); err != nil {
+			return Errorf("handler answered an invalid \"embedUrl\": %v", err)
+		}
+	}
+	r.Card = cardOf(r)
+	return r
+}
+
+// CheckEmbedURL reports whether u is an absolute http(s) URL with a host.
+func CheckEmbedURL(u string) error {
+	p, err := url.Parse(u)
+	if err != nil {
+		return fmt.Errorf("%q does not parse: %v", u, err)
+	}
+	if (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+		return fmt.Errorf("%q is not an absolute http(s) URL", u)
+	}
+	return nil
+}
+
+func cardOf(r Result) string {
+	switch {
+	case r.EmbedURL != "":
+		return CardEmbed
+	case r.Markdown != "":
+		return CardMarkdown
+	}
+	return ""
+}
+
+// failure turns a non-2xx answer into an error result, carrying a domain
+// error's code and message, or a bounded quote of a text answer.
+func failure(status int, jsonBody bool, body []byte) Result {
+	head := fmt.Sprintf("handler answered %d %s", status, http.StatusText(status))
+	if jsonBody {
+		var de struct {
+			Code  *string `json:"code"`
+			Error *string `json:"error"`
+		}
+		if json.Unmarshal(body, &de) == nil && de.Code != nil && de.Error != nil {
+			return Errorf("%s: %s: %s", head, *de.Code, *de.Error)
+		}
+	}
+	text := strings.TrimSpace(string(body))
+	if text == "" || !utf8.ValidString(text) {
+		return Errorf("%s", head)
+	}
+	if len(text) > maxErrorBody {
+		cut := maxErrorBody
+		for cut > 0 && !utf8.RuneStart(text[cut]) {
+			cut--
+		}
+		text = text[:cut] + "…"
+	}
+	return Errorf("%s: %s", head, text)
+}
+
+func isJSON(contentType string) bool {
+	if contentType == "" {
+		return false
+	}
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return false
+	}
+	return mt == "application/json" || strings.HasSuffix(mt, "+json")
+}
