@@ -73,11 +73,11 @@ type Handler struct {
 	// larger one is refused with 413. Default: 1 MiB.
 	MaxRequestSize int64 `json:"max_request_size,omitempty"`
 
-	gw         *gateway.Gateway
-	client     *dispatch.Client
-	toolList   []byte
-	jwks       []byte
-	logger     *zap.Logger
+	gw       *gateway.Gateway
+	client   *dispatch.Client
+	toolList []byte
+	jwks     []byte
+	logger   *zap.Logger
 }
 
 // Component is one of the app's components.

@@ -408,4 +408,3 @@ func (t *Target) Request(ctx context.Context, input any) (*http.Request, error) 
 	}
 	return req, nil
 }
-
