@@ -46,10 +46,12 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			query  <key> <value>
 //			header <name> <value>
 //			body   <json>
+//			component <name>
 //		}
 //	}
 //
-// manifest and tool may repeat. A body that is not valid JSON is taken as a
+// manifest and tool may repeat. A tool's component line lets a url target
+// use that component's env in ${env.NAME} references. A body that is not valid JSON is taken as a
 // JSON string, so `body ${input}` sends the whole input. Inline tools are
 // checked when the Caddyfile is adapted; errors name the file and line.
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
@@ -212,14 +214,14 @@ func parseTool(d *caddyfile.Dispenser) (manifest.Tool, error) {
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		sub := d.Val()
 		if sub != "query" && sub != "header" {
-			if once[sub] {
+			if once[sub] || (sub == "component" && t.Target.Component != "") {
 				return t, d.Errf("tool %s: %s already specified", t.Name, sub)
 			}
 			once[sub] = true
 		}
 		args := d.RemainingArgs()
 		switch sub {
-		case "description", "display_name", "input_schema", "body":
+		case "description", "display_name", "input_schema", "body", "component":
 			if len(args) != 1 {
 				return t, d.ArgErr()
 			}
@@ -235,6 +237,8 @@ func parseTool(d *caddyfile.Dispenser) (manifest.Tool, error) {
 				t.InputSchema = json.RawMessage(args[0])
 			case "body":
 				t.Target.Body = bodyJSON(args[0])
+			case "component":
+				t.Target.Component = args[0]
 			}
 		case "target":
 			if err := parseTarget(d, &t.Target, args); err != nil {

@@ -116,7 +116,11 @@ func (Handler) CaddyModule() caddy.ModuleInfo {
 // Provision loads and compiles the tools, sets up the identity key and the
 // upstream client.
 func (h *Handler) Provision(ctx caddy.Context) error {
-	h.logger = ctx.Logger()
+	return h.provision(ctx, ctx.Logger())
+}
+
+func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) error {
+	h.logger = logger
 	if h.MaxRequestSize <= 0 {
 		h.MaxRequestSize = DefaultMaxRequestSize
 	}
