@@ -106,16 +106,18 @@ func NewIssuer(issuer string, ttl time.Duration, key Key) *Issuer {
 // Token signs a token for user at install, addressed to the component
 // named audience.
 func (i *Issuer) Token(user, install, audience string) (string, error) {
-	now := i.now().Truncate(time.Second)
-	claims := Claims{
-		Install: install,
-		RegisteredClaims: jwt.RegisteredClaims{
-			Issuer:    i.issuer,
-			Subject:   user,
-			Audience:  jwt.ClaimStrings{audience},
-			IssuedAt:  jwt.NewNumericDate(now),
-			ExpiresAt: jwt.NewNumericDate(now.Add(i.ttl)),
-		},
+	now := i.now().Unix()
+	// aud is the component's name as a single string (jwt.ClaimStrings
+	// would write an array, and its switch is a package global).
+	claims := jwt.MapClaims{
+		"iss": i.issuer,
+		"sub": user,
+		"aud": audience,
+		"iat": now,
+		"exp": now + int64(i.ttl/time.Second),
+	}
+	if install != "" {
+		claims["install"] = install
 	}
 	tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, claims)
 	tok.Header["kid"] = i.key.ID

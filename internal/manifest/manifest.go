@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"sort"
@@ -77,7 +78,9 @@ func Parse(data []byte) (File, error) {
 	if err := dec.Decode(&f); err != nil {
 		return File{}, fmt.Errorf("invalid JSON: %w", err)
 	}
-	if dec.More() {
+	// dec.More reports false before a stray '}' or ']', so read one more
+	// token: only the end of the input may follow the document.
+	if _, err := dec.Token(); err != io.EOF {
 		return File{}, errors.New("invalid JSON: trailing data after the document")
 	}
 	if f.Tools == nil {
@@ -172,6 +175,9 @@ func compileSchema(name string, raw json.RawMessage) (map[string]any, *jsonschem
 	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
+	// Zod's exports say "format": "uri", "email", …; a model reads them as
+	// rules, so they are checked, not just annotations.
+	c.AssertFormat()
 	// No loader: a schema must be self-contained, never fetched or read
 	// from disk at load.
 	c.UseLoader(jsonschema.SchemeURLLoader{})

@@ -1,0 +1,146 @@
+package caddymodule
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/caddytest"
+	"go.uber.org/zap"
+
+	"github.com/toolgate/toolgate/internal/dispatch"
+	"github.com/toolgate/toolgate/internal/identity"
+	"github.com/toolgate/toolgate/internal/manifest"
+)
+
+// benchUpstream answers every request with a 1 KiB JSON tool result.
+func benchUpstream(b *testing.B) *httptest.Server {
+	body, _ := json.Marshal(map[string]string{"content": strings.Repeat("x", 1024-len(`{"content":""}`))})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(body)
+	}))
+	b.Cleanup(srv.Close)
+	return srv
+}
+
+type nextHandler struct{}
+
+func (nextHandler) ServeHTTP(http.ResponseWriter, *http.Request) error { return nil }
+
+func serve(b *testing.B, h caddyhttp.MiddlewareHandler, method, target, body string) {
+	b.Helper()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		req := httptest.NewRequest(method, target, strings.NewReader(body))
+		req.RemoteAddr = "127.0.0.1:40000"
+		w := httptest.NewRecorder()
+		req = caddyhttp.PrepareRequest(req, caddy.NewReplacer(), w, nil)
+		if err := h.ServeHTTP(w, req, nextHandler{}); err != nil {
+			b.Fatal(err)
+		}
+		if w.Code != http.StatusOK || w.Body.Len() < 1024 {
+			b.Fatalf("status %d: %s", w.Code, w.Body)
+		}
+	}
+}
+
+// BenchmarkInvoke is one tool call through the handler: envelope decode,
+// schema validation, references, a signed identity token, the upstream
+// round trip on loopback, normalization and the answer. Compare it with
+// BenchmarkReverseProxy, plain Caddy reverse_proxy to the same upstream in
+// the same run.
+func BenchmarkInvoke(b *testing.B) {
+	up := benchUpstream(b)
+	key, _ := identity.GenerateKey()
+	pemData, _ := key.MarshalPEM()
+	keyFile := filepath.Join(b.TempDir(), "key.pem")
+	if err := os.WriteFile(keyFile, pemData, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	h := &Handler{
+		Components: map[string]*Component{"api": {BaseURL: up.URL}},
+		Identity:   &Identity{KeyFile: keyFile},
+		Tools: []manifest.Tool{{
+			Name:        "get_item",
+			Description: "Get an item.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"],"additionalProperties":false}`),
+			Target:      dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/items/${input.id}"},
+		}},
+	}
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	if err := h.provision(ctx, zap.NewNop()); err != nil {
+		b.Fatal(err)
+	}
+	defer h.Cleanup()
+	serve(b, h, "POST", "/tools/get_item", `{"input":{"id":"b1"},"identity":{"user":"u_1","install":"in_1"}}`)
+}
+
+// BenchmarkServer runs toolgate and plain reverse_proxy side by side in one
+// Caddy, in the same run, against the same upstream: the ratio of the two
+// is the figure to report. Each iteration is one HTTP round trip from a
+// keep-alive client.
+func BenchmarkServer(b *testing.B) {
+	up := benchUpstream(b)
+	tc := caddytest.NewTester(b)
+	tc.InitServer(fmt.Sprintf(`{
+	admin localhost:2999
+	http_port 9080
+	https_port 9443
+	grace_period 1ns
+	skip_install_trust
+	storage file_system %s
+	log {
+		level ERROR
+	}
+}
+http://127.0.0.1:9080 {
+	bind 127.0.0.1
+	handle_path /toolgate/* {
+		toolgate {
+			component api %s
+			tool get_item {
+				description "Get an item."
+				input_schema `+"`"+`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"],"additionalProperties":false}`+"`"+`
+				target app api GET /items/${input.id}
+			}
+		}
+	}
+	handle_path /proxy/* {
+		reverse_proxy %s
+	}
+}`, b.TempDir(), up.URL, strings.TrimPrefix(up.URL, "http://")), "caddyfile")
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
+	run := func(b *testing.B, method, url, body string) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			req, _ := http.NewRequest(method, url, strings.NewReader(body))
+			resp, err := client.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			n, _ := io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || n < 1024 {
+				b.Fatalf("status %d, %d bytes", resp.StatusCode, n)
+			}
+		}
+	}
+	b.Run("reverse_proxy", func(b *testing.B) {
+		run(b, "GET", "http://127.0.0.1:9080/proxy/items/b1", "")
+	})
+	b.Run("toolgate", func(b *testing.B) {
+		run(b, "POST", "http://127.0.0.1:9080/toolgate/tools/get_item", `{"input":{"id":"b1"},"identity":{"user":"u_1","install":"in_1"}}`)
+	})
+}
