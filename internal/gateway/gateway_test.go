@@ -1,0 +1,167 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/dispatch"
+	"github.com/toolgate/toolgate/internal/identity"
+	"github.com/toolgate/toolgate/internal/manifest"
+)
+
+func TestCheckContext(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		in   Context
+		want Context
+		ok   bool
+	}{
+		{"empty is api", Context{}, Context{Source: "api"}, true},
+		{"api", Context{Source: "api"}, Context{Source: "api"}, true},
+		{"thread", Context{Source: "thread", ThreadID: "th_1"}, Context{Source: "thread", ThreadID: "th_1"}, true},
+		{"thread without id", Context{Source: "thread"}, Context{}, false},
+		{"api with thread id", Context{Source: "api", ThreadID: "th_1"}, Context{}, false},
+		{"thread id without source", Context{ThreadID: "th_1"}, Context{}, false},
+		{"unknown source", Context{Source: "chat"}, Context{}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := c.in
+			err := CheckContext(&got)
+			if (err == nil) != c.ok {
+				t.Fatalf("err = %v, want ok=%v", err, c.ok)
+			}
+			if err != nil {
+				if !errors.Is(err, ErrBadRequest) || StatusOf(err) != http.StatusBadRequest {
+					t.Errorf("err %v is not a 400 bad request", err)
+				}
+				return
+			}
+			if got != c.want {
+				t.Errorf("got %+v, want %+v", got, c.want)
+			}
+		})
+	}
+}
+
+type seen struct {
+	path, auth, ctx string
+	body            []byte
+}
+
+func newGateway(t *testing.T, tools ...manifest.Tool) (*Gateway, chan seen) {
+	t.Helper()
+	ch := make(chan seen, 10)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		ch <- seen{r.URL.EscapedPath(), r.Header.Get("Authorization"), r.Header.Get("Kazzle-Tool-Context"), b}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"content":"got %s"}`, r.URL.Path)
+	}))
+	t.Cleanup(up.Close)
+	comp, err := dispatch.NewComponent("api", up.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := manifest.Compile([]manifest.Source{{Name: "test", Tools: tools}}, map[string]*dispatch.Component{"api": comp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := identity.GenerateKey()
+	return New(set, identity.NewIssuer("gw", time.Minute, key), dispatch.NewClient(time.Second, 1<<20), nil), ch
+}
+
+func tool(name string, target dispatch.Spec) manifest.Tool {
+	return manifest.Tool{
+		Name: name, Description: "d",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string","maxLength":3},"big":{"type":"integer"}},"additionalProperties":false}`),
+		Target:      target,
+	}
+}
+
+func TestInvoke(t *testing.T) {
+	gw, ch := newGateway(t,
+		tool("app", dispatch.Spec{Type: "app", Component: "api", Method: "POST", Path: "/i/${input.id}", Body: json.RawMessage(`"${input}"`)}),
+		tool("client", dispatch.Spec{Type: "kazzle", Name: "where"}),
+	)
+	me := Identity{User: "u_1", Install: "in_1"}
+	ctx := context.Background()
+
+	// Caller mistakes are errors with a status, and nothing is sent.
+	for _, c := range []struct {
+		name   string
+		call   Call
+		status int
+		code   string
+	}{
+		{"unknown tool", Call{Tool: "nope", Identity: me}, 404, "unknown_tool"},
+		{"no user for an app target", Call{Tool: "app", Input: json.RawMessage(`{"id":"a"}`)}, 400, "identity_required"},
+		{"bad context", Call{Tool: "app", Context: Context{Source: "thread"}, Identity: me}, 400, "invalid_context"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := gw.Invoke(ctx, c.call)
+			var re *RequestError
+			if !errors.As(err, &re) || re.Code != c.code || StatusOf(err) != c.status {
+				t.Errorf("err %v, want %d %s", err, c.status, c.code)
+			}
+		})
+	}
+
+	// Tool failures are answers with isError, and nothing is sent.
+	for _, c := range []struct {
+		name, input, want string
+	}{
+		{"invalid JSON input", `{"id":`, "invalid input"},
+		{"schema violation", `{"id":"toolong"}`, "/id"},
+		{"wrong type", `{"id":1}`, "/id"},
+		{"missing reference", `{}`, "reference ${input.id}"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a, err := gw.Invoke(ctx, Call{Tool: "app", Input: json.RawMessage(c.input), Identity: me})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !a.IsError || !strings.Contains(a.Content, c.want) || a.Status != StatusDone {
+				t.Errorf("got %+v, want an error result with %q", a, c.want)
+			}
+		})
+	}
+	select {
+	case s := <-ch:
+		t.Fatalf("the upstream was called for a call that must not reach it: %+v", s)
+	default:
+	}
+
+	a, err := gw.Invoke(ctx, Call{Tool: "app", CallID: "c1", Input: json.RawMessage(`{"id":"a/b","big":12345678901234567890}`),
+		Context: Context{Source: "thread", ThreadID: "t"}, Identity: me})
+	if err != nil || a.IsError || a.CallID != "c1" || a.Content != "got /i/a/b" {
+		t.Fatalf("got %+v, %v", a, err)
+	}
+	s := <-ch
+	if s.path != "/i/a%2Fb" || !strings.HasPrefix(s.auth, "Bearer ey") || s.ctx != `{"source":"thread","threadId":"t"}` {
+		t.Errorf("upstream saw %+v", s)
+	}
+	if string(s.body) != `{"big":12345678901234567890,"id":"a/b"}` {
+		t.Errorf("body %s: the number must keep its exact text", s.body)
+	}
+
+	// A client tool is not served over HTTP: an error result, not a panic.
+	a, err = gw.Invoke(ctx, Call{Tool: "client", Context: Context{Source: "thread", ThreadID: "t"}})
+	if err != nil || !a.IsError || !strings.Contains(a.Content, "page") {
+		t.Errorf("client tool: %+v, %v", a, err)
+	}
+}
+
+func TestNewCallID(t *testing.T) {
+	a, b := NewCallID(), NewCallID()
+	if a == b || !strings.HasPrefix(a, "call_") || len(a) != len("call_")+22 {
+		t.Errorf("call ids %q %q", a, b)
+	}
+}
