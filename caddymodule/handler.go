@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -266,7 +267,8 @@ func (h *Handler) serveInvoke(w http.ResponseWriter, r *http.Request, name strin
 		writeError(w, http.StatusBadRequest, "malformed_envelope", "the body must be a JSON object {\"input\", \"callId\"?, \"context\"?, \"identity\"?}: "+err.Error())
 		return nil
 	}
-	if dec.More() {
+	// More() would miss a stray ']' or '}': only the end may follow.
+	if _, err := dec.Token(); err != io.EOF {
 		writeError(w, http.StatusBadRequest, "malformed_envelope", "trailing data after the JSON envelope")
 		return nil
 	}

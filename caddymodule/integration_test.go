@@ -446,6 +446,7 @@ func TestInvokeCallerMistakes(t *testing.T) {
 		{"not JSON", "save", `{"input":`, 400, "malformed_envelope"},
 		{"unknown field", "save", `{"input":{},"inputs":{}}`, 400, "malformed_envelope"},
 		{"trailing data", "save", `{"input":{}} {}`, 400, "malformed_envelope"},
+		{"trailing brace", "save", `{"input":{}}}`, 400, "malformed_envelope"},
 		{"bad context", "save", `{"input":{"id":"1"},"context":{"source":"thread"},` + who + `}`, 400, "invalid_context"},
 		{"unknown source", "save", `{"input":{"id":"1"},"context":{"source":"chat"},` + who + `}`, 400, "invalid_context"},
 		{"no identity for app", "save", `{"input":{"id":"1"}}`, 400, "identity_required"},

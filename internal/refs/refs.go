@@ -69,7 +69,7 @@ func (r Ref) Resolve(s Scope) (any, error) {
 				cur = v
 			case []any:
 				n, err := strconv.Atoi(seg)
-				if err != nil || n < 0 || n >= len(c) {
+				if err != nil || n < 0 || n >= len(c) || strconv.Itoa(n) != seg {
 					return nil, &MissingError{Ref: r.Text, Reason: fmt.Sprintf("input has no %q (array of %d)", strings.Join(r.Path[:i+1], "."), len(c))}
 				}
 				cur = c[n]

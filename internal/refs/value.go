@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"sort"
 )
 
@@ -72,7 +73,8 @@ func ParseJSON(raw []byte) (*Value, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, fmt.Errorf("invalid JSON: %w", err)
 	}
-	if dec.More() {
+	// More() would miss a stray ']' or '}': only the end of input may follow.
+	if _, err := dec.Token(); err != io.EOF {
 		return nil, fmt.Errorf("invalid JSON: trailing data after the value")
 	}
 	return Compile(v)

@@ -68,7 +68,9 @@ func FromJSON(body []byte) Result {
 }
 
 func fromObject(obj map[string]json.RawMessage) Result {
-	if t, ok := obj["type"]; ok && string(t) == `"action_required"` {
+	// Decoded, not compared raw: "action\u005frequired" is the same card.
+	var typ string
+	if t, ok := obj["type"]; ok && json.Unmarshal(t, &typ) == nil && typ == "action_required" {
 		return Errorf("handler answered an action-required card, which this gateway does not handle yet")
 	}
 	raw, ok := obj["content"]
@@ -128,21 +130,27 @@ func failure(status int, jsonBody bool, body []byte) Result {
 			Error *string `json:"error"`
 		}
 		if json.Unmarshal(body, &de) == nil && de.Code != nil && de.Error != nil {
-			return Errorf("%s: %s: %s", head, *de.Code, *de.Error)
+			return Errorf("%s: %s: %s", head, bounded(*de.Code), bounded(*de.Error))
 		}
 	}
 	text := strings.TrimSpace(string(body))
 	if text == "" || !utf8.ValidString(text) {
 		return Errorf("%s", head)
 	}
-	if len(text) > maxErrorBody {
-		cut := maxErrorBody
-		for cut > 0 && !utf8.RuneStart(text[cut]) {
-			cut--
-		}
-		text = text[:cut] + "…"
+	return Errorf("%s: %s", head, bounded(text))
+}
+
+// bounded cuts text quoted from a failing answer to maxErrorBody bytes, on
+// a rune boundary.
+func bounded(text string) string {
+	if len(text) <= maxErrorBody {
+		return text
 	}
-	return Errorf("%s: %s", head, text)
+	cut := maxErrorBody
+	for cut > 0 && !utf8.RuneStart(text[cut]) {
+		cut--
+	}
+	return text[:cut] + "…"
 }
 
 func isJSON(contentType string) bool {
@@ -150,7 +158,7 @@ func isJSON(contentType string) bool {
 		return false
 	}
 	mt, _, err := mime.ParseMediaType(contentType)
-	if err != nil {
+	if err != nil && err != mime.ErrInvalidMediaParameter {
 		return false
 	}
 	return mt == "application/json" || strings.HasSuffix(mt, "+json")

@@ -1,0 +1,115 @@
+package result_test
+
+import (
+	"encoding/json"
+	"net/url"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/internal/result"
+)
+
+var fuzzContentTypes = []string{
+	"",
+	"text/plain",
+	"text/plain; charset=utf-8",
+	"text/html",
+	"application/json",
+	"application/json; charset=utf-8",
+	"application/problem+json",
+	"application/octet-stream",
+}
+
+func FuzzNormalize(f *testing.F) {
+	seeds := []struct {
+		status uint16
+		ct     uint8
+		body   string
+	}{
+		{200, 0, "hello"},
+		{200, 1, "caf\xe9"},
+		{200, 4, `{"content":"c"}`},
+		{200, 4, `{"content":"c","markdown":"m","embedUrl":"https://a.example/x"}`},
+		{200, 5, `{"content":"c","embedUrl":"/relative"}`},
+		{200, 4, `{"content":"c","embedUrl":"javascript:alert(1)"}`},
+		{200, 4, `{"content":"c","embedUrl":"HTTPS://a.example"}`},
+		{200, 6, `{"content":"c","markdown":"m"}`},
+		{200, 4, `{"content":1}`},
+		{200, 4, `{"content":null}`},
+		{200, 4, `null`},
+		{200, 4, `[1,2]`},
+		{200, 4, `{"content":`},
+		{200, 4, `{"type":"action_required","content":"x"}`},
+		{200, 4, `{"content":"a","content":1}`},
+		{200, 4, "{\"content\":\"\xff\"}"},
+		{404, 4, `{"code":"nf","error":"missing"}`},
+		{500, 1, strings.Repeat("€", 600)},
+		{500, 1, "\xff\xfe"},
+		{204, 0, ""},
+		{101, 4, `{"content":"c"}`},
+	}
+	for _, s := range seeds {
+		f.Add(s.status-100, s.ct, []byte(s.body))
+	}
+	f.Fuzz(func(t *testing.T, st uint16, ctIdx uint8, body []byte) {
+		status := 100 + int(st)%500
+		ct := fuzzContentTypes[int(ctIdx)%len(fuzzContentTypes)]
+		r := result.Normalize(status, ct, body)
+
+		for name, s := range map[string]string{"content": r.Content, "markdown": r.Markdown, "embedUrl": r.EmbedURL} {
+			if !utf8.ValidString(s) {
+				t.Fatalf("%s %q is not valid UTF-8", name, s)
+			}
+		}
+		ok2xx := status >= 200 && status <= 299
+		if !ok2xx && !r.IsError {
+			t.Fatalf("status %d gave a non-error result %+v", status, r)
+		}
+		if r.IsError {
+			if r.Content == "" || r.Markdown != "" || r.EmbedURL != "" || r.Card != "" {
+				t.Fatalf("error result %+v: want a message and no card channels", r)
+			}
+			return
+		}
+
+		switch r.Card {
+		case result.CardEmbed:
+			u, err := url.Parse(r.EmbedURL)
+			lower := strings.ToLower(r.EmbedURL)
+			if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") ||
+				!(strings.HasPrefix(lower, "http://") || strings.HasPrefix(lower, "https://")) {
+				t.Fatalf("card shows embed %q, which is not an absolute http(s) URL", r.EmbedURL)
+			}
+		case result.CardMarkdown:
+			if r.Markdown == "" || r.EmbedURL != "" {
+				t.Fatalf("card shows markdown for %+v", r)
+			}
+		case "":
+			if r.Markdown != "" || r.EmbedURL != "" {
+				t.Fatalf("no card for %+v", r)
+			}
+		default:
+			t.Fatalf("unknown card %q", r.Card)
+		}
+
+		isJSON := strings.HasPrefix(ct, "application/json") || ct == "application/problem+json"
+		if !isJSON {
+			if r.Content != string(body) || r.Card != "" {
+				t.Fatalf("text answer %q gave %+v, want the body as content", body, r)
+			}
+			return
+		}
+		var obj map[string]any
+		if err := json.Unmarshal(body, &obj); err != nil || obj == nil {
+			t.Fatalf("non-error result %+v from a JSON body that is not an object: %q", r, body)
+		}
+		content, ok := obj["content"].(string)
+		if !ok || content != r.Content {
+			t.Fatalf("non-error result %+v from %q, whose content is %#v", r, body, obj["content"])
+		}
+		if obj["type"] == "action_required" {
+			t.Fatalf("action-required card %q gave a non-error result", body)
+		}
+	})
+}
