@@ -114,7 +114,8 @@ func (i *Issuer) Token(user, install, audience string) (string, error) {
 		"sub": user,
 		"aud": audience,
 		"iat": now,
-		"exp": now + int64(i.ttl/time.Second),
+		// Rounded up: a ttl under a second must not give exp == iat.
+		"exp": now + int64((i.ttl+time.Second-1)/time.Second),
 	}
 	if install != "" {
 		claims["install"] = install

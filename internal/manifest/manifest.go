@@ -196,16 +196,31 @@ func compileSchema(name string, raw json.RawMessage) (map[string]any, *jsonschem
 // property the schema forbids.
 func checkInputRefs(schema map[string]any, rs []refs.Ref) error {
 	props, _ := schema["properties"].(map[string]any)
+	patterns, _ := schema["patternProperties"].(map[string]any)
 	closed := schema["additionalProperties"] == false
 	for _, r := range rs {
 		if r.Root != refs.RootInput || len(r.Path) == 0 || !closed {
 			continue
 		}
-		if _, ok := props[r.Path[0]]; !ok {
-			return fmt.Errorf("%s can never resolve: input_schema allows no property %q", r, r.Path[0])
+		if _, ok := props[r.Path[0]]; ok || matchesAny(patterns, r.Path[0]) {
+			continue
 		}
+		return fmt.Errorf("%s can never resolve: input_schema allows no property %q", r, r.Path[0])
 	}
 	return nil
+}
+
+// matchesAny reports whether a patternProperties pattern may admit name.
+// A pattern Go's regexp cannot read counts as a match: the check must
+// never refuse a reference that can resolve.
+func matchesAny(patterns map[string]any, name string) bool {
+	for p := range patterns {
+		re, err := regexp.Compile(p)
+		if err != nil || re.MatchString(name) {
+			return true
+		}
+	}
+	return false
 }
 
 // Lookup returns the named tool.
