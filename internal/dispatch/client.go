@@ -25,7 +25,7 @@ type Response struct {
 
 // Error is a failure to get an answer. Its message is written for the model.
 type Error struct {
-	Kind string // "timeout", "too_large", "unreachable", "cut"
+	Kind string // "timeout", "too_large", "unreachable", "cut", "cancelled"
 	Msg  string
 }
 
@@ -109,6 +109,9 @@ func (c *Client) tooLarge() *Error {
 }
 
 func (c *Client) classify(ctx context.Context, err error, reading bool) *Error {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return &Error{Kind: "cancelled", Msg: "the call was cancelled before the upstream answered"}
+	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return &Error{Kind: "timeout", Msg: fmt.Sprintf("the upstream did not answer within %s", c.timeout)}
 	}

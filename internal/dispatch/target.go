@@ -239,6 +239,11 @@ func (t *Target) compileAppPath() error {
 	if err := checkPathShape(tmpl.Skeleton("x")); err != nil {
 		return fmt.Errorf("app target: path %q: %w", p, err)
 	}
+	// A literal that cannot parse (a stray %, a control character) would
+	// fail every call; refuse it at load. Encoded values always parse.
+	if _, err := url.Parse(t.Component.BaseURL.String() + tmpl.Skeleton("x")); err != nil {
+		return fmt.Errorf("app target: path %q: %v", p, err)
+	}
 	t.base = t.Component.BaseURL.String()
 	t.url = tmpl
 	t.urlEncs = make([]refs.Encoder, len(tmpl.Refs()))
@@ -304,13 +309,8 @@ func checkPathShape(escapedPath string) error {
 }
 
 // escapeSegment encodes text as (part of) one path segment: "/" cannot add
-// segments, and a value of dots alone cannot climb.
-func escapeSegment(s string) string {
-	if strings.Trim(s, ".") == "" {
-		return strings.Repeat("%2E", len(s))
-	}
-	return url.PathEscape(s)
-}
+// segments. Request refuses a resulting segment of dots alone.
+func escapeSegment(s string) string { return url.PathEscape(s) }
 
 func sortedKeys(m map[string]string) []string {
 	keys := make([]string, 0, len(m))
@@ -387,8 +387,12 @@ func (t *Target) Request(ctx context.Context, input any) (*http.Request, error) 
 	if err != nil {
 		return nil, fmt.Errorf("the resolved URL does not parse: %v", err)
 	}
-	if err := checkPathShape(req.URL.EscapedPath()); err != nil {
-		return nil, fmt.Errorf("the resolved path %q holds a dot segment", req.URL.EscapedPath())
+	// A value of dots alone would climb once a handler decodes its path
+	// (RFC 3986 makes %2E a dot): the call fails rather than send it.
+	for _, seg := range strings.Split(req.URL.EscapedPath(), "/") {
+		if dec, err := url.PathUnescape(seg); err == nil && (dec == "." || dec == "..") {
+			return nil, fmt.Errorf("the resolved path %q holds a dot segment", req.URL.EscapedPath())
+		}
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")

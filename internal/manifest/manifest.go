@@ -135,8 +135,7 @@ func toolLabel(t Tool, i int) string {
 	return fmt.Sprintf("tool %q", t.Name)
 }
 
-// CompileTool checks one tool. components may be nil to skip the checks
-// that need them (a Caddyfile is checked before components are known).
+// CompileTool checks one tool against the declared components.
 func CompileTool(t Tool, components map[string]*dispatch.Component) (*Compiled, error) {
 	if !nameRE.MatchString(t.Name) {
 		return nil, fmt.Errorf("name %q must match %s", t.Name, nameRE)
