@@ -671,3 +671,15 @@ func TestLoopbackOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestBrokenReloadChangesNothing loads a good config, then a broken one:
+// the load fails naming the tool, and the running gateway keeps serving.
+func TestBrokenReloadChangesNothing(t *testing.T) {
+	tc, rec, dir := startGateway(t)
+	broken := strings.Replace(testConfig(t, rec.srv.URL, dir), "target app api GET /md", "target app nowhere GET /md", 1)
+	caddytest.AssertLoadError(t, broken, "caddyfile", `tool \"md\": target: app target: component \"nowhere\" is not declared`)
+	status, a := invoke(t, tc, "md", `{"input":{},`+who+`}`)
+	if status != 200 || a.IsError || a.Markdown != "**saved**" {
+		t.Errorf("after a failed reload: %d %+v", status, a)
+	}
+}
