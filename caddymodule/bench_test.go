@@ -55,6 +55,21 @@ func serve(b *testing.B, h caddyhttp.MiddlewareHandler, method, target, body str
 	}
 }
 
+// writeKey writes a new identity key to a PEM file.
+func writeKey(tb testing.TB) string {
+	tb.Helper()
+	key, err := identity.GenerateKey()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	pemData, _ := key.MarshalPEM()
+	keyFile := filepath.Join(tb.TempDir(), "key.pem")
+	if err := os.WriteFile(keyFile, pemData, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return keyFile
+}
+
 // BenchmarkInvoke is one tool call through the handler: envelope decode,
 // schema validation, references, a signed identity token, the upstream
 // round trip on loopback, normalization and the answer. Compare it with
@@ -62,12 +77,7 @@ func serve(b *testing.B, h caddyhttp.MiddlewareHandler, method, target, body str
 // the same run.
 func BenchmarkInvoke(b *testing.B) {
 	up := benchUpstream(b)
-	key, _ := identity.GenerateKey()
-	pemData, _ := key.MarshalPEM()
-	keyFile := filepath.Join(b.TempDir(), "key.pem")
-	if err := os.WriteFile(keyFile, pemData, 0o600); err != nil {
-		b.Fatal(err)
-	}
+	keyFile := writeKey(b)
 	h := &Handler{
 		Components: map[string]*Component{"api": {BaseURL: up.URL}},
 		Identity:   &Identity{KeyFile: keyFile},

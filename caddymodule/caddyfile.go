@@ -29,9 +29,19 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			env <key> <value>
 //		}
 //		identity {
-//			issuer   <iss>
-//			key_file <pem>
-//			ttl      <duration>
+//			issuer      <iss>
+//			key_file    <pem>
+//			key         <id> <pem>
+//			signing_key <id>
+//			ttl         <duration>
+//		}
+//		callers {
+//			jwks_url | key_file | secret <value>
+//			issuer        <iss>
+//			audience      <aud>
+//			leeway        <duration>
+//			user_claim    <claim>
+//			install_claim <claim>
 //		}
 //		upstream_timeout  <duration>
 //		max_response_size <size>
@@ -47,6 +57,8 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			header <name> <value>
 //			body   <json>
 //			component <name>
+//			allow  <expression>
+//			result <expression>
 //		}
 //	}
 //
@@ -115,6 +127,14 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			h.Identity = new(Identity)
 			for nesting := d.Nesting(); d.NextBlock(nesting); {
 				sub := d.Val()
+				if sub == "key" {
+					args := d.RemainingArgs()
+					if len(args) != 2 {
+						return d.ArgErr()
+					}
+					h.Identity.Keys = append(h.Identity.Keys, IdentityKey{ID: args[0], File: args[1]})
+					continue
+				}
 				if !d.NextArg() {
 					return d.ArgErr()
 				}
@@ -127,6 +147,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					h.Identity.Issuer = val
 				case "key_file":
 					h.Identity.KeyFile = val
+				case "signing_key":
+					h.Identity.SigningKey = val
 				case "ttl":
 					dur, err := caddy.ParseDuration(val)
 					if err != nil {
@@ -135,6 +157,41 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					h.Identity.TTL = caddy.Duration(dur)
 				default:
 					return d.Errf("unrecognized identity subdirective %s", sub)
+				}
+			}
+		case "callers":
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			if h.Callers != nil {
+				return d.Err("callers already specified")
+			}
+			h.Callers = new(Callers)
+			for nesting := d.Nesting(); d.NextBlock(nesting); {
+				sub := d.Val()
+				if !d.NextArg() {
+					return d.ArgErr()
+				}
+				val := d.Val()
+				if d.NextArg() {
+					return d.ArgErr()
+				}
+				dst := map[string]*string{
+					"jwks_url": &h.Callers.JWKSURL, "key_file": &h.Callers.KeyFile, "secret": &h.Callers.Secret,
+					"issuer": &h.Callers.Issuer, "audience": &h.Callers.Audience,
+					"user_claim": &h.Callers.UserClaim, "install_claim": &h.Callers.InstallClaim,
+				}
+				switch p, ok := dst[sub]; {
+				case ok:
+					*p = val
+				case sub == "leeway":
+					dur, err := caddy.ParseDuration(val)
+					if err != nil {
+						return d.Errf("bad leeway %s: %v", val, err)
+					}
+					h.Callers.Leeway = caddy.Duration(dur)
+				default:
+					return d.Errf("unrecognized callers subdirective %s", sub)
 				}
 			}
 		case "upstream_timeout":
@@ -221,7 +278,7 @@ func parseTool(d *caddyfile.Dispenser) (manifest.Tool, error) {
 		}
 		args := d.RemainingArgs()
 		switch sub {
-		case "description", "display_name", "input_schema", "body", "component":
+		case "description", "display_name", "input_schema", "body", "component", "allow", "result":
 			if len(args) != 1 {
 				return t, d.ArgErr()
 			}
@@ -239,6 +296,10 @@ func parseTool(d *caddyfile.Dispenser) (manifest.Tool, error) {
 				t.Target.Body = bodyJSON(args[0])
 			case "component":
 				t.Target.Component = args[0]
+			case "allow":
+				t.Allow = args[0]
+			case "result":
+				t.Target.Result = args[0]
 			}
 		case "target":
 			if err := parseTarget(d, &t.Target, args); err != nil {

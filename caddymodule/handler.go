@@ -62,6 +62,11 @@ type Handler struct {
 	// Identity configures the tokens that tell components who the user is.
 	Identity *Identity `json:"identity,omitempty"`
 
+	// Callers configures caller authentication. Unset, runtime calls are
+	// accepted from loopback addresses only, with the identity the
+	// envelope names.
+	Callers *Callers `json:"callers,omitempty"`
+
 	// UpstreamTimeout limits one request to a target, answer included.
 	// Default: 30s.
 	UpstreamTimeout caddy.Duration `json:"upstream_timeout,omitempty"`
@@ -74,11 +79,14 @@ type Handler struct {
 	// larger one is refused with 413. Default: 1 MiB.
 	MaxRequestSize int64 `json:"max_request_size,omitempty"`
 
-	gw       *gateway.Gateway
-	client   *dispatch.Client
-	toolList []byte
-	jwks     []byte
-	logger   *zap.Logger
+	gw           *gateway.Gateway
+	client       *dispatch.Client
+	listEntries  map[string][]byte // each tool's entry in GET /tools
+	jwks         []byte
+	verifier     *identity.Verifier
+	userClaim    string
+	installClaim string
+	logger       *zap.Logger
 }
 
 // Component is one of the app's components.
@@ -98,12 +106,30 @@ type Identity struct {
 	// Issuer is the tokens' iss claim. Default: "toolgate".
 	Issuer string `json:"issuer,omitempty"`
 
-	// KeyFile is a PEM file holding a PKCS #8 Ed25519 private key. Default:
-	// a key generated once and kept in Caddy's storage.
+	// KeyFile is a PEM file holding a PKCS #8 Ed25519 private key; its
+	// kid is the key's RFC 7638 thumbprint. Default: a key generated once
+	// and kept in Caddy's storage.
 	KeyFile string `json:"key_file,omitempty"`
+
+	// Keys are named keys, for rotation: SigningKey signs, the others are
+	// still published in the JWKS so tokens they signed keep verifying
+	// until they are removed. Exclusive with KeyFile.
+	Keys []IdentityKey `json:"keys,omitempty"`
+
+	// SigningKey is the id of the key in Keys that signs. Default: the
+	// only key, when there is one.
+	SigningKey string `json:"signing_key,omitempty"`
 
 	// TTL is how long a token lives. Default: 5m.
 	TTL caddy.Duration `json:"ttl,omitempty"`
+}
+
+// IdentityKey is a named identity key.
+type IdentityKey struct {
+	// ID is the key's kid.
+	ID string `json:"id"`
+	// File is a PEM file holding a PKCS #8 Ed25519 private key.
+	File string `json:"file"`
 }
 
 // CaddyModule returns the Caddy module information.
@@ -153,8 +179,20 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	if h.toolList, err = toolListJSON(tools); err != nil {
+	if h.listEntries, err = toolListEntries(tools); err != nil {
 		return err
+	}
+	if h.Callers != nil {
+		if h.verifier, err = h.Callers.verifier(); err != nil {
+			return err
+		}
+		h.userClaim, h.installClaim = h.Callers.UserClaim, h.Callers.InstallClaim
+		if h.userClaim == "" {
+			h.userClaim = "sub"
+		}
+		if h.installClaim == "" {
+			h.installClaim = "install"
+		}
 	}
 
 	idc := h.Identity
@@ -165,12 +203,12 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) error {
 	if issuerName == "" {
 		issuerName = "toolgate"
 	}
-	key, err := loadKey(ctx, idc.KeyFile)
+	key, others, err := loadKeys(ctx, idc)
 	if err != nil {
 		return fmt.Errorf("identity key: %w", err)
 	}
-	h.jwks = identity.JWKS(key)
-	issuer := identity.NewIssuer(issuerName, time.Duration(idc.TTL), key)
+	issuer := identity.NewIssuer(issuerName, time.Duration(idc.TTL), key, others...)
+	h.jwks = issuer.JWKS()
 
 	h.client = dispatch.NewClient(time.Duration(h.UpstreamTimeout), h.MaxResponseSize)
 	h.gw = gateway.New(tools, issuer, h.client, h.logger)
@@ -204,16 +242,38 @@ type listedTool struct {
 	InputSchema json.RawMessage `json:"input_schema"`
 }
 
-func toolListJSON(set *manifest.Set) ([]byte, error) {
-	list := make([]listedTool, 0, len(set.List()))
+// toolListEntries encodes each tool's list entry once, at load; a list is
+// then only joined per request, filtered by the caller's policies.
+func toolListEntries(set *manifest.Set) (map[string][]byte, error) {
+	out := make(map[string][]byte, len(set.List()))
 	for _, t := range set.List() {
 		var compact bytes.Buffer
 		if err := json.Compact(&compact, t.InputSchema); err != nil {
 			return nil, fmt.Errorf("tool %q: input_schema: %w", t.Name, err)
 		}
-		list = append(list, listedTool{t.Name, t.DisplayName, t.Description, compact.Bytes()})
+		b, err := json.Marshal(listedTool{t.Name, t.DisplayName, t.Description, compact.Bytes()})
+		if err != nil {
+			return nil, err
+		}
+		out[t.Name] = b
 	}
-	return json.Marshal(list)
+	return out, nil
+}
+
+func (h *Handler) serveList(w http.ResponseWriter, c caller) error {
+	visible := h.gw.Visible(gateway.Call{Identity: c.identity, Claims: c.claims})
+	buf := make([]byte, 0, 64*len(visible))
+	buf = append(buf, '[')
+	for i, t := range visible {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, h.listEntries[t.Name]...)
+	}
+	buf = append(buf, ']')
+	w.Header().Set("Content-Type", "application/json")
+	_, err := w.Write(buf)
+	return err
 }
 
 // ServeHTTP answers the paths the handler owns and passes on the rest.
@@ -221,17 +281,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	path := r.URL.Path
 	switch {
 	case path == "/tools":
-		if !allowMethod(w, r, http.MethodGet) || !h.allowCaller(w, r) {
+		if !allowMethod(w, r, http.MethodGet) {
 			return nil
 		}
-		w.Header().Set("Content-Type", "application/json")
-		_, err := w.Write(h.toolList)
-		return err
+		c, ok := h.authenticate(w, r)
+		if !ok {
+			return nil
+		}
+		return h.serveList(w, c)
 	case strings.HasPrefix(path, "/tools/"):
-		if !allowMethod(w, r, http.MethodPost) || !h.allowCaller(w, r) {
+		if !allowMethod(w, r, http.MethodPost) {
 			return nil
 		}
-		return h.serveInvoke(w, r, strings.TrimPrefix(path, "/tools/"))
+		c, ok := h.authenticate(w, r)
+		if !ok {
+			return nil
+		}
+		return h.serveInvoke(w, r, c, strings.TrimPrefix(path, "/tools/"))
 	case path == "/.well-known/jwks.json":
 		if !allowMethod(w, r, http.MethodGet) {
 			return nil
@@ -254,7 +320,7 @@ type envelope struct {
 
 const maxCallIDLen = 256
 
-func (h *Handler) serveInvoke(w http.ResponseWriter, r *http.Request, name string) error {
+func (h *Handler) serveInvoke(w http.ResponseWriter, r *http.Request, c caller, name string) error {
 	var env envelope
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, h.MaxRequestSize))
 	dec.DisallowUnknownFields()
@@ -280,7 +346,10 @@ func (h *Handler) serveInvoke(w http.ResponseWriter, r *http.Request, name strin
 	if env.Context != nil {
 		call.Context = *env.Context
 	}
-	if env.Identity != nil {
+	switch {
+	case c.verified:
+		call.Identity, call.Claims = c.identity, c.claims
+	case env.Identity != nil:
 		call.Identity = *env.Identity
 	}
 	ans, err := h.gw.Invoke(r.Context(), call)
@@ -308,18 +377,13 @@ func checkCallID(id string) error {
 	return nil
 }
 
-// allowCaller enforces the sidecar default: with no caller authentication,
-// runtime calls come from loopback only.
-func (h *Handler) allowCaller(w http.ResponseWriter, r *http.Request) bool {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
+func isLoopback(remoteAddr string) bool {
+	host, _, err := net.SplitHostPort(remoteAddr)
 	if err != nil {
-		host = r.RemoteAddr
+		host = remoteAddr
 	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return true
-	}
-	writeError(w, http.StatusForbidden, "forbidden", "runtime calls are accepted from loopback addresses only (no callers are configured)")
-	return false
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func allowMethod(w http.ResponseWriter, r *http.Request, method string) bool {

@@ -47,6 +47,10 @@ func newRecorder(t *testing.T) *recorder {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"content":"ok","extra":"dropped"}`)
 	})
+	mux.HandleFunc("/api/bookmark", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"id":7,"title":"Go","url":"https://go.dev","tags":["lang"]}`)
+	})
 	mux.HandleFunc("/text", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprint(w, "plain <b>text</b>")

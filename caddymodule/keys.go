@@ -14,6 +14,56 @@ import (
 // storageKey is where a generated identity key is kept in Caddy's storage.
 const storageKey = "toolgate/identity/ed25519.pem"
 
+// loadKeys returns the signing key and the keys still published beside it.
+func loadKeys(ctx caddy.Context, c *Identity) (identity.Key, []identity.Key, error) {
+	if len(c.Keys) == 0 {
+		if c.SigningKey != "" {
+			return identity.Key{}, nil, errors.New("signing_key names a key, but no keys are configured")
+		}
+		k, err := loadKey(ctx, c.KeyFile)
+		return k, nil, err
+	}
+	if c.KeyFile != "" {
+		return identity.Key{}, nil, errors.New("set key_file or keys, not both")
+	}
+	signing := c.SigningKey
+	if signing == "" {
+		if len(c.Keys) > 1 {
+			return identity.Key{}, nil, errors.New("several keys are configured: name the one that signs with signing_key")
+		}
+		signing = c.Keys[0].ID
+	}
+	var (
+		key    identity.Key
+		found  bool
+		others []identity.Key
+		seen   = map[string]bool{}
+	)
+	for _, kc := range c.Keys {
+		if kc.ID == "" || kc.File == "" {
+			return identity.Key{}, nil, errors.New("each key needs an id and a file")
+		}
+		if seen[kc.ID] {
+			return identity.Key{}, nil, fmt.Errorf("key id %q is used twice", kc.ID)
+		}
+		seen[kc.ID] = true
+		k, err := loadKey(ctx, kc.File)
+		if err != nil {
+			return identity.Key{}, nil, fmt.Errorf("key %q: %w", kc.ID, err)
+		}
+		k.ID = kc.ID
+		if kc.ID == signing {
+			key, found = k, true
+		} else {
+			others = append(others, k)
+		}
+	}
+	if !found {
+		return identity.Key{}, nil, fmt.Errorf("signing_key %q is not among the keys", signing)
+	}
+	return key, others, nil
+}
+
 // loadKey reads the key file, or the key kept in Caddy's storage, making
 // and storing one the first time. The storage lock keeps two instances that
 // share storage from making two keys.

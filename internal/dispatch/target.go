@@ -17,6 +17,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/toolgate/toolgate/internal/refs"
+	"github.com/toolgate/toolgate/internal/result"
 )
 
 // Target types.
@@ -60,6 +61,10 @@ type Spec struct {
 
 	// Name is the client tool a kazzle target runs in the page.
 	Name string `json:"name,omitempty"`
+
+	// Result is an expression (expr-lang) mapping a url target's answer
+	// {status, headers, body} into {content, markdown?, embedUrl?}.
+	Result string `json:"result,omitempty"`
 }
 
 // Component is one of the app's own components.
@@ -110,6 +115,8 @@ type Target struct {
 	query   []param
 	headers []param
 	body    *refs.Value
+	// Mapping is the compiled Result expression, if any.
+	Mapping *result.Mapping
 }
 
 type param struct {
@@ -126,7 +133,7 @@ func Compile(s Spec, components map[string]*Component) (*Target, error) {
 		if s.Name == "" {
 			return nil, fmt.Errorf("kazzle target: name is required")
 		}
-		if s.Component != "" || s.Method != "" || s.Path != "" || s.URL != "" || s.Query != nil || s.Headers != nil || s.Body != nil {
+		if s.Component != "" || s.Method != "" || s.Path != "" || s.URL != "" || s.Query != nil || s.Headers != nil || s.Body != nil || s.Result != "" {
 			return nil, fmt.Errorf("kazzle target: only name may be set")
 		}
 		return t, nil
@@ -208,6 +215,14 @@ func Compile(s Spec, components map[string]*Component) (*Target, error) {
 	if len(s.Body) > 0 {
 		if t.body, err = refs.ParseJSON(s.Body); err != nil {
 			return nil, fmt.Errorf("%s target: body: %w", s.Type, err)
+		}
+	}
+	if s.Result != "" {
+		if s.Type != TypeURL {
+			return nil, fmt.Errorf("%s target: result mappings are for url targets; an app component answers the channels itself", s.Type)
+		}
+		if t.Mapping, err = result.CompileMapping(s.Result); err != nil {
+			return nil, fmt.Errorf("url target: %w", err)
 		}
 	}
 	for _, r := range t.Refs() {

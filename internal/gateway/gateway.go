@@ -21,6 +21,7 @@ import (
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/manifest"
+	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/refs"
 	"github.com/toolgate/toolgate/internal/result"
 )
@@ -55,6 +56,8 @@ type Call struct {
 	Input    json.RawMessage
 	Context  Context
 	Identity Identity
+	// Claims are the verified caller token's claims; nil without callers.
+	Claims map[string]any
 }
 
 // Answer is what a call answers.
@@ -69,6 +72,7 @@ type Answer struct {
 var (
 	ErrUnknownTool = errors.New("unknown tool")
 	ErrBadRequest  = errors.New("bad request")
+	ErrForbidden   = errors.New("forbidden")
 )
 
 // RequestError is a caller's mistake with a stable code.
@@ -151,7 +155,26 @@ func (g *Gateway) Invoke(ctx context.Context, call Call) (*Answer, error) {
 		return nil, badRequest("identity_required", "tool %q runs on an app component: identity.user is required", call.Tool)
 	}
 	start := time.Now()
-	res := g.run(ctx, tool, call)
+	input, inputErr := decodeInput(call.Input)
+	if ok, err := g.Allowed(tool, call, input); !ok {
+		msg := fmt.Sprintf("the caller may not call tool %q", call.Tool)
+		if err != nil {
+			g.logger.Warn("allow expression failed", zap.String("tool", call.Tool), zap.Error(err))
+			msg += " (the policy could not be evaluated)"
+		}
+		return nil, &RequestError{Code: "forbidden", Msg: msg, kind: ErrForbidden}
+	}
+	var res result.Result
+	switch {
+	case inputErr != nil:
+		res = result.Errorf("invalid input: %v", inputErr)
+	default:
+		if err := tool.ValidateInput(input); err != nil {
+			res = result.Errorf("%v", err)
+		} else {
+			res = g.Dispatch(ctx, tool.Target, input, call)
+		}
+	}
 	if ce := g.logger.Check(zapcore.DebugLevel, "tool call"); ce != nil {
 		ce.Write(zap.String("tool", call.Tool), zap.String("call_id", call.CallID),
 			zap.Bool("is_error", res.IsError), zap.Duration("duration", time.Since(start)))
@@ -159,15 +182,44 @@ func (g *Gateway) Invoke(ctx context.Context, call Call) (*Answer, error) {
 	return &Answer{CallID: call.CallID, Tool: call.Tool, Status: StatusDone, Result: res}, nil
 }
 
-func (g *Gateway) run(ctx context.Context, tool *manifest.Compiled, call Call) result.Result {
-	input, err := decodeInput(call.Input)
-	if err != nil {
-		return result.Errorf("invalid input: %v", err)
+// Allowed evaluates the tool's allow policy for a call; input may be nil.
+// A policy that fails to evaluate denies.
+func (g *Gateway) Allowed(tool *manifest.Compiled, call Call, input any) (bool, error) {
+	if tool.Policy == nil {
+		return true, nil
 	}
-	if err := tool.ValidateInput(input); err != nil {
-		return result.Errorf("%v", err)
+	in, _ := policy.Plain(input).(map[string]any)
+	if in == nil {
+		in = map[string]any{}
 	}
-	return g.Dispatch(ctx, tool.Target, input, call)
+	claims := call.Claims
+	if claims == nil {
+		claims = map[string]any{}
+	}
+	return tool.Policy.Eval(policy.Env{
+		Claims:  claims,
+		User:    call.Identity.User,
+		Install: call.Identity.Install,
+		Tool:    tool.Name,
+		Context: policy.Context{Source: call.Context.Source, ThreadID: call.Context.ThreadID},
+		Input:   in,
+	})
+}
+
+// Visible returns the tools the caller may call, for the tool list. The
+// input is not known yet: a policy that needs it and fails without it
+// keeps its tool listed, and is enforced when the call comes.
+func (g *Gateway) Visible(call Call) []*manifest.Compiled {
+	if call.Context.Source == "" {
+		call.Context.Source = SourceAPI
+	}
+	var out []*manifest.Compiled
+	for _, t := range g.tools.List() {
+		if ok, err := g.Allowed(t, call, nil); ok || err != nil {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // Dispatch sends one target with the given input and normalizes the answer.
@@ -196,6 +248,9 @@ func (g *Gateway) Dispatch(ctx context.Context, t *dispatch.Target, input any, c
 	resp, err := g.client.Do(req)
 	if err != nil {
 		return result.Errorf("%s %s failed: %v", t.Spec.Method, describe(t), err)
+	}
+	if t.Mapping != nil {
+		return t.Mapping.Apply(resp.Status, resp.Header, resp.Body)
 	}
 	return result.Normalize(resp.Status, resp.Header.Get("Content-Type"), resp.Body)
 }
@@ -235,6 +290,8 @@ func StatusOf(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, ErrBadRequest):
 		return http.StatusBadRequest
+	case errors.Is(err, ErrForbidden):
+		return http.StatusForbidden
 	}
 	return http.StatusInternalServerError
 }

@@ -12,6 +12,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -87,26 +88,80 @@ type Claims struct {
 	jwt.RegisteredClaims
 }
 
-// Issuer signs identity tokens with one key.
+// Issuer signs identity tokens. One key signs; older keys are kept only to
+// be published in the JWKS while tokens they signed may still be in use.
 type Issuer struct {
 	issuer string
 	ttl    time.Duration
 	key    Key
+	others []Key
 	now    func() time.Time
+
+	mu    sync.Mutex
+	cache map[tokenKey]cachedToken
 }
 
-// NewIssuer returns an issuer; ttl <= 0 takes DefaultTTL.
-func NewIssuer(issuer string, ttl time.Duration, key Key) *Issuer {
+type tokenKey struct{ user, install, audience string }
+
+type cachedToken struct {
+	token     string
+	refreshAt time.Time
+}
+
+// maxCachedTokens bounds the token cache; past it, stale entries are swept
+// and, if that is not enough, the cache starts over.
+const maxCachedTokens = 10000
+
+// NewIssuer returns an issuer signing with key and publishing others too;
+// ttl <= 0 takes DefaultTTL.
+func NewIssuer(issuer string, ttl time.Duration, key Key, others ...Key) *Issuer {
 	if ttl <= 0 {
 		ttl = DefaultTTL
 	}
-	return &Issuer{issuer: issuer, ttl: ttl, key: key, now: time.Now}
+	return &Issuer{issuer: issuer, ttl: ttl, key: key, others: others, now: time.Now, cache: map[tokenKey]cachedToken{}}
 }
 
-// Token signs a token for user at install, addressed to the component
-// named audience.
+// Token returns a token for user at install, addressed to the component
+// named audience. A token is reused for the first three quarters of its
+// lifetime, so a component always gets one with a quarter of its ttl left,
+// and the gateway signs once per (user, install, component) per period
+// instead of once per call.
 func (i *Issuer) Token(user, install, audience string) (string, error) {
-	now := i.now().Unix()
+	k := tokenKey{user, install, audience}
+	now := i.now()
+	i.mu.Lock()
+	c, ok := i.cache[k]
+	i.mu.Unlock()
+	if ok && now.Before(c.refreshAt) {
+		return c.token, nil
+	}
+	tok, err := i.sign(user, install, audience, now)
+	if err != nil {
+		return "", err
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if len(i.cache) >= maxCachedTokens {
+		for key, e := range i.cache {
+			if !now.Before(e.refreshAt) {
+				delete(i.cache, key)
+			}
+		}
+		if len(i.cache) >= maxCachedTokens {
+			clear(i.cache)
+		}
+	}
+	i.cache[k] = cachedToken{token: tok, refreshAt: now.Add(i.ttl * 3 / 4)}
+	return tok, nil
+}
+
+// Sign signs a new token, bypassing the cache.
+func (i *Issuer) Sign(user, install, audience string) (string, error) {
+	return i.sign(user, install, audience, i.now())
+}
+
+func (i *Issuer) sign(user, install, audience string, at time.Time) (string, error) {
+	now := at.Unix()
 	// aud is the component's name as a single string (jwt.ClaimStrings
 	// would write an array, and its switch is a package global).
 	claims := jwt.MapClaims{
@@ -123,6 +178,11 @@ func (i *Issuer) Token(user, install, audience string) (string, error) {
 	tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, claims)
 	tok.Header["kid"] = i.key.ID
 	return tok.SignedString(i.key.Private)
+}
+
+// JWKS returns the key set to publish: the signing key and the others.
+func (i *Issuer) JWKS() []byte {
+	return JWKS(append([]Key{i.key}, i.others...)...)
 }
 
 // JWK is one public key as RFC 8037 writes it.

@@ -17,6 +17,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/toolgate/toolgate/internal/dispatch"
+	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/refs"
 )
 
@@ -34,6 +35,9 @@ type Tool struct {
 	Target dispatch.Spec `json:"target"`
 	// Annotations are hints for MCP clients.
 	Annotations *Annotations `json:"annotations,omitempty"`
+	// Allow is a policy expression (expr-lang) over {claims, user,
+	// install, tool, context, input}; unset, every caller may call.
+	Allow string `json:"allow,omitempty"`
 }
 
 // Annotations are the optional MCP tool hints.
@@ -98,6 +102,8 @@ type Compiled struct {
 	Source string
 	Schema *jsonschema.Schema
 	Target *dispatch.Target
+	// Policy is the compiled Allow expression, if any.
+	Policy *policy.Allow
 }
 
 // Set is the tools a gateway serves.
@@ -157,7 +163,13 @@ func CompileTool(t Tool, components map[string]*dispatch.Component) (*Compiled, 
 	if err := checkInputRefs(doc, target.Refs()); err != nil {
 		return nil, fmt.Errorf("target: %w", err)
 	}
-	return &Compiled{Tool: t, Schema: sch, Target: target}, nil
+	c := &Compiled{Tool: t, Schema: sch, Target: target}
+	if t.Allow != "" {
+		if c.Policy, err = policy.Compile(t.Allow); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
 }
 
 func compileSchema(name string, raw json.RawMessage) (map[string]any, *jsonschema.Schema, error) {

@@ -1,0 +1,96 @@
+package result
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/vm"
+)
+
+// Answer is what a result mapping reads: a target's 2xx answer with its
+// body parsed as JSON (or its text when it is not JSON).
+type Answer struct {
+	Status  int               `expr:"status"`
+	Headers map[string]string `expr:"headers"`
+	Body    any               `expr:"body"`
+}
+
+// Mapping is a compiled result expression: it turns any JSON API's answer
+// into the channels. It yields a string (the content) or a map with a
+// string "content" and optional "markdown", "embedUrl" and "isError".
+type Mapping struct {
+	src  string
+	prog *vm.Program
+}
+
+// CompileMapping compiles a result expression once, at load.
+func CompileMapping(src string) (*Mapping, error) {
+	prog, err := expr.Compile(src, expr.Env(Answer{}))
+	if err != nil {
+		return nil, fmt.Errorf("result %q: %w", src, err)
+	}
+	return &Mapping{src: src, prog: prog}, nil
+}
+
+// Apply normalizes an answer through the mapping. Non-2xx answers are
+// failures as without a mapping.
+func (m *Mapping) Apply(status int, header http.Header, body []byte) Result {
+	if status < 200 || status > 299 {
+		return failure(status, isJSON(header.Get("Content-Type")), body)
+	}
+	a := Answer{Status: status, Headers: make(map[string]string, len(header))}
+	for k, v := range header {
+		a.Headers[k] = v[0]
+	}
+	var parsed any
+	if json.Unmarshal(body, &parsed) == nil {
+		a.Body = parsed
+	} else {
+		a.Body = string(body)
+	}
+	out, err := expr.Run(m.prog, a)
+	if err != nil {
+		return Errorf("the result mapping failed: %v", err)
+	}
+	switch v := out.(type) {
+	case string:
+		return Result{Content: v}
+	case map[string]any:
+		return fromMap(v)
+	}
+	return Errorf("the result mapping gave %T: want a string or a map with a string \"content\"", out)
+}
+
+func fromMap(m map[string]any) Result {
+	var r Result
+	var ok bool
+	if r.Content, ok = m["content"].(string); !ok {
+		return Errorf("the result mapping gave no string \"content\"")
+	}
+	for _, f := range []struct {
+		key string
+		dst *string
+	}{{"markdown", &r.Markdown}, {"embedUrl", &r.EmbedURL}} {
+		if v, present := m[f.key]; present && v != nil {
+			if *f.dst, ok = v.(string); !ok {
+				return Errorf("the result mapping gave a %q that is not a string", f.key)
+			}
+		}
+	}
+	if r.EmbedURL != "" {
+		if err := CheckEmbedURL(r.EmbedURL); err != nil {
+			return Errorf("the result mapping gave an invalid \"embedUrl\": %v", err)
+		}
+	}
+	if v, present := m["isError"]; present {
+		if r.IsError, ok = v.(bool); !ok {
+			return Errorf("the result mapping gave an \"isError\" that is not a bool")
+		}
+	}
+	if !r.IsError {
+		r.Card = cardOf(r)
+	}
+	return r
+}
