@@ -5,6 +5,7 @@ import (
 	"crypto"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -127,7 +128,14 @@ func (e *VerifyError) Error() string {
 	case errors.Is(e.err, jwt.ErrTokenInvalidAudience):
 		return "the token's audience is not accepted"
 	case errors.Is(e.err, jwt.ErrTokenRequiredClaimMissing):
-		return "the token lacks a required claim (exp)"
+		// exp is always required, iss and aud when configured: name the
+		// one missing (jwt writes "<claim> claim is required").
+		for _, c := range []string{"exp", "iss", "aud"} {
+			if strings.Contains(e.err.Error(), c+" claim is required") {
+				return "the token lacks a required claim (" + c + ")"
+			}
+		}
+		return "the token lacks a required claim"
 	case errors.Is(e.err, jwt.ErrTokenMalformed):
 		return "the token is malformed"
 	case errors.Is(e.err, jwt.ErrTokenSignatureInvalid):

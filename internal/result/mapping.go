@@ -42,7 +42,9 @@ func (m *Mapping) Apply(status int, header http.Header, body []byte) Result {
 	}
 	a := Answer{Status: status, Headers: make(map[string]string, len(header))}
 	for k, v := range header {
-		a.Headers[k] = v[0]
+		if len(v) > 0 { // an http.Header may hold a key with no values
+			a.Headers[k] = v[0]
+		}
 	}
 	var parsed any
 	if json.Unmarshal(body, &parsed) == nil {

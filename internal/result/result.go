@@ -71,7 +71,7 @@ func fromObject(obj map[string]json.RawMessage) Result {
 	// Decoded, not compared raw: "action\u005frequired" is the same card.
 	var typ string
 	if t, ok := obj["type"]; ok && json.Unmarshal(t, &typ) == nil && typ == "action_required" {
-		return Errorf("handler answered an action-required card, which this gateway does not handle yet")
+		return Errorf("handler answered an action-required card where a tool result was expected")
 	}
 	raw, ok := obj["content"]
 	if !ok {
@@ -123,7 +123,7 @@ func cardOf(r Result) string {
 // failure turns a non-2xx answer into an error result, carrying a domain
 // error's code and message, or a bounded quote of a text answer.
 func failure(status int, jsonBody bool, body []byte) Result {
-	head := fmt.Sprintf("handler answered %d %s", status, http.StatusText(status))
+	head := strings.TrimSpace(fmt.Sprintf("handler answered %d %s", status, http.StatusText(status)))
 	if jsonBody {
 		var de struct {
 			Code  *string `json:"code"`

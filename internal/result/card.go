@@ -1,0 +1,116 @@
+package result
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Card is an action-required card: a handler pauses the call until a
+// person (or a device) presses one of its buttons.
+type Card struct {
+	Type        string    `json:"type"`
+	Title       string    `json:"title"`
+	Description string    `json:"description,omitempty"`
+	Assignee    *Assignee `json:"assignee,omitempty"`
+	Elements    []Element `json:"elements"`
+}
+
+// Assignee names the device that must act.
+type Assignee struct {
+	ComputerID string `json:"computerId"`
+}
+
+// Element is a card element; buttons are the only kind.
+type Element struct {
+	Type    string          `json:"type"`
+	ID      string          `json:"id"`
+	Label   string          `json:"label"`
+	Variant string          `json:"variant,omitempty"`
+	Input   json.RawMessage `json:"input,omitempty"`
+	// Target is a target spec, checked by the caller like a tool's.
+	Target json.RawMessage `json:"target,omitempty"`
+}
+
+// CardType is the "type" of an action-required answer.
+const CardType = "action_required"
+
+// IsCard reports whether a 2xx answer is an action-required card.
+func IsCard(status int, contentType string, body []byte) bool {
+	if status < 200 || status > 299 || !isJSON(contentType) {
+		return false
+	}
+	var probe struct {
+		Type string `json:"type"`
+	}
+	return json.Unmarshal(body, &probe) == nil && probe.Type == CardType
+}
+
+// ParseCard decodes and checks a card: a title, at least one button, each
+// with a unique id and a label. Button targets are left to the caller.
+func ParseCard(body []byte) (*Card, error) {
+	var c Card
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("invalid card: %v", err)
+	}
+	if c.Type != CardType {
+		return nil, fmt.Errorf("invalid card: type %q, want %q", c.Type, CardType)
+	}
+	if c.Title == "" {
+		return nil, errors.New("invalid card: title is required")
+	}
+	if len(c.Elements) == 0 {
+		return nil, errors.New("invalid card: at least one button is required")
+	}
+	if c.Assignee != nil && c.Assignee.ComputerID == "" {
+		return nil, errors.New("invalid card: assignee needs a computerId")
+	}
+	seen := map[string]bool{}
+	for i, e := range c.Elements {
+		switch {
+		case e.Type != "button":
+			return nil, fmt.Errorf("invalid card: elements[%d]: type %q, want \"button\"", i, e.Type)
+		case e.ID == "":
+			return nil, fmt.Errorf("invalid card: elements[%d]: id is required", i)
+		case seen[e.ID]:
+			return nil, fmt.Errorf("invalid card: button id %q is used twice", e.ID)
+		case e.Label == "":
+			return nil, fmt.Errorf("invalid card: button %q: label is required", e.ID)
+		}
+		seen[e.ID] = true
+	}
+	return &c, nil
+}
+
+// Button returns the button with the given id.
+func (c *Card) Button(id string) (*Element, bool) {
+	for i := range c.Elements {
+		if c.Elements[i].ID == id {
+			return &c.Elements[i], true
+		}
+	}
+	return nil, false
+}
+
+// FromButtonInput turns a pressed button's input (with no target) into the
+// tool result: an object with a string content is normalized like a
+// handler's JSON answer, anything else becomes its compact JSON text.
+func FromButtonInput(input json.RawMessage) Result {
+	if len(bytes.TrimSpace(input)) == 0 {
+		return Result{}
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(input, &obj) == nil {
+		if _, ok := obj["content"]; ok {
+			return fromObject(obj)
+		}
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, input); err != nil {
+		return Errorf("the button's input is not valid JSON: %v", err)
+	}
+	return Result{Content: buf.String()}
+}
