@@ -1,15 +1,17 @@
 // Command bookmarks is a small app component for the toolgate quick start.
 // It keeps bookmarks in memory and answers tool calls in each of the result
 // channels a handler may use: plain text, content + markdown, content +
-// embedUrl, and domain errors. It uses only the standard library, so it
-// shows what any HTTP server has to do to sit behind toolgate.
+// embedUrl, and domain errors. Beside the standard library it uses only
+// toolgate's apptools package, which verifies the identity token toolgate
+// signs for each call, so it shows what any HTTP server has to do to sit
+// behind toolgate.
 //
-//	go run ./examples/bookmarks -addr 127.0.0.1:9001 -public http://127.0.0.1:8080/app
+//	go run ./examples/bookmarks -addr 127.0.0.1:9001 -public http://127.0.0.1:8080/app \
+//		-jwks http://127.0.0.1:8080/toolgate/.well-known/jwks.json -issuer toolgate -audience bookmarks
 package main
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -27,6 +29,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/toolgate/toolgate/apptools"
 )
 
 // maxBody bounds what a request body may hold; a bookmark is small.
@@ -36,10 +40,21 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:9001", "address to listen on")
 	public := flag.String("public", "http://127.0.0.1:8080/app",
 		"absolute base URL where this component's pages are reachable from the browser (for embedUrl)")
+	jwks := flag.String("jwks", "http://127.0.0.1:8080/toolgate/.well-known/jwks.json",
+		"URL of toolgate's JWKS, the keys that verify its identity tokens")
+	issuer := flag.String("issuer", apptools.DefaultIssuer, "iss of toolgate's identity tokens")
+	audience := flag.String("audience", "bookmarks",
+		"this component's name in toolgate's configuration: the aud of the tokens meant for it")
 	flag.Parse()
 
-	if u, err := url.Parse(*public); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	if !absoluteHTTP(*public) {
 		log.Fatalf("-public %q must be an absolute http(s) URL", *public)
+	}
+	if !absoluteHTTP(*jwks) {
+		log.Fatalf("-jwks %q must be an absolute http(s) URL", *jwks)
+	}
+	if *issuer == "" || *audience == "" {
+		log.Fatal("-issuer and -audience must not be empty")
 	}
 
 	ln, err := net.Listen("tcp", *addr)
@@ -47,7 +62,9 @@ func main() {
 		log.Fatal(err)
 	}
 	srv := &http.Server{
-		Handler:           logRequests(newApp(*public).routes()),
+		// The key set is fetched on the first call, not now: toolgate
+		// usually starts after its components.
+		Handler:           logRequests(newApp(*public, apptools.NewVerifier(*jwks, *issuer, *audience)).routes()),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 
@@ -62,7 +79,8 @@ func main() {
 		}
 	}()
 
-	log.Printf("bookmarks listening on http://%s (pages at %s)", ln.Addr(), *public)
+	log.Printf("bookmarks listening on http://%s (pages at %s); tool calls need a token from %s for aud %q",
+		ln.Addr(), *public, *issuer, *audience)
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Fatal(err)
 	}
@@ -78,46 +96,47 @@ type bookmark struct {
 	seq   int
 }
 
+// absoluteHTTP reports whether s is an absolute http(s) URL.
+func absoluteHTTP(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
 // app holds the bookmarks. Nothing is persisted: a restart forgets them.
 type app struct {
 	public string // base URL of the pages, no trailing slash
+	verify *apptools.Verifier
 
 	mu    sync.Mutex
 	next  int
 	items map[string]*bookmark
 }
 
-func newApp(public string) *app {
-	return &app{public: strings.TrimSuffix(public, "/"), items: map[string]*bookmark{}}
+func newApp(public string, verify *apptools.Verifier) *app {
+	return &app{public: strings.TrimSuffix(public, "/"), verify: verify, items: map[string]*bookmark{}}
 }
 
 func (a *app) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /bookmarks", a.save)
-	mux.HandleFunc("GET /bookmarks", a.list)
-	mux.HandleFunc("GET /bookmarks/{id}", a.show)
-	mux.HandleFunc("DELETE /bookmarks/{id}", a.delete)
+	// The tools toolgate calls through app targets: each call carries an
+	// identity token, and one that does not verify never reaches a handler.
+	tool := func(pattern string, h http.HandlerFunc) { mux.Handle(pattern, a.verify.Middleware(h)) }
+	tool("POST /bookmarks", a.save)
+	tool("GET /bookmarks", a.list)
+	tool("GET /bookmarks/{id}", a.show)
+	tool("DELETE /bookmarks/{id}", a.delete)
+	tool("GET /whoami", whoami)
+
+	// The card page is loaded by the browser in the tool card's iframe,
+	// which sends no token: anyone who can reach it and knows an id sees
+	// that bookmark. An app with private data would put a short-lived
+	// signed capability in the embedUrl instead.
 	mux.HandleFunc("GET /bookmarks/{id}/card", a.card)
-	mux.HandleFunc("GET /whoami", whoami)
+	// Called by the quick start's url target, which gets no token.
 	mux.HandleFunc("GET /ping", func(w http.ResponseWriter, r *http.Request) {
-		writeText(w, http.StatusOK, "pong")
+		apptools.WriteText(w, http.StatusOK, "pong")
 	})
 	return mux
-}
-
-// result is the JSON a handler answers with: content for the model, and
-// optionally markdown or an embedded page for the person.
-type result struct {
-	Content  string `json:"content"`
-	Markdown string `json:"markdown,omitempty"`
-	EmbedURL string `json:"embedUrl,omitempty"`
-}
-
-// domainError is a failure the model should read and may act on; toolgate
-// carries code and error into the tool result's content.
-type domainError struct {
-	Code  string `json:"code"`
-	Error string `json:"error"`
 }
 
 type saveRequest struct {
@@ -131,7 +150,7 @@ func (a *app) save(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
-		writeJSON(w, http.StatusBadRequest, domainError{"invalid", "the body must be a JSON object {url, title, tags?}: " + err.Error()})
+		apptools.WriteError(w, http.StatusBadRequest, "invalid", "the body must be a JSON object {url, title, tags?}: "+err.Error())
 		return
 	}
 	// toolgate has already checked the input against the tool's schema;
@@ -139,13 +158,13 @@ func (a *app) save(w http.ResponseWriter, r *http.Request) {
 	in.Title = strings.TrimSpace(in.Title)
 	switch u, err := url.Parse(in.URL); {
 	case in.URL == "":
-		writeJSON(w, http.StatusBadRequest, domainError{"invalid", "url is required"})
+		apptools.WriteError(w, http.StatusBadRequest, "invalid", "url is required")
 		return
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-		writeJSON(w, http.StatusBadRequest, domainError{"invalid", fmt.Sprintf("url %q must be an absolute http(s) URL", in.URL)})
+		apptools.WriteError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("url %q must be an absolute http(s) URL", in.URL))
 		return
 	case in.Title == "":
-		writeJSON(w, http.StatusBadRequest, domainError{"invalid", "title is required"})
+		apptools.WriteError(w, http.StatusBadRequest, "invalid", "title is required")
 		return
 	}
 
@@ -155,7 +174,7 @@ func (a *app) save(w http.ResponseWriter, r *http.Request) {
 	a.items[b.ID] = b
 	a.mu.Unlock()
 
-	writeJSON(w, http.StatusCreated, result{
+	apptools.WriteResult(w, http.StatusCreated, apptools.Result{
 		Content:  fmt.Sprintf("Saved bookmark %s: %s (%s)", b.ID, b.Title, b.URL),
 		Markdown: fmt.Sprintf("Saved **[%s](%s)**", b.Title, b.URL),
 	})
@@ -173,7 +192,7 @@ func (a *app) list(w http.ResponseWriter, r *http.Request) {
 	}
 	a.mu.Unlock()
 	if len(found) == 0 {
-		writeText(w, http.StatusOK, "No bookmarks.")
+		apptools.WriteText(w, http.StatusOK, "No bookmarks.")
 		return
 	}
 	slices.SortFunc(found, func(x, y bookmark) int { return x.seq - y.seq })
@@ -181,7 +200,7 @@ func (a *app) list(w http.ResponseWriter, r *http.Request) {
 	for _, b := range found {
 		fmt.Fprintf(&sb, "%s %s %s\n", b.ID, b.Title, b.URL)
 	}
-	writeText(w, http.StatusOK, sb.String())
+	apptools.WriteText(w, http.StatusOK, sb.String())
 }
 
 func (a *app) show(w http.ResponseWriter, r *http.Request) {
@@ -193,7 +212,7 @@ func (a *app) show(w http.ResponseWriter, r *http.Request) {
 	if len(b.Tags) > 0 {
 		content += ", tags: " + strings.Join(b.Tags, ", ")
 	}
-	writeJSON(w, http.StatusOK, result{
+	apptools.WriteResult(w, http.StatusOK, apptools.Result{
 		Content:  content,
 		EmbedURL: a.public + "/bookmarks/" + url.PathEscape(b.ID) + "/card",
 	})
@@ -206,10 +225,10 @@ func (a *app) delete(w http.ResponseWriter, r *http.Request) {
 	delete(a.items, id)
 	a.mu.Unlock()
 	if !ok {
-		writeJSON(w, http.StatusNotFound, domainError{"not_found", "no bookmark " + id})
+		apptools.WriteError(w, http.StatusNotFound, "not_found", "no bookmark "+id)
 		return
 	}
-	writeJSON(w, http.StatusOK, result{Content: "Deleted " + id + "."})
+	apptools.WriteResult(w, http.StatusOK, apptools.Result{Content: "Deleted " + id + "."})
 }
 
 // cardPage is the page shown in the tool card's iframe. It tells the card
@@ -266,104 +285,43 @@ func (a *app) lookup(w http.ResponseWriter, r *http.Request) (bookmark, bool) {
 	}
 	a.mu.Unlock()
 	if !ok {
-		writeJSON(w, http.StatusNotFound, domainError{"not_found", "no bookmark " + id})
+		apptools.WriteError(w, http.StatusNotFound, "not_found", "no bookmark "+id)
 		return bookmark{}, false
 	}
 	return cp, true
 }
 
-// whoami shows what toolgate injects into every app call: the identity
-// token and the call's context.
-//
-// The token is only DECODED here, NOT VERIFIED: anyone who can reach this
-// port can send any token. A real component must verify the signature
-// against toolgate's /.well-known/jwks.json (and check iss, aud and exp)
-// before trusting a claim; the apptools package will do that (a later
-// issue). Keep this endpoint for looking, never for deciding.
+// whoami tells who the call is for and where it came from. The identity
+// is the one the middleware verified: signed by toolgate, for this
+// component, not expired.
 func whoami(w http.ResponseWriter, r *http.Request) {
-	var lines []string
-	auth := r.Header.Get("Authorization")
-	token, ok := strings.CutPrefix(auth, "Bearer ")
-	switch {
-	case auth == "":
-		lines = append(lines, "No Authorization header: this call did not come through an app target.")
-	case !ok:
-		lines = append(lines, "Authorization is not a Bearer token.")
-	default:
-		claims, err := decodeClaims(token)
-		if err != nil {
-			lines = append(lines, "Bearer token payload does not decode: "+err.Error())
-			break
-		}
-		lines = append(lines,
-			"Identity token (decoded, not verified):",
-			"  user (sub): "+claimString(claims["sub"]),
-			"  install: "+claimString(claims["install"]),
-			"  iss: "+claimString(claims["iss"]),
-			"  aud: "+claimString(claims["aud"]),
-		)
-		if exp, ok := claims["exp"].(float64); ok {
-			lines = append(lines, "  exp: "+time.Unix(int64(exp), 0).UTC().Format(time.RFC3339))
-		}
-	}
-	if tc := r.Header.Get("Kazzle-Tool-Context"); tc != "" {
-		lines = append(lines, "Kazzle-Tool-Context: "+tc)
-	} else {
-		lines = append(lines, "No Kazzle-Tool-Context header.")
-	}
-	writeJSON(w, http.StatusOK, result{Content: strings.Join(lines, "\n")})
-}
-
-// decodeClaims returns a JWT's payload without checking its signature.
-func decodeClaims(token string) (map[string]any, error) {
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return nil, fmt.Errorf("want 3 dot-separated parts, got %d", len(parts))
-	}
-	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		return nil, err
-	}
-	var claims map[string]any
-	if err := json.Unmarshal(payload, &claims); err != nil {
-		return nil, err
-	}
-	return claims, nil
-}
-
-func claimString(v any) string {
-	switch v := v.(type) {
-	case nil:
-		return "(absent)"
-	case string:
-		return v
-	case []any: // aud may be a list
-		parts := make([]string, len(v))
-		for i, e := range v {
-			parts[i] = claimString(e)
-		}
-		return strings.Join(parts, ", ")
-	default:
-		b, _ := json.Marshal(v)
-		return string(b)
-	}
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+	id, ok := apptools.FromContext(r.Context())
+	if !ok {
+		// Only reachable if the route lost its middleware.
+		apptools.WriteError(w, http.StatusInternalServerError, "internal", "no verified identity")
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	w.Write(b)
-}
-
-func writeText(w http.ResponseWriter, status int, s string) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(status)
-	fmt.Fprint(w, s)
+	install := id.Install
+	if install == "" {
+		install = "(none)"
+	}
+	lines := []string{
+		"Verified identity:",
+		"  user: " + id.User,
+		"  install: " + install,
+	}
+	if exp, ok := id.Claims["exp"].(float64); ok {
+		lines = append(lines, "  token expires: "+time.Unix(int64(exp), 0).UTC().Format(time.RFC3339))
+	}
+	switch tc, err := apptools.ToolContext(r); {
+	case err != nil:
+		lines = append(lines, "Tool context: "+err.Error())
+	case tc.IsThread():
+		lines = append(lines, "Tool context: thread "+tc.ThreadID)
+	default:
+		lines = append(lines, "Tool context: api (no conversation)")
+	}
+	apptools.WriteResult(w, http.StatusOK, apptools.Result{Content: strings.Join(lines, "\n")})
 }
 
 // statusRecorder remembers the status a handler wrote, for the log line.

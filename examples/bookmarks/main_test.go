@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"io"
@@ -9,30 +11,91 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/toolgate/toolgate/apptools"
 )
 
-const testPublic = "http://127.0.0.1:8080/app"
+const (
+	testPublic = "http://127.0.0.1:8080/app"
+	testKid    = "k1"
+)
 
-func newTestServer(t *testing.T) *httptest.Server {
+// env is the component behind a stand-in for toolgate: a JWKS server
+// publishing one Ed25519 key, and tokens signed with it.
+type env struct {
+	srv   *httptest.Server
+	key   ed25519.PrivateKey
+	token string // u_1 at in_1, for this component
+}
+
+func newEnv(t *testing.T) *env {
 	t.Helper()
-	srv := httptest.NewServer(newApp(testPublic + "/").routes())
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwks, err := json.Marshal(map[string]any{"keys": []map[string]string{{
+		"kty": "OKP", "crv": "Ed25519", "x": base64.RawURLEncoding.EncodeToString(pub),
+		"kid": testKid, "alg": "EdDSA", "use": "sig",
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(jwks)
+	}))
+	t.Cleanup(keys.Close)
+
+	v := apptools.NewVerifier(keys.URL+"/.well-known/jwks.json", "toolgate", "bookmarks")
+	srv := httptest.NewServer(newApp(testPublic+"/", v).routes())
 	t.Cleanup(srv.Close)
-	return srv
+	e := &env{srv: srv, key: priv}
+	e.token = sign(t, priv, claims())
+	return e
+}
+
+// claims are those toolgate signs for u_1 at in_1 calling this component.
+func claims() jwt.MapClaims {
+	now := time.Now().Unix()
+	return jwt.MapClaims{"iss": "toolgate", "sub": "u_1", "install": "in_1", "aud": "bookmarks", "iat": now, "exp": now + 300}
+}
+
+func sign(t *testing.T, key ed25519.PrivateKey, c jwt.MapClaims) string {
+	t.Helper()
+	tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, c)
+	tok.Header["kid"] = testKid
+	s, err := tok.SignedString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 type answer struct {
 	status      int
 	contentType string
+	challenge   string // WWW-Authenticate
 	body        string
 }
 
-func do(t *testing.T, srv *httptest.Server, method, path, body string, header http.Header) answer {
+// do calls the component as toolgate does, with a good token.
+func (e *env) do(t *testing.T, method, path, body string) answer {
+	t.Helper()
+	return e.send(t, method, path, body, http.Header{"Authorization": {"Bearer " + e.token}})
+}
+
+// send calls the component with exactly the given headers.
+func (e *env) send(t *testing.T, method, path, body string, header http.Header) answer {
 	t.Helper()
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
-	req, err := http.NewRequest(method, srv.URL+path, rd)
+	req, err := http.NewRequest(method, e.srv.URL+path, rd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +105,7 @@ func do(t *testing.T, srv *httptest.Server, method, path, body string, header ht
 	for k, v := range header {
 		req.Header[k] = v
 	}
-	resp, err := srv.Client().Do(req)
+	resp, err := e.srv.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +114,7 @@ func do(t *testing.T, srv *httptest.Server, method, path, body string, header ht
 	if err != nil {
 		t.Fatal(err)
 	}
-	return answer{resp.StatusCode, resp.Header.Get("Content-Type"), string(b)}
+	return answer{resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Get("WWW-Authenticate"), string(b)}
 }
 
 // decodeStrict decodes a JSON object and fails on any key outside want.
@@ -77,9 +140,9 @@ func decodeStrict(t *testing.T, a answer, want ...string) map[string]string {
 	return m
 }
 
-func save(t *testing.T, srv *httptest.Server, body string) map[string]string {
+func (e *env) save(t *testing.T, body string) map[string]string {
 	t.Helper()
-	a := do(t, srv, "POST", "/bookmarks", body, nil)
+	a := e.do(t, "POST", "/bookmarks", body)
 	if a.status != http.StatusCreated {
 		t.Fatalf("save %s: status %d, body %s", body, a.status, a.body)
 	}
@@ -87,15 +150,15 @@ func save(t *testing.T, srv *httptest.Server, body string) map[string]string {
 }
 
 func TestSave(t *testing.T) {
-	srv := newTestServer(t)
-	m := save(t, srv, `{"url":"https://go.dev","title":"Go","tags":["lang"]}`)
+	e := newEnv(t)
+	m := e.save(t, `{"url":"https://go.dev","title":"Go","tags":["lang"]}`)
 	if want := "Saved bookmark b1: Go (https://go.dev)"; m["content"] != want {
 		t.Errorf("content %q, want %q", m["content"], want)
 	}
 	if want := "Saved **[Go](https://go.dev)**"; m["markdown"] != want {
 		t.Errorf("markdown %q, want %q", m["markdown"], want)
 	}
-	m = save(t, srv, `{"url":"https://caddyserver.com","title":"Caddy"}`)
+	m = e.save(t, `{"url":"https://caddyserver.com","title":"Caddy"}`)
 	if !strings.HasPrefix(m["content"], "Saved bookmark b2: ") {
 		t.Errorf("second bookmark: content %q, want id b2", m["content"])
 	}
@@ -113,10 +176,10 @@ func TestSaveInvalid(t *testing.T) {
 		{"no title", `{"url":"https://go.dev"}`, "title is required"},
 		{"blank title", `{"url":"https://go.dev","title":"  "}`, "title is required"},
 	}
-	srv := newTestServer(t)
+	e := newEnv(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a := do(t, srv, "POST", "/bookmarks", tt.body, nil)
+			a := e.do(t, "POST", "/bookmarks", tt.body)
 			if a.status != http.StatusBadRequest {
 				t.Fatalf("status %d, want 400 (body %s)", a.status, a.body)
 			}
@@ -126,14 +189,14 @@ func TestSaveInvalid(t *testing.T) {
 			}
 		})
 	}
-	if a := do(t, srv, "GET", "/bookmarks", "", nil); a.body != "No bookmarks." {
+	if a := e.do(t, "GET", "/bookmarks", ""); a.body != "No bookmarks." {
 		t.Errorf("an invalid save stored something: %q", a.body)
 	}
 }
 
 func TestList(t *testing.T) {
-	srv := newTestServer(t)
-	a := do(t, srv, "GET", "/bookmarks", "", nil)
+	e := newEnv(t)
+	a := e.do(t, "GET", "/bookmarks", "")
 	if a.status != http.StatusOK || a.contentType != "text/plain; charset=utf-8" || a.body != "No bookmarks." {
 		t.Fatalf("empty list: %d %q %q", a.status, a.contentType, a.body)
 	}
@@ -143,27 +206,27 @@ func TestList(t *testing.T) {
 		if i%2 == 1 {
 			tags = `["even"]`
 		}
-		save(t, srv, `{"url":"https://example.com/`+string(rune('a'+i))+`","title":"T`+string(rune('a'+i))+`","tags":`+tags+`}`)
+		e.save(t, `{"url":"https://example.com/`+string(rune('a'+i))+`","title":"T`+string(rune('a'+i))+`","tags":`+tags+`}`)
 	}
-	a = do(t, srv, "GET", "/bookmarks", "", nil)
+	a = e.do(t, "GET", "/bookmarks", "")
 	lines := strings.Split(strings.TrimSuffix(a.body, "\n"), "\n")
 	if len(lines) != 11 || lines[0] != "b1 Ta https://example.com/a" || lines[10] != "b11 Tk https://example.com/k" {
 		t.Errorf("list:\n%s", a.body)
 	}
-	a = do(t, srv, "GET", "/bookmarks?tag=even", "", nil)
+	a = e.do(t, "GET", "/bookmarks?tag=even", "")
 	if want := "b2 Tb https://example.com/b\nb4 Td https://example.com/d\nb6 Tf https://example.com/f\nb8 Th https://example.com/h\nb10 Tj https://example.com/j\n"; a.body != want {
 		t.Errorf("tag=even:\n%s\nwant:\n%s", a.body, want)
 	}
-	a = do(t, srv, "GET", "/bookmarks?tag=none", "", nil)
+	a = e.do(t, "GET", "/bookmarks?tag=none", "")
 	if a.status != http.StatusOK || a.body != "No bookmarks." {
 		t.Errorf("unknown tag: %d %q", a.status, a.body)
 	}
 }
 
 func TestShow(t *testing.T) {
-	srv := newTestServer(t)
-	save(t, srv, `{"url":"https://go.dev","title":"Go","tags":["lang","google"]}`)
-	a := do(t, srv, "GET", "/bookmarks/b1", "", nil)
+	e := newEnv(t)
+	e.save(t, `{"url":"https://go.dev","title":"Go","tags":["lang","google"]}`)
+	a := e.do(t, "GET", "/bookmarks/b1", "")
 	if a.status != http.StatusOK {
 		t.Fatalf("status %d, body %s", a.status, a.body)
 	}
@@ -177,13 +240,13 @@ func TestShow(t *testing.T) {
 }
 
 func TestNotFound(t *testing.T) {
-	srv := newTestServer(t)
+	e := newEnv(t)
 	for _, tt := range []struct{ method, path string }{
 		{"GET", "/bookmarks/b9"},
 		{"DELETE", "/bookmarks/b9"},
 		{"GET", "/bookmarks/b9/card"},
 	} {
-		a := do(t, srv, tt.method, tt.path, "", nil)
+		a := e.do(t, tt.method, tt.path, "")
 		if a.status != http.StatusNotFound {
 			t.Errorf("%s %s: status %d, want 404", tt.method, tt.path, a.status)
 			continue
@@ -196,27 +259,28 @@ func TestNotFound(t *testing.T) {
 }
 
 func TestDelete(t *testing.T) {
-	srv := newTestServer(t)
-	save(t, srv, `{"url":"https://go.dev","title":"Go"}`)
-	a := do(t, srv, "DELETE", "/bookmarks/b1", "", nil)
+	e := newEnv(t)
+	e.save(t, `{"url":"https://go.dev","title":"Go"}`)
+	a := e.do(t, "DELETE", "/bookmarks/b1", "")
 	if a.status != http.StatusOK {
 		t.Fatalf("status %d, body %s", a.status, a.body)
 	}
 	if m := decodeStrict(t, a, "content"); m["content"] != "Deleted b1." {
 		t.Errorf("content %q", m["content"])
 	}
-	if a := do(t, srv, "DELETE", "/bookmarks/b1", "", nil); a.status != http.StatusNotFound {
+	if a := e.do(t, "DELETE", "/bookmarks/b1", ""); a.status != http.StatusNotFound {
 		t.Errorf("second delete: status %d, want 404", a.status)
 	}
-	if a := do(t, srv, "GET", "/bookmarks", "", nil); a.body != "No bookmarks." {
+	if a := e.do(t, "GET", "/bookmarks", ""); a.body != "No bookmarks." {
 		t.Errorf("list after delete: %q", a.body)
 	}
 }
 
 func TestCard(t *testing.T) {
-	srv := newTestServer(t)
-	save(t, srv, `{"url":"https://example.com/?a=1&b=2","title":"<script>alert(1)</script>","tags":["x<y"]}`)
-	a := do(t, srv, "GET", "/bookmarks/b1/card", "", nil)
+	e := newEnv(t)
+	e.save(t, `{"url":"https://example.com/?a=1&b=2","title":"<script>alert(1)</script>","tags":["x<y"]}`)
+	// The browser loads the card with no token.
+	a := e.send(t, "GET", "/bookmarks/b1/card", "", nil)
 	if a.status != http.StatusOK || a.contentType != "text/html; charset=utf-8" {
 		t.Fatalf("card: %d %q", a.status, a.contentType)
 	}
@@ -237,55 +301,134 @@ func TestCard(t *testing.T) {
 }
 
 func TestWhoami(t *testing.T) {
-	srv := newTestServer(t)
-	enc := base64.RawURLEncoding.EncodeToString
-	token := enc([]byte(`{"alg":"EdDSA","typ":"JWT"}`)) + "." +
-		enc([]byte(`{"sub":"u_1","install":"in_1","iss":"toolgate","aud":["bookmarks"],"exp":1700000000}`)) + ".sig"
-
-	a := do(t, srv, "GET", "/whoami", "", http.Header{
-		"Authorization":       {"Bearer " + token},
-		"Kazzle-Tool-Context": {`{"source":"api"}`},
-	})
-	if a.status != http.StatusOK {
-		t.Fatalf("status %d, body %s", a.status, a.body)
+	e := newEnv(t)
+	tests := []struct {
+		name    string
+		context []string
+		want    string
+	}{
+		{"thread", []string{`{"source":"thread","threadId":"t_1"}`}, "Tool context: thread t_1"},
+		{"api", []string{`{"source":"api"}`}, "Tool context: api (no conversation)"},
+		{"no context", nil, "Tool context: no Kazzle-Tool-Context header"},
+		{"malformed context", []string{`{"source":"api","threadId":"t_1"}`},
+			`Tool context: malformed Kazzle-Tool-Context header: an "api" context has no threadId`},
 	}
-	m := decodeStrict(t, a, "content")
-	for _, want := range []string{
-		"not verified",
-		"user (sub): u_1",
-		"install: in_1",
-		"aud: bookmarks",
-		"exp: 2023-11-14T22:13:20Z",
-		`Kazzle-Tool-Context: {"source":"api"}`,
-	} {
-		if !strings.Contains(m["content"], want) {
-			t.Errorf("content does not hold %q:\n%s", want, m["content"])
-		}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := http.Header{"Authorization": {"Bearer " + e.token}}
+			if tt.context != nil {
+				h["Kazzle-Tool-Context"] = tt.context
+			}
+			a := e.send(t, "GET", "/whoami", "", h)
+			if a.status != http.StatusOK {
+				t.Fatalf("status %d, body %s", a.status, a.body)
+			}
+			m := decodeStrict(t, a, "content")
+			want := "Verified identity:\n  user: u_1\n  install: in_1\n  token expires: "
+			if !strings.HasPrefix(m["content"], want) || !strings.HasSuffix(m["content"], "\n"+tt.want) {
+				t.Errorf("content:\n%s\nwant %q ... %q", m["content"], want, tt.want)
+			}
+			// The token newEnv signed lives five minutes.
+			line := strings.Split(m["content"], "\n")[3]
+			exp, err := time.Parse(time.RFC3339, strings.TrimPrefix(line, "  token expires: "))
+			if left := time.Until(exp); err != nil || left < 4*time.Minute || left > 5*time.Minute {
+				t.Errorf("expiry line %q: %v, %v left", line, err, left)
+			}
+		})
 	}
 
-	a = do(t, srv, "GET", "/whoami", "", nil)
-	m = decodeStrict(t, a, "content")
-	if !strings.Contains(m["content"], "No Authorization header") || !strings.Contains(m["content"], "No Kazzle-Tool-Context header") {
-		t.Errorf("no headers:\n%s", m["content"])
-	}
-
-	a = do(t, srv, "GET", "/whoami", "", http.Header{"Authorization": {"Bearer not-a-jwt"}})
-	if m = decodeStrict(t, a, "content"); !strings.Contains(m["content"], "does not decode") {
-		t.Errorf("bad token:\n%s", m["content"])
+	c := claims()
+	delete(c, "install")
+	a := e.send(t, "GET", "/whoami", "", http.Header{"Authorization": {"Bearer " + sign(t, e.key, c)}})
+	if m := decodeStrict(t, a, "content"); !strings.Contains(m["content"], "  install: (none)\n") {
+		t.Errorf("no install:\n%s", m["content"])
 	}
 }
 
-func TestPing(t *testing.T) {
-	srv := newTestServer(t)
-	a := do(t, srv, "GET", "/ping", "", nil)
-	if a.status != http.StatusOK || a.contentType != "text/plain; charset=utf-8" || a.body != "pong" {
-		t.Errorf("ping: %d %q %q", a.status, a.contentType, a.body)
+// TestToolsNeedAVerifiedToken calls every tool endpoint with tokens toolgate
+// would not send, and checks each is refused before its handler runs.
+func TestToolsNeedAVerifiedToken(t *testing.T) {
+	e := newEnv(t)
+	e.save(t, `{"url":"https://go.dev","title":"Go"}`)
+
+	_, otherKey, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	with := func(k string, v any) jwt.MapClaims { c := claims(); c[k] = v; return c }
+	tokens := []struct {
+		name, auth, challenge string
+	}{
+		{"missing", "", "Bearer"},
+		{"not bearer", "Basic dTpw", "Bearer"},
+		{"garbage", "Bearer garbage", `Bearer error="invalid_token"`},
+		{"forged: another key, same kid", "Bearer " + sign(t, otherKey, claims()), `Bearer error="invalid_token"`},
+		{"another component's", "Bearer " + sign(t, e.key, with("aud", "notes")), `Bearer error="invalid_token"`},
+		{"another issuer's", "Bearer " + sign(t, e.key, with("iss", "someone-else")), `Bearer error="invalid_token"`},
+		{"expired", "Bearer " + sign(t, e.key, with("exp", time.Now().Add(-time.Hour).Unix())), `Bearer error="invalid_token"`},
+	}
+	calls := []struct{ method, path, body string }{
+		{"POST", "/bookmarks", `{"url":"https://evil.example","title":"Evil"}`},
+		{"GET", "/bookmarks", ""},
+		{"GET", "/bookmarks/b1", ""},
+		{"DELETE", "/bookmarks/b1", ""},
+		{"GET", "/whoami", ""},
+	}
+	for _, tok := range tokens {
+		for _, c := range calls {
+			t.Run(tok.name+"/"+c.method+" "+c.path, func(t *testing.T) {
+				h := http.Header{"Kazzle-Tool-Context": {`{"source":"api"}`}}
+				if tok.auth != "" {
+					h.Set("Authorization", tok.auth)
+				}
+				a := e.send(t, c.method, c.path, c.body, h)
+				if a.status != http.StatusUnauthorized {
+					t.Fatalf("status %d, want 401 (body %s)", a.status, a.body)
+				}
+				if a.challenge != tok.challenge {
+					t.Errorf("WWW-Authenticate %q, want %q", a.challenge, tok.challenge)
+				}
+				if m := decodeStrict(t, a, "code", "error"); m["code"] != "unauthorized" || m["error"] == "" {
+					t.Errorf("body %s", a.body)
+				}
+				if strings.Contains(a.body, "go.dev") || strings.Contains(a.body, "u_1") {
+					t.Errorf("a refusal shows data: %s", a.body)
+				}
+			})
+		}
+	}
+
+	// No refused POST saved and no refused DELETE deleted: b1 is alone,
+	// and the next id is still b2.
+	if a := e.do(t, "GET", "/bookmarks", ""); a.body != "b1 Go https://go.dev\n" {
+		t.Errorf("refused calls changed the bookmarks:\n%s", a.body)
+	}
+	if m := e.save(t, `{"url":"https://caddyserver.com","title":"Caddy"}`); !strings.HasPrefix(m["content"], "Saved bookmark b2: ") {
+		t.Errorf("refused saves took ids: %q", m["content"])
+	}
+}
+
+// TestNoTokenNeeded checks the two endpoints toolgate does not call with a
+// token: the url target's ping and the card page the browser loads. A
+// token, even a bad one, changes nothing there.
+func TestNoTokenNeeded(t *testing.T) {
+	e := newEnv(t)
+	e.save(t, `{"url":"https://go.dev","title":"Go"}`)
+	for _, h := range []http.Header{nil, {"Authorization": {"Bearer garbage"}}} {
+		a := e.send(t, "GET", "/ping", "", h)
+		if a.status != http.StatusOK || a.contentType != "text/plain; charset=utf-8" || a.body != "pong" {
+			t.Errorf("ping with %v: %d %q %q", h, a.status, a.contentType, a.body)
+		}
+		a = e.send(t, "GET", "/bookmarks/b1/card", "", h)
+		if a.status != http.StatusOK || a.contentType != "text/html; charset=utf-8" || !strings.Contains(a.body, "https://go.dev") {
+			t.Errorf("card with %v: %d %q", h, a.status, a.contentType)
+		}
 	}
 }
 
 func TestMethodNotAllowed(t *testing.T) {
-	srv := newTestServer(t)
-	if a := do(t, srv, "PUT", "/bookmarks", `{}`, nil); a.status != http.StatusMethodNotAllowed {
+	e := newEnv(t)
+	if a := e.do(t, "PUT", "/bookmarks", `{}`); a.status != http.StatusMethodNotAllowed {
 		t.Errorf("PUT /bookmarks: status %d, want 405", a.status)
 	}
 }

@@ -1,0 +1,154 @@
+// Package apptools is the component side of the toolgate contract: it
+// verifies the identity token toolgate signs for each app call, reads the
+// call's Kazzle-Tool-Context, and writes answers in the shapes toolgate
+// normalizes (SPEC.md §4 and §5).
+//
+// A component wraps each endpoint that toolgate calls through an app target
+// in a Verifier's Middleware and reads the verified user with FromContext.
+// Endpoints that toolgate does not call with a token, such as a url
+// target's or a page the browser loads in a card's iframe, stay unwrapped.
+//
+// Action-required cards (SPEC.md §6) are not written by this package yet;
+// a later version adds them.
+package apptools
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// ContextHeader is the request header toolgate sends a call's context in.
+const ContextHeader = "Kazzle-Tool-Context"
+
+// The sources a call may come from.
+const (
+	// SourceThread is a call made in a conversation.
+	SourceThread = "thread"
+	// SourceAPI is a call made through the Tools API, outside a conversation.
+	SourceAPI = "api"
+)
+
+var (
+	// ErrNoContext is returned by ToolContext when the request carries no
+	// Kazzle-Tool-Context header: it did not come through an app target.
+	ErrNoContext = errors.New("no Kazzle-Tool-Context header")
+	// ErrBadContext is wrapped by the error ToolContext returns when the
+	// header is present but is not one toolgate would send.
+	ErrBadContext = errors.New("malformed Kazzle-Tool-Context header")
+)
+
+// Context is where a tool call came from.
+type Context struct {
+	// Source is SourceThread or SourceAPI.
+	Source string `json:"source"`
+	// ThreadID names the conversation; set exactly when Source is
+	// SourceThread.
+	ThreadID string `json:"threadId,omitempty"`
+}
+
+// IsThread reports whether the call came from a conversation, the only
+// context in which a handler may pause the call to ask the user.
+func (c Context) IsThread() bool { return c.Source == SourceThread }
+
+// ToolContext reads the request's Kazzle-Tool-Context header. It is strict:
+// the header must be sent once and hold exactly one JSON object with a
+// string "source" of "thread" (with a non-empty "threadId") or "api" (with
+// no "threadId"), and nothing else. An absent header is ErrNoContext; any
+// other failure wraps ErrBadContext.
+func ToolContext(r *http.Request) (Context, error) {
+	vals := r.Header.Values(ContextHeader)
+	switch len(vals) {
+	case 0:
+		return Context{}, ErrNoContext
+	case 1:
+	default:
+		return Context{}, fmt.Errorf("%w: sent %d times", ErrBadContext, len(vals))
+	}
+	c, err := parseContext(vals[0])
+	if err != nil {
+		return Context{}, fmt.Errorf("%w: %v", ErrBadContext, err)
+	}
+	return c, nil
+}
+
+// IsThread reports whether the request's call came from a conversation;
+// false when the header is absent or malformed.
+func IsThread(r *http.Request) bool {
+	c, err := ToolContext(r)
+	return err == nil && c.IsThread()
+}
+
+// parseContext reads the header token by token rather than with
+// json.Unmarshal, which would match keys case-insensitively, take the last
+// of duplicate keys and accept null for a string.
+func parseContext(s string) (Context, error) {
+	dec := json.NewDecoder(strings.NewReader(s))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return Context{}, errors.New("not a JSON object")
+	}
+	var c Context
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return Context{}, err
+		}
+		key, _ := tok.(string) // the decoder allows only strings as keys
+		if seen[key] {
+			return Context{}, fmt.Errorf("%q is given twice", key)
+		}
+		seen[key] = true
+		tok, err = dec.Token()
+		if err != nil {
+			return Context{}, err
+		}
+		val, ok := tok.(string)
+		switch {
+		case key != "source" && key != "threadId":
+			return Context{}, fmt.Errorf("unknown field %q", key)
+		case !ok:
+			return Context{}, fmt.Errorf("%s must be a string", key)
+		case key == "source":
+			c.Source = val
+		default:
+			c.ThreadID = val
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return Context{}, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return Context{}, errors.New("data after the object")
+	}
+	switch c.Source {
+	case SourceThread:
+		if c.ThreadID == "" {
+			return Context{}, errors.New(`a "thread" context needs a threadId`)
+		}
+	case SourceAPI:
+		if seen["threadId"] {
+			return Context{}, errors.New(`an "api" context has no threadId`)
+		}
+	default:
+		if !seen["source"] {
+			return Context{}, errors.New("source is missing")
+		}
+		return Context{}, fmt.Errorf(`source %q is neither "thread" nor "api"`, c.Source)
+	}
+	return c, nil
+}
+
+// Identity is the user a call acts for, as a verified token names them.
+type Identity struct {
+	// User is the token's sub.
+	User string
+	// Install is the installation of the app the call is made in; empty
+	// when the token names none.
+	Install string
+	// Claims are all of the token's claims.
+	Claims map[string]any
+}
