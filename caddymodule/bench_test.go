@@ -81,6 +81,7 @@ func BenchmarkInvoke(b *testing.B) {
 	h := &Handler{
 		Components: map[string]*Component{"api": {BaseURL: up.URL}},
 		Identity:   &Identity{KeyFile: keyFile},
+		Ledger:     &Ledger{Backend: "off"},
 		Tools: []manifest.Tool{{
 			Name:        "get_item",
 			Description: "Get an item.",
@@ -110,7 +111,7 @@ func BenchmarkServer(b *testing.B) {
 	https_port 9443
 	grace_period 1ns
 	skip_install_trust
-	storage file_system %s
+	storage file_system %[1]s
 	log {
 		level ERROR
 	}
@@ -119,7 +120,19 @@ http://127.0.0.1:9080 {
 	bind 127.0.0.1
 	handle_path /toolgate/* {
 		toolgate {
-			component api %s
+			component api %[2]s
+			ledger off
+			tool get_item {
+				description "Get an item."
+				input_schema `+"`"+`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"],"additionalProperties":false}`+"`"+`
+				target app api GET /items/${input.id}
+			}
+		}
+	}
+	handle_path /bolt/* {
+		toolgate {
+			component api %[2]s
+			ledger bolt %[1]s/ledger.db
 			tool get_item {
 				description "Get an item."
 				input_schema `+"`"+`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"],"additionalProperties":false}`+"`"+`
@@ -128,7 +141,7 @@ http://127.0.0.1:9080 {
 		}
 	}
 	handle_path /proxy/* {
-		reverse_proxy %s
+		reverse_proxy %[3]s
 	}
 }`, b.TempDir(), up.URL, strings.TrimPrefix(up.URL, "http://")), "caddyfile")
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
@@ -152,5 +165,8 @@ http://127.0.0.1:9080 {
 	})
 	b.Run("toolgate", func(b *testing.B) {
 		run(b, "POST", "http://127.0.0.1:9080/toolgate/tools/get_item", `{"input":{"id":"b1"},"identity":{"user":"u_1","install":"in_1"}}`)
+	})
+	b.Run("toolgate_bolt", func(b *testing.B) {
+		run(b, "POST", "http://127.0.0.1:9080/bolt/tools/get_item", `{"input":{"id":"b1"},"identity":{"user":"u_1","install":"in_1"}}`)
 	})
 }

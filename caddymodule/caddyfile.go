@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
@@ -42,6 +43,12 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			leeway        <duration>
 //			user_claim    <claim>
 //			install_claim <claim>
+//		}
+//		ledger bolt [<path>] | redis <addr> | off {
+//			retention <duration>
+//			password  <redis password>
+//			db        <redis db>
+//			prefix    <redis key prefix>
 //		}
 //		upstream_timeout  <duration>
 //		max_response_size <size>
@@ -194,6 +201,15 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					return d.Errf("unrecognized callers subdirective %s", sub)
 				}
 			}
+		case "ledger":
+			if h.Ledger != nil {
+				return d.Err("ledger already specified")
+			}
+			l, err := parseLedger(d)
+			if err != nil {
+				return err
+			}
+			h.Ledger = l
 		case "upstream_timeout":
 			if !d.NextArg() {
 				return d.ArgErr()
@@ -256,6 +272,62 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		seen[t.Name] = i
 	}
 	return nil
+}
+
+// parseLedger reads `ledger bolt [path] { retention }`,
+// `ledger redis <addr> { password; db; prefix; retention }` or `ledger off`.
+func parseLedger(d *caddyfile.Dispenser) (*Ledger, error) {
+	args := d.RemainingArgs()
+	if len(args) == 0 {
+		return nil, d.ArgErr()
+	}
+	l := &Ledger{Backend: args[0]}
+	switch {
+	case args[0] == "off" && len(args) == 1:
+	case args[0] == "bolt" && len(args) <= 2:
+		if len(args) == 2 {
+			l.Path = args[1]
+		}
+	case args[0] == "redis" && len(args) == 2:
+		l.Addr = args[1]
+	default:
+		return nil, d.Errf("want: ledger bolt [path] | ledger redis <addr> | ledger off")
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		sub := d.Val()
+		if !d.NextArg() {
+			return nil, d.ArgErr()
+		}
+		val := d.Val()
+		if d.NextArg() {
+			return nil, d.ArgErr()
+		}
+		redisOnly := sub == "password" || sub == "db" || sub == "prefix"
+		if l.Backend == "off" || (redisOnly && l.Backend != "redis") {
+			return nil, d.Errf("ledger %s takes no %s", l.Backend, sub)
+		}
+		switch sub {
+		case "retention":
+			dur, err := caddy.ParseDuration(val)
+			if err != nil || dur <= 0 {
+				return nil, d.Errf("bad retention %s", val)
+			}
+			l.Retention = caddy.Duration(dur)
+		case "password":
+			l.Password = val
+		case "prefix":
+			l.Prefix = val
+		case "db":
+			n, err := strconv.Atoi(val)
+			if err != nil || n < 0 {
+				return nil, d.Errf("bad db %s", val)
+			}
+			l.DB = n
+		default:
+			return nil, d.Errf("unrecognized ledger subdirective %s", sub)
+		}
+	}
+	return l, nil
 }
 
 func parseTool(d *caddyfile.Dispenser) (manifest.Tool, error) {

@@ -106,6 +106,7 @@ http://127.0.0.1:9080 {
 	handle_path /toolgate/* {
 		toolgate {
 			component api %[1]s
+			ledger bolt %[3]s/ledger.db
 			identity {
 				issuer https://tools.test
 			}
@@ -296,6 +297,7 @@ func TestCallersFromAnywhere(t *testing.T) {
 	secret := strings.Repeat("s", 32)
 	h := &Handler{
 		Callers:  &Callers{Secret: secret, Audience: "toolgate"},
+		Ledger:   &Ledger{Backend: "off"},
 		Identity: &Identity{KeyFile: writeKey(t)},
 		Tools: []manifest.Tool{{
 			Name: "ping", Description: "d", InputSchema: json.RawMessage(`{"type":"object"}`),
@@ -339,17 +341,18 @@ func TestIdentityKeyRotation(t *testing.T) {
 	https_port 9443
 	grace_period 1ns
 	skip_install_trust
-	storage file_system %s
+	storage file_system %[1]s
 }
 http://127.0.0.1:9080 {
 	bind 127.0.0.1
 	handle_path /toolgate/* {
 		toolgate {
-			component api %s
+			component api %[2]s
+			ledger off
 			identity {
 				issuer https://tools.test
-				%s
-				signing_key %s
+				%[3]s
+				signing_key %[4]s
 			}
 			tool md {
 				description "Markdown."

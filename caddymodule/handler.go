@@ -43,6 +43,8 @@ const DefaultMaxRequestSize = 1 << 20
 //
 //	GET  /tools                    the tool list
 //	POST /tools/{name}             invoke a tool
+//	GET  /calls/{callId}           a call's answer now
+//	POST /calls/{callId}/resume    answer an action-required card
 //	GET  /.well-known/jwks.json    public keys of the identity tokens
 //
 // With no caller authentication configured, runtime calls are accepted from
@@ -67,6 +69,10 @@ type Handler struct {
 	// envelope names.
 	Callers *Callers `json:"callers,omitempty"`
 
+	// Ledger configures the call ledger. Default: bolt, a file in Caddy's
+	// data directory.
+	Ledger *Ledger `json:"ledger,omitempty"`
+
 	// UpstreamTimeout limits one request to a target, answer included.
 	// Default: 30s.
 	UpstreamTimeout caddy.Duration `json:"upstream_timeout,omitempty"`
@@ -87,6 +93,7 @@ type Handler struct {
 	userClaim    string
 	installClaim string
 	logger       *zap.Logger
+	ledgerKey    string
 }
 
 // Component is one of the app's components.
@@ -210,8 +217,21 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) error {
 	issuer := identity.NewIssuer(issuerName, time.Duration(idc.TTL), key, others...)
 	h.jwks = issuer.JWKS()
 
+	lc := h.Ledger
+	if lc == nil {
+		lc = new(Ledger)
+	}
+	led, ledgerKey, err := lc.open()
+	if err != nil {
+		return err
+	}
+	h.ledgerKey = ledgerKey
+
 	h.client = dispatch.NewClient(time.Duration(h.UpstreamTimeout), h.MaxResponseSize)
-	h.gw = gateway.New(tools, issuer, h.client, h.logger)
+	h.gw = gateway.New(gateway.Config{
+		Tools: tools, Components: components, Issuer: issuer, Client: h.client,
+		Ledger: led, Logger: h.logger,
+	})
 	h.logger.Info("toolgate ready", zap.Int("tools", len(tools.List())), zap.String("kid", key.ID))
 	return nil
 }
@@ -227,10 +247,15 @@ func (h *Handler) Validate() error {
 	return nil
 }
 
-// Cleanup releases idle upstream connections.
+// Cleanup releases idle upstream connections and this config's hold on
+// the ledger.
 func (h *Handler) Cleanup() error {
 	if h.client != nil {
 		h.client.CloseIdleConnections()
+	}
+	if h.ledgerKey != "" {
+		_, err := ledgers.Delete(h.ledgerKey)
+		return err
 	}
 	return nil
 }
@@ -298,6 +323,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			return nil
 		}
 		return h.serveInvoke(w, r, c, strings.TrimPrefix(path, "/tools/"))
+	case strings.HasPrefix(path, "/calls/"):
+		return h.serveCalls(w, r, strings.TrimPrefix(path, "/calls/"))
 	case path == "/.well-known/jwks.json":
 		if !allowMethod(w, r, http.MethodGet) {
 			return nil
@@ -322,20 +349,7 @@ const maxCallIDLen = 256
 
 func (h *Handler) serveInvoke(w http.ResponseWriter, r *http.Request, c caller, name string) error {
 	var env envelope
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, h.MaxRequestSize))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&env); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the request is larger than %d bytes", h.MaxRequestSize))
-			return nil
-		}
-		writeError(w, http.StatusBadRequest, "malformed_envelope", "the body must be a JSON object {\"input\", \"callId\"?, \"context\"?, \"identity\"?}: "+err.Error())
-		return nil
-	}
-	// More() would miss a stray ']' or '}': only the end may follow.
-	if _, err := dec.Token(); err != io.EOF {
-		writeError(w, http.StatusBadRequest, "malformed_envelope", "trailing data after the JSON envelope")
+	if !h.decodeBody(w, r, &env) {
 		return nil
 	}
 	if err := checkCallID(env.CallID); err != nil {
@@ -353,6 +367,11 @@ func (h *Handler) serveInvoke(w http.ResponseWriter, r *http.Request, c caller, 
 		call.Identity = *env.Identity
 	}
 	ans, err := h.gw.Invoke(r.Context(), call)
+	return writeAnswer(w, ans, err)
+}
+
+// writeAnswer writes an answer, or a caller's mistake as its status.
+func writeAnswer(w http.ResponseWriter, ans *gateway.Answer, err error) error {
 	if err != nil {
 		code := "error"
 		var re *gateway.RequestError
@@ -363,6 +382,78 @@ func (h *Handler) serveInvoke(w http.ResponseWriter, r *http.Request, c caller, 
 		return nil
 	}
 	return writeJSON(w, http.StatusOK, ans)
+}
+
+// resumeBody is the body of POST /calls/{callId}/resume.
+type resumeBody struct {
+	ButtonID string            `json:"buttonId"`
+	Action   string            `json:"action"`
+	Device   string            `json:"device"`
+	Identity *gateway.Identity `json:"identity"`
+}
+
+func (h *Handler) serveCalls(w http.ResponseWriter, r *http.Request, rest string) error {
+	callID, resume := strings.CutSuffix(rest, "/resume")
+	if callID == "" || strings.Contains(callID, "/") || checkCallID(callID) != nil {
+		writeError(w, http.StatusNotFound, "unknown_call", "no such call")
+		return nil
+	}
+	method := http.MethodGet
+	if resume {
+		method = http.MethodPost
+	}
+	if !allowMethod(w, r, method) {
+		return nil
+	}
+	c, ok := h.authenticate(w, r)
+	if !ok {
+		return nil
+	}
+	who := c.identity
+	if !resume {
+		if !c.verified {
+			who = gateway.Identity{User: r.URL.Query().Get("user"), Install: r.URL.Query().Get("install")}
+		}
+		ans, err := h.gw.Status(r.Context(), who, callID)
+		return writeAnswer(w, ans, err)
+	}
+	var body resumeBody
+	if !h.decodeBody(w, r, &body) {
+		return nil
+	}
+	req := gateway.ResumeRequest{CallID: callID, Identity: who, ButtonID: body.ButtonID, Action: body.Action, Device: body.Device}
+	if c.verified {
+		// The device is the token's, never the body's.
+		req.Device, _ = c.claims["device"].(string)
+	} else if body.Identity != nil {
+		req.Identity = *body.Identity
+	}
+	ans, err := h.gw.Resume(r.Context(), req)
+	return writeAnswer(w, ans, err)
+}
+
+// decodeBody reads a strict JSON object body within MaxRequestSize; it
+// writes the refusal itself and reports false.
+func (h *Handler) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, h.MaxRequestSize))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		// More() would miss a stray ']' or '}': only the end may follow.
+		if _, terr := dec.Token(); terr != io.EOF {
+			err = errors.New("trailing data after the JSON body")
+		}
+	}
+	if err == nil {
+		return true
+	}
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the request is larger than %d bytes", h.MaxRequestSize))
+		return false
+	}
+	writeError(w, http.StatusBadRequest, "malformed_envelope", "the body is not the expected JSON object: "+err.Error())
+	return false
 }
 
 func checkCallID(id string) error {

@@ -51,6 +51,24 @@ func newRecorder(t *testing.T) *recorder {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"id":7,"title":"Go","url":"https://go.dev","tags":["lang"]}`)
 	})
+	mux.HandleFunc("/card/", func(w http.ResponseWriter, r *http.Request) {
+		cards := map[string]string{
+			"plain": `{"type":"action_required","title":"Send the email?","description":"To ada@example.com","elements":[
+				{"type":"button","id":"approve","label":"Send","variant":"primary","input":{"content":"approved","markdown":"**approved**"}},
+				{"type":"button","id":"reject","label":"Don't send","input":{"reason":"no","n":1}},
+				{"type":"button","id":"run","label":"Run","input":{"id":"z9"},"target":{"type":"app","component":"api","method":"POST","path":"/items/${input.id}","body":"${input}"}}]}`,
+			"device":    `{"type":"action_required","title":"Scan","assignee":{"computerId":"pc-7"},"elements":[{"type":"button","id":"scan","label":"Scan","input":{"content":"scanned"}}]}`,
+			"dup":       `{"type":"action_required","title":"t","elements":[{"type":"button","id":"a","label":"A"},{"type":"button","id":"a","label":"B"}]}`,
+			"badtarget": `{"type":"action_required","title":"t","elements":[{"type":"button","id":"a","label":"A","target":{"type":"app","component":"nowhere","method":"GET","path":"/"}}]}`,
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, cards[strings.TrimPrefix(r.URL.Path, "/card/")])
+	})
+	mux.HandleFunc("/slowok", func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(150 * time.Millisecond)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"content":"slow ok"}`)
+	})
 	mux.HandleFunc("/text", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprint(w, "plain <b>text</b>")
@@ -106,6 +124,9 @@ func newRecorder(t *testing.T) *recorder {
 		key := r.URL.Path
 		if strings.HasPrefix(key, "/items/") {
 			key = "/items/"
+		}
+		if strings.HasPrefix(key, "/card/") {
+			key = "/card/"
 		}
 		rec.last[key] = recorded{r.Method, r.URL.EscapedPath(), r.URL.RawQuery, r.Header.Clone(), body}
 		rec.seen++
@@ -165,6 +186,7 @@ http://127.0.0.1:9080 {
 				issuer https://tools.test
 				ttl 2m
 			}
+			ledger bolt %[3]s/ledger.db
 			upstream_timeout 300ms
 			max_response_size 1MiB
 			max_request_size 64KiB
@@ -227,6 +249,16 @@ http://127.0.0.1:9080 {
 				description "Cut."
 				input_schema %[5]s
 				target app api GET /cut
+			}
+			tool card {
+				description "Answers a card."
+				input_schema `+"`"+`{"type":"object","properties":{"kind":{"type":"string"}},"required":["kind"]}`+"`"+`
+				target app api GET /card/${input.kind}
+			}
+			tool slowok {
+				description "Slow but fine."
+				input_schema %[5]s
+				target app api GET /slowok
 			}
 			tool ext {
 				description "External."
@@ -508,8 +540,8 @@ func TestToolsListJWKSAndNext(t *testing.T) {
 	for i, l := range list {
 		byName[l.Name] = i
 	}
-	if len(list) != 14 {
-		t.Errorf("listed %d tools, want 14", len(list))
+	if len(list) != 16 {
+		t.Errorf("listed %d tools, want 16", len(list))
 	}
 	if s := list[byName["save"]]; s.DisplayName != "Save item" || s.Description != "Save an item." || !bytes.Contains(s.InputSchema, []byte(`"required":["id"]`)) {
 		t.Errorf("save listed as %+v", s)

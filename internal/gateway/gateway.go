@@ -20,9 +20,9 @@ import (
 
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/identity"
+	"github.com/toolgate/toolgate/internal/ledger"
 	"github.com/toolgate/toolgate/internal/manifest"
 	"github.com/toolgate/toolgate/internal/policy"
-	"github.com/toolgate/toolgate/internal/refs"
 	"github.com/toolgate/toolgate/internal/result"
 )
 
@@ -32,9 +32,12 @@ const (
 	SourceAPI    = "api"
 )
 
-// Call statuses.
+// Call statuses, as the ledger's states.
 const (
-	StatusDone = "done"
+	StatusDone           = string(ledger.Done)
+	StatusActionRequired = string(ledger.ActionRequired)
+	StatusRunning        = string(ledger.Running)
+	StatusAwaitingClient = string(ledger.AwaitingClient)
 )
 
 // Context says where a call comes from.
@@ -60,19 +63,52 @@ type Call struct {
 	Claims map[string]any
 }
 
-// Answer is what a call answers.
+// Answer is what a call answers now: a result (done), a card
+// (action_required), or only its status while it is in flight.
 type Answer struct {
-	CallID string `json:"callId"`
-	Tool   string `json:"tool"`
-	Status string `json:"status"`
+	CallID string
+	Tool   string
+	Status string
 	result.Result
+	// Card is the action-required card when Status is action_required.
+	Card json.RawMessage
+}
+
+// MarshalJSON writes the shape of the status: the result's fields only
+// when done, the card object only when action_required.
+func (a *Answer) MarshalJSON() ([]byte, error) {
+	switch a.Status {
+	case StatusDone:
+		return json.Marshal(struct {
+			CallID string `json:"callId"`
+			Tool   string `json:"tool"`
+			Status string `json:"status"`
+			result.Result
+		}{a.CallID, a.Tool, a.Status, a.Result})
+	case StatusActionRequired:
+		return json.Marshal(struct {
+			CallID string          `json:"callId"`
+			Tool   string          `json:"tool"`
+			Status string          `json:"status"`
+			Card   json.RawMessage `json:"card"`
+		}{a.CallID, a.Tool, a.Status, a.Card})
+	}
+	return json.Marshal(struct {
+		CallID string `json:"callId"`
+		Tool   string `json:"tool"`
+		Status string `json:"status"`
+	}{a.CallID, a.Tool, a.Status})
 }
 
 // Errors that are the caller's mistakes, not the tool's failures.
 var (
 	ErrUnknownTool = errors.New("unknown tool")
+	ErrUnknownCall = errors.New("unknown call")
 	ErrBadRequest  = errors.New("bad request")
 	ErrForbidden   = errors.New("forbidden")
+	ErrConflict    = errors.New("conflict")
+	ErrReuse       = errors.New("idempotency key reuse")
+	ErrUnavailable = errors.New("unavailable")
 )
 
 // RequestError is a caller's mistake with a stable code.
@@ -89,20 +125,49 @@ func badRequest(code, format string, args ...any) error {
 	return &RequestError{Code: code, Msg: fmt.Sprintf(format, args...), kind: ErrBadRequest}
 }
 
-// Gateway serves one set of tools.
-type Gateway struct {
-	tools  *manifest.Set
-	issuer *identity.Issuer
-	client *dispatch.Client
-	logger *zap.Logger
+func unavailable(err error) error {
+	return &RequestError{Code: "unavailable", Msg: fmt.Sprintf("the call ledger is unavailable, nothing was run: %v", err), kind: ErrUnavailable}
 }
 
-// New returns a gateway. logger may be nil.
-func New(tools *manifest.Set, issuer *identity.Issuer, client *dispatch.Client, logger *zap.Logger) *Gateway {
-	if logger == nil {
-		logger = zap.NewNop()
+// Config is what a Gateway serves with.
+type Config struct {
+	Tools *manifest.Set
+	// Components are the app's components, for card button targets.
+	Components map[string]*dispatch.Component
+	Issuer     *identity.Issuer
+	Client     *dispatch.Client
+	// Ledger records calls; nil turns at-most-once execution and cards off.
+	Ledger ledger.Ledger
+	Logger *zap.Logger
+	// Instance names this gateway process in the ledger.
+	Instance string
+}
+
+// Gateway serves one set of tools.
+type Gateway struct {
+	tools      *manifest.Set
+	components map[string]*dispatch.Component
+	issuer     *identity.Issuer
+	client     *dispatch.Client
+	ledger     ledger.Ledger
+	logger     *zap.Logger
+	instance   string
+	now        func() time.Time
+}
+
+// New returns a gateway.
+func New(c Config) *Gateway {
+	g := &Gateway{
+		tools: c.Tools, components: c.Components, issuer: c.Issuer, client: c.Client,
+		ledger: c.Ledger, logger: c.Logger, instance: c.Instance, now: time.Now,
 	}
-	return &Gateway{tools: tools, issuer: issuer, client: client, logger: logger}
+	if g.logger == nil {
+		g.logger = zap.NewNop()
+	}
+	if g.instance == "" {
+		g.instance = NewCallID()[len("call_"):]
+	}
+	return g
 }
 
 // Tools returns the tool set.
@@ -156,6 +221,9 @@ func (g *Gateway) Invoke(ctx context.Context, call Call) (*Answer, error) {
 	}
 	start := time.Now()
 	input, inputErr := decodeInput(call.Input)
+	if inputErr != nil {
+		input = nil
+	}
 	if ok, err := g.Allowed(tool, call, input); !ok {
 		msg := fmt.Sprintf("the caller may not call tool %q", call.Tool)
 		if err != nil {
@@ -164,22 +232,92 @@ func (g *Gateway) Invoke(ctx context.Context, call Call) (*Answer, error) {
 		}
 		return nil, &RequestError{Code: "forbidden", Msg: msg, kind: ErrForbidden}
 	}
-	var res result.Result
-	switch {
-	case inputErr != nil:
-		res = result.Errorf("invalid input: %v", inputErr)
-	default:
-		if err := tool.ValidateInput(input); err != nil {
-			res = result.Errorf("%v", err)
-		} else {
-			res = g.Dispatch(ctx, tool.Target, input, call)
+	if g.ledger == nil {
+		out := g.execute(ctx, tool, call, input, inputErr)
+		g.logCall(call, out.res, start)
+		if out.card != nil {
+			out.res = result.Errorf("the handler answered an action-required card, but cards need the call ledger (ledger off)")
 		}
+		return &Answer{CallID: call.CallID, Tool: call.Tool, Status: StatusDone, Result: out.res}, nil
 	}
+
+	digest := ledger.InputDigest(input)
+	if inputErr != nil {
+		digest = ledger.InputDigest(string(call.Input))
+	}
+	now := g.now()
+	rec := &ledger.Call{
+		Key: ledger.Key(call.Identity.User, call.Identity.Install, call.CallID), CallID: call.CallID, Tool: call.Tool,
+		User: call.Identity.User, Install: call.Identity.Install, Source: call.Context.Source, ThreadID: call.Context.ThreadID,
+		Digest: digest, State: ledger.Running, Owner: g.instance, Deadline: now.Add(g.inFlightLimit()),
+		Created: now, Updated: now,
+	}
+	existing, created, err := g.ledger.Create(ctx, rec)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	if !created {
+		if existing.Tool != call.Tool || existing.Digest != digest {
+			return nil, &RequestError{Code: "idempotency_key_reuse", kind: ErrReuse,
+				Msg: fmt.Sprintf("call id %q was used for another call (another tool or input); use a new call id", call.CallID)}
+		}
+		return g.settle(ctx, existing)
+	}
+
+	out := g.execute(ctx, tool, call, input, inputErr)
+	g.logCall(call, out.res, start)
+	if out.card != nil {
+		rec.State, rec.Card = ledger.ActionRequired, out.card
+	} else {
+		rec.State, rec.Result = ledger.Done, &out.res
+	}
+	rec.Updated = g.now()
+	// Recorded even if the caller went away: a repeat must find it.
+	if _, err := g.ledger.Update(context.WithoutCancel(ctx), rec, ledger.Running); err != nil {
+		g.logger.Error("recording a finished call", zap.String("tool", call.Tool), zap.String("call_id", call.CallID), zap.Error(err))
+	}
+	return answerOf(rec), nil
+}
+
+func (g *Gateway) logCall(call Call, res result.Result, start time.Time) {
 	if ce := g.logger.Check(zapcore.DebugLevel, "tool call"); ce != nil {
 		ce.Write(zap.String("tool", call.Tool), zap.String("call_id", call.CallID),
 			zap.Bool("is_error", res.IsError), zap.Duration("duration", time.Since(start)))
 	}
-	return &Answer{CallID: call.CallID, Tool: call.Tool, Status: StatusDone, Result: res}, nil
+}
+
+// inFlightLimit is how long a call may stay in flight before a waiter
+// gives it up as "outcome unknown": the upstream timeout and a margin.
+func (g *Gateway) inFlightLimit() time.Duration {
+	return g.client.Timeout() + 15*time.Second
+}
+
+// outcome is what running a tool gave: a result, or a card.
+type outcome struct {
+	res  result.Result
+	card json.RawMessage
+}
+
+// execute validates the input and runs the tool's target.
+func (g *Gateway) execute(ctx context.Context, tool *manifest.Compiled, call Call, input any, inputErr error) outcome {
+	if inputErr != nil {
+		return outcome{res: result.Errorf("invalid input: %v", inputErr)}
+	}
+	if err := tool.ValidateInput(input); err != nil {
+		return outcome{res: result.Errorf("%v", err)}
+	}
+	resp, res := g.send(ctx, tool.Target, input, call)
+	if resp == nil || !result.IsCard(resp.Status, resp.Header.Get("Content-Type"), resp.Body) {
+		return outcome{res: res}
+	}
+	if call.Context.Source != SourceThread {
+		return outcome{res: result.Errorf("the handler answered an action-required card to an api call; a handler must answer a domain error when no person is in the conversation")}
+	}
+	card, err := g.checkCard(resp.Body)
+	if err != nil {
+		return outcome{res: result.Errorf("the handler answered an %v", err)}
+	}
+	return outcome{res: res, card: card}
 }
 
 // Allowed evaluates the tool's allow policy for a call; input may be nil.
@@ -225,34 +363,37 @@ func (g *Gateway) Visible(call Call) []*manifest.Compiled {
 // Dispatch sends one target with the given input and normalizes the answer.
 // A card button's target takes the same path.
 func (g *Gateway) Dispatch(ctx context.Context, t *dispatch.Target, input any, call Call) result.Result {
+	_, res := g.send(ctx, t, input, call)
+	return res
+}
+
+// send is Dispatch that also returns the raw answer, when there is one.
+func (g *Gateway) send(ctx context.Context, t *dispatch.Target, input any, call Call) (*dispatch.Response, result.Result) {
 	if t.Spec.Type == dispatch.TypeKazzle {
-		return result.Errorf("tool %s runs in the user's page, and this gateway does not serve client tools yet", t.Spec.Name)
+		return nil, result.Errorf("tool %s runs in the user's page, and this gateway does not serve client tools yet", t.Spec.Name)
 	}
 	req, err := t.Request(ctx, input)
 	if err != nil {
-		var me *refs.MissingError
-		if errors.As(err, &me) {
-			return result.Errorf("the call could not be built: %v", me)
-		}
-		return result.Errorf("the call could not be built: %v", err)
+		return nil, result.Errorf("the call could not be built: %v", err)
 	}
 	if t.Spec.Type == dispatch.TypeApp {
 		tok, err := g.issuer.Token(call.Identity.User, call.Identity.Install, t.Component.Name)
 		if err != nil {
 			g.logger.Error("signing identity token", zap.Error(err))
-			return result.Errorf("the gateway could not sign the identity token")
+			return nil, result.Errorf("the gateway could not sign the identity token")
 		}
 		req.Header.Set("Authorization", "Bearer "+tok)
 		req.Header.Set("Kazzle-Tool-Context", contextHeader(call.Context))
+		req.Header.Set("Idempotency-Key", call.CallID)
 	}
 	resp, err := g.client.Do(req)
 	if err != nil {
-		return result.Errorf("%s %s failed: %v", t.Spec.Method, describe(t), err)
+		return nil, result.Errorf("%s %s failed: %v", t.Spec.Method, describe(t), err)
 	}
 	if t.Mapping != nil {
-		return t.Mapping.Apply(resp.Status, resp.Header, resp.Body)
+		return resp, t.Mapping.Apply(resp.Status, resp.Header, resp.Body)
 	}
-	return result.Normalize(resp.Status, resp.Header.Get("Content-Type"), resp.Body)
+	return resp, result.Normalize(resp.Status, resp.Header.Get("Content-Type"), resp.Body)
 }
 
 // describe names a target without its resolved values, which may be secret.
@@ -292,6 +433,14 @@ func StatusOf(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, ErrForbidden):
 		return http.StatusForbidden
+	case errors.Is(err, ErrUnknownCall):
+		return http.StatusNotFound
+	case errors.Is(err, ErrConflict):
+		return http.StatusConflict
+	case errors.Is(err, ErrReuse):
+		return http.StatusUnprocessableEntity
+	case errors.Is(err, ErrUnavailable):
+		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
 }

@@ -1,0 +1,238 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/toolgate/toolgate/internal/dispatch"
+	"github.com/toolgate/toolgate/internal/ledger"
+	"github.com/toolgate/toolgate/internal/result"
+)
+
+// outcomeUnknown is the result of a call given up while in flight: it may
+// or may not have reached its target, and it is never run again.
+var outcomeUnknown = result.Errorf("outcome unknown: the call was still in flight when the gateway gave up on it (a crash or a timeout); it was not run again")
+
+// answerOf is the answer a recorded call gives now.
+func answerOf(c *ledger.Call) *Answer {
+	a := &Answer{CallID: c.CallID, Tool: c.Tool, Status: string(c.State)}
+	switch c.State {
+	case ledger.Done:
+		if c.Result != nil {
+			a.Result = *c.Result
+		}
+	case ledger.ActionRequired:
+		a.Card = c.Card
+	}
+	return a
+}
+
+// settle answers a recorded call, waiting while it is in flight. A call
+// still in flight past its deadline is closed as "outcome unknown".
+func (g *Gateway) settle(ctx context.Context, c *ledger.Call) (*Answer, error) {
+	for c.State == ledger.Running || c.State == ledger.AwaitingClient {
+		wctx, cancel := context.WithDeadline(ctx, c.Deadline)
+		next, err := g.ledger.Wait(wctx, c.Key, c.State)
+		cancel()
+		switch {
+		case err == nil:
+			c = next
+			continue
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case errors.Is(err, ledger.ErrUnavailable):
+			return nil, unavailable(err)
+		case wctx.Err() == nil:
+			return nil, err
+		}
+		// The deadline passed: whoever ran the call is gone.
+		closed := *c
+		closed.State, closed.Result, closed.Updated = ledger.Done, &outcomeUnknown, g.now()
+		cur, err := g.ledger.Update(ctx, &closed, c.State)
+		switch {
+		case err == nil:
+			c = &closed
+		case errors.Is(err, ledger.ErrConflict):
+			c = cur
+		default:
+			return nil, unavailable(err)
+		}
+	}
+	return answerOf(c), nil
+}
+
+// checkCard validates a card as SPEC §6 says, its button targets like tool
+// targets, and returns it as compact JSON.
+func (g *Gateway) checkCard(body []byte) (json.RawMessage, error) {
+	card, err := result.ParseCard(body)
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range card.Elements {
+		if len(b.Target) == 0 {
+			continue
+		}
+		if _, err := g.buttonTarget(b); err != nil {
+			return nil, fmt.Errorf("invalid card: button %q: %v", b.ID, err)
+		}
+	}
+	return json.Marshal(card)
+}
+
+func (g *Gateway) buttonTarget(b result.Element) (*dispatch.Target, error) {
+	var spec dispatch.Spec
+	dec := json.NewDecoder(bytes.NewReader(b.Target))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&spec); err != nil {
+		return nil, fmt.Errorf("target: %v", err)
+	}
+	if spec.Type == dispatch.TypeKazzle {
+		return nil, errors.New("target: a button runs an app or url target, not a client tool")
+	}
+	t, err := dispatch.Compile(spec, g.components)
+	if err != nil {
+		return nil, fmt.Errorf("target: %w", err)
+	}
+	return t, nil
+}
+
+// Status answers GET /calls/{callId}: the shape the invoke would answer now.
+func (g *Gateway) Status(ctx context.Context, who Identity, callID string) (*Answer, error) {
+	c, err := g.lookup(ctx, who, callID)
+	if err != nil {
+		return nil, err
+	}
+	return answerOf(c), nil
+}
+
+func (g *Gateway) lookup(ctx context.Context, who Identity, callID string) (*ledger.Call, error) {
+	if g.ledger == nil {
+		return nil, &RequestError{Code: "unknown_call", Msg: "calls are not recorded (ledger off)", kind: ErrUnknownCall}
+	}
+	c, err := g.ledger.Get(ctx, ledger.Key(who.User, who.Install, callID))
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		return nil, &RequestError{Code: "unknown_call", Msg: fmt.Sprintf("no call %q for this caller", callID), kind: ErrUnknownCall}
+	case err != nil:
+		return nil, unavailable(err)
+	}
+	return c, nil
+}
+
+// Resume actions.
+const (
+	ActionSkip   = "skip"
+	ActionCancel = "cancel"
+)
+
+// ResumeRequest answers a card: a pressed button, or skip or cancel.
+type ResumeRequest struct {
+	CallID   string
+	Identity Identity
+	ButtonID string
+	Action   string
+	// Device is the resuming device; with callers, the token's device claim.
+	Device string
+}
+
+// Resume answers a card once. A repeat of the same answer gets the
+// recorded result; another answer after the first is a conflict.
+func (g *Gateway) Resume(ctx context.Context, req ResumeRequest) (*Answer, error) {
+	if (req.ButtonID == "") == (req.Action == "") {
+		return nil, badRequest("invalid_resume", `give either "buttonId" or "action" ("skip" or "cancel")`)
+	}
+	if req.Action != "" && req.Action != ActionSkip && req.Action != ActionCancel {
+		return nil, badRequest("invalid_resume", "action %q is not skip or cancel", req.Action)
+	}
+	c, err := g.lookup(ctx, req.Identity, req.CallID)
+	if err != nil {
+		return nil, err
+	}
+	want := ledger.Resume{ButtonID: req.ButtonID, Action: req.Action, Device: req.Device}
+	for {
+		if c.State != ledger.ActionRequired {
+			if c.Resume == nil {
+				return nil, &RequestError{Code: "conflict", kind: ErrConflict,
+					Msg: fmt.Sprintf("call %q is %s and is not waiting for a person", c.CallID, c.State)}
+			}
+			if c.Resume.ButtonID != want.ButtonID || c.Resume.Action != want.Action {
+				return nil, &RequestError{Code: "conflict", kind: ErrConflict,
+					Msg: fmt.Sprintf("call %q was already answered (%s)", c.CallID, describeResume(*c.Resume))}
+			}
+			return g.settle(ctx, c)
+		}
+		card, err := result.ParseCard(c.Card)
+		if err != nil {
+			return nil, fmt.Errorf("recorded card of %q: %w", c.CallID, err)
+		}
+		var button *result.Element
+		if want.ButtonID != "" {
+			var ok bool
+			if button, ok = card.Button(want.ButtonID); !ok {
+				return nil, badRequest("unknown_button", "the card has no button %q", want.ButtonID)
+			}
+			if card.Assignee != nil && want.Device != card.Assignee.ComputerID {
+				return nil, &RequestError{Code: "forbidden", kind: ErrForbidden,
+					Msg: fmt.Sprintf("continue on %s: only that device may press this card's buttons; others may skip or cancel", card.Assignee.ComputerID)}
+			}
+		}
+		claimed := *c
+		claimed.State, claimed.Resume, claimed.Updated = ledger.Running, &want, g.now()
+		claimed.Owner, claimed.Deadline = g.instance, g.now().Add(g.inFlightLimit())
+		cur, err := g.ledger.Update(ctx, &claimed, ledger.ActionRequired)
+		if errors.Is(err, ledger.ErrConflict) {
+			c = cur
+			continue
+		}
+		if err != nil {
+			return nil, unavailable(err)
+		}
+
+		res := g.answerCard(ctx, &claimed, button, want.Action)
+		claimed.State, claimed.Result, claimed.Updated = ledger.Done, &res, g.now()
+		if _, err := g.ledger.Update(context.WithoutCancel(ctx), &claimed, ledger.Running); err != nil {
+			g.logger.Error("recording a resumed call", zap.String("call_id", c.CallID), zap.Error(err))
+		}
+		return answerOf(&claimed), nil
+	}
+}
+
+func describeResume(r ledger.Resume) string {
+	if r.ButtonID != "" {
+		return "button " + r.ButtonID
+	}
+	return r.Action
+}
+
+// answerCard computes the tool result of a card's answer.
+func (g *Gateway) answerCard(ctx context.Context, c *ledger.Call, button *result.Element, action string) result.Result {
+	switch action {
+	case ActionSkip:
+		return result.Result{Content: "The user skipped this step."}
+	case ActionCancel:
+		return result.Errorf("The user cancelled this step.")
+	}
+	if len(button.Target) == 0 {
+		return result.FromButtonInput(button.Input)
+	}
+	t, err := g.buttonTarget(*button)
+	if err != nil {
+		return result.Errorf("button %q: %v", button.ID, err)
+	}
+	input, err := decodeInput(button.Input)
+	if err != nil {
+		return result.Errorf("button %q: its input is not valid JSON: %v", button.ID, err)
+	}
+	call := Call{
+		Tool:     c.Tool,
+		CallID:   c.CallID + "/" + button.ID,
+		Context:  Context{Source: c.Source, ThreadID: c.ThreadID},
+		Identity: Identity{User: c.User, Install: c.Install},
+	}
+	return g.Dispatch(ctx, t, input, call)
+}

@@ -1,0 +1,303 @@
+package ledger_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/ledger"
+	"github.com/toolgate/toolgate/internal/result"
+)
+
+func openBolt(t *testing.T, path string, opts ledger.BoltOptions) *ledger.Bolt {
+	t.Helper()
+	b, err := ledger.OpenBolt(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+func TestBolt(t *testing.T) {
+	testLedger(t, func(t *testing.T) ledger.Ledger {
+		return openBolt(t, filepath.Join(t.TempDir(), "ledger.db"), ledger.BoltOptions{})
+	})
+}
+
+func TestBoltCloseStopsSweeper(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	leaksNothing(t, func() (ledger.Ledger, error) {
+		return ledger.OpenBolt(path, ledger.BoltOptions{})
+	})
+}
+
+func TestBoltReopenKeepsCalls(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	b := openBolt(t, path, ledger.BoltOptions{})
+	c := newCall(t, "1")
+	mustCreate(t, b, c)
+	d := done(c, "kept")
+	if _, err := b.Update(ctx, d, ledger.Running); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	b = openBolt(t, path, ledger.BoltOptions{})
+	got, err := b.Get(ctx, c.Key)
+	if err != nil || !reflect.DeepEqual(got, d) {
+		t.Fatalf("after reopen Get = %+v, %v; want %+v", got, err, d)
+	}
+}
+
+func TestBoltInFlightIsOutcomeUnknownAfterReopen(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	b := openBolt(t, path, ledger.BoltOptions{})
+
+	running := newCall(t, "running")
+	awaiting := newCall(t, "awaiting")
+	awaiting.State = ledger.AwaitingClient
+	card := newCall(t, "card")
+	finished := newCall(t, "done")
+	for _, c := range []*ledger.Call{running, awaiting, card, finished} {
+		mustCreate(t, b, c)
+	}
+	cardWant := *card
+	cardWant.State = ledger.ActionRequired
+	cardWant.Card = []byte(`{"type":"confirm"}`)
+	if _, err := b.Update(ctx, &cardWant, ledger.Running); err != nil {
+		t.Fatal(err)
+	}
+	doneWant := done(finished, "ran")
+	if _, err := b.Update(ctx, doneWant, ledger.Running); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	reopened := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	b = openBolt(t, path, ledger.BoltOptions{Now: func() time.Time { return reopened }})
+	for _, c := range []*ledger.Call{running, awaiting} {
+		got, err := b.Get(ctx, c.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := *c
+		want.State = ledger.Done
+		want.Result = &result.Result{IsError: true, Content: ledger.OutcomeUnknown}
+		want.Updated = reopened
+		if !reflect.DeepEqual(got, &want) {
+			t.Errorf("%s call after reopen =\n%+v\nwant\n%+v", c.CallID, got, &want)
+		}
+	}
+	for _, want := range []*ledger.Call{&cardWant, doneWant} {
+		if got, err := b.Get(ctx, want.Key); err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s call changed by reopen: %+v, %v", want.CallID, got, err)
+		}
+	}
+}
+
+func TestBoltSweep(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2030, 1, 2, 12, 0, 0, 0, time.UTC)
+	b := openBolt(t, filepath.Join(t.TempDir(), "ledger.db"), ledger.BoltOptions{
+		Retention: time.Hour,
+		Now:       func() time.Time { return now },
+	})
+
+	at := func(id string, updated time.Time) *ledger.Call {
+		c := newCall(t, id)
+		c.Created, c.Updated = updated, updated
+		mustCreate(t, b, c)
+		return c
+	}
+	old := at("old", now.Add(-2*time.Hour))
+	edge := at("edge", now.Add(-time.Hour))
+	fresh := at("fresh", now.Add(-30*time.Minute))
+
+	// An old call that changed recently is fresh: retention counts from
+	// the last change.
+	revived := at("revived", now.Add(-3*time.Hour))
+	d := done(revived, "x")
+	d.Updated = now.Add(-time.Minute)
+	if _, err := b.Update(ctx, d, ledger.Running); err != nil {
+		t.Fatal(err)
+	}
+
+	removed, err := b.Sweep(now)
+	if err != nil || removed != 1 {
+		t.Fatalf("Sweep = %d, %v; want 1 removed", removed, err)
+	}
+	if _, err := b.Get(ctx, old.Key); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("call older than retention kept: %v", err)
+	}
+	for _, c := range []*ledger.Call{edge, fresh, revived} {
+		if _, err := b.Get(ctx, c.Key); err != nil {
+			t.Errorf("call %s within retention swept: %v", c.CallID, err)
+		}
+	}
+
+	removed, err = b.Sweep(now.Add(59 * time.Minute))
+	if err != nil || removed != 2 {
+		t.Fatalf("Sweep 59 minutes later = %d, %v; want 2 removed (edge, fresh)", removed, err)
+	}
+	if _, err := b.Get(ctx, revived.Key); err != nil {
+		t.Errorf("revived call swept 59 minutes later: %v", err)
+	}
+}
+
+func TestBoltSecondOpenFails(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	openBolt(t, path, ledger.BoltOptions{})
+
+	start := time.Now()
+	second, err := ledger.OpenBolt(path, ledger.BoltOptions{})
+	if err == nil {
+		_ = second.Close()
+		t.Fatal("a second OpenBolt of a file in use succeeded")
+	}
+	if took := time.Since(start); took > 8*time.Second {
+		t.Errorf("second OpenBolt took %s to fail", took)
+	}
+	if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "another gateway") {
+		t.Errorf("error %q does not name the file and the likely cause", err)
+	}
+}
+
+// TestBoltChild is run by TestBoltKill in a child process: it records a
+// call as told by the environment, says so, and waits to be killed.
+func TestBoltChild(t *testing.T) {
+	path := os.Getenv("TOOLGATE_LEDGER_CHILD")
+	if path == "" {
+		t.Skip("runs only as TestBoltKill's child process")
+	}
+	ctx := context.Background()
+	b, err := ledger.OpenBolt(path, ledger.BoltOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := childCall(os.Getenv("TOOLGATE_LEDGER_KEY"))
+	if _, created, err := b.Create(ctx, c); err != nil || !created {
+		t.Fatalf("Create = %v, %v", created, err)
+	}
+	if os.Getenv("TOOLGATE_LEDGER_FINISH") != "" {
+		if _, err := b.Update(ctx, childDone(c), ledger.Running); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fmt.Println("recorded")
+	// Killed long before this; the bound only stops an orphan.
+	time.Sleep(time.Minute)
+	t.Fatal("not killed")
+}
+
+func childCall(key string) *ledger.Call {
+	at := time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC)
+	return &ledger.Call{Key: key, CallID: key, Tool: "ping", Digest: "d", State: ledger.Running, Created: at, Updated: at}
+}
+
+func childDone(c *ledger.Call) *ledger.Call {
+	d := *c
+	d.State = ledger.Done
+	d.Result = &result.Result{Content: "pong: the result the child recorded", Markdown: "**pong**"}
+	d.Updated = d.Updated.Add(time.Second)
+	return &d
+}
+
+// runChildUntilKilled starts TestBoltChild, waits for it to say the call is
+// recorded, and kills it with SIGKILL: no deferred code, no Close.
+func runChildUntilKilled(t *testing.T, path, key string, finish bool) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBoltChild$", "-test.count=1", "-test.timeout=2m")
+	cmd.Env = append(os.Environ(), "TOOLGATE_LEDGER_CHILD="+path, "TOOLGATE_LEDGER_KEY="+key)
+	if finish {
+		cmd.Env = append(cmd.Env, "TOOLGATE_LEDGER_FINISH=1")
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	recorded := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if sc.Text() == "recorded" {
+				recorded <- true
+				// Keep draining so the child never blocks on a full pipe.
+				for sc.Scan() {
+				}
+				return
+			}
+		}
+		recorded <- false
+	}()
+	select {
+	case ok := <-recorded:
+		if !ok {
+			_ = cmd.Wait()
+			t.Fatalf("child exited without recording: %s", stderr.String())
+		}
+	case <-time.After(time.Minute):
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("child did not record in time: %s", stderr.String())
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Fatalf("child ended with %v; want killed", err)
+	}
+}
+
+func TestBoltKill(t *testing.T) {
+	if os.Getenv("TOOLGATE_LEDGER_CHILD") != "" {
+		t.Skip("in the child")
+	}
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+
+	// Killed after recording the result: the result is on disk.
+	runChildUntilKilled(t, path, "answered", true)
+	b := openBolt(t, path, ledger.BoltOptions{})
+	want := childDone(childCall("answered"))
+	if got, err := b.Get(ctx, "answered"); err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("after kill -9 Get = %+v, %v; want %+v", got, err, want)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Killed while the call was running: it is closed as outcome unknown
+	// and the answered one is still there.
+	runChildUntilKilled(t, path, "in-flight", false)
+	b = openBolt(t, path, ledger.BoltOptions{})
+	got, err := b.Get(ctx, "in-flight")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != ledger.Done || got.Result == nil || !got.Result.IsError || got.Result.Content != ledger.OutcomeUnknown {
+		t.Fatalf("in-flight call after kill -9 = %+v (result %+v); want done, outcome unknown", got, got.Result)
+	}
+	if got, err := b.Get(ctx, "answered"); err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("answered call after second kill = %+v, %v", got, err)
+	}
+}

@@ -1,0 +1,119 @@
+// Package ledger records every tool call before its target is sent, so that
+// a call id runs at most once: a repeat gets the recorded result, a repeat
+// while the first is in flight waits for it, and a card pauses a call until
+// a person resumes it. Two back ends share one interface: an embedded bbolt
+// file and Redis for several gateway instances.
+package ledger
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/result"
+)
+
+// State is where a call stands.
+type State string
+
+// States of a call. Running and AwaitingClient are in flight; Done is final;
+// ActionRequired waits for a person to resume it.
+const (
+	Running        State = "running"
+	AwaitingClient State = "awaiting_client"
+	ActionRequired State = "action_required"
+	Done           State = "done"
+)
+
+// DefaultRetention is how long a call is kept after its last change.
+const DefaultRetention = 24 * time.Hour
+
+// Errors of a Ledger.
+var (
+	// ErrNotFound: no call under that key.
+	ErrNotFound = errors.New("ledger: call not found")
+	// ErrConflict: the call was not in the expected state; the current
+	// call is returned beside it.
+	ErrConflict = errors.New("ledger: call changed concurrently")
+	// ErrUnavailable: the back end cannot be reached; nothing was written.
+	ErrUnavailable = errors.New("ledger: unavailable")
+)
+
+// Resume is how a card was answered.
+type Resume struct {
+	ButtonID string `json:"buttonId,omitempty"`
+	Action   string `json:"action,omitempty"` // "skip" or "cancel"
+	Device   string `json:"device,omitempty"`
+}
+
+// Call is one recorded tool call.
+type Call struct {
+	// Key identifies the call: Key(caller, callId).
+	Key    string `json:"key"`
+	CallID string `json:"callId"`
+	Tool   string `json:"tool"`
+	// User and Install are who the call acts for; Source and ThreadID its
+	// context. A resumed button target runs with the same.
+	User     string `json:"user,omitempty"`
+	Install  string `json:"install,omitempty"`
+	Source   string `json:"source,omitempty"`
+	ThreadID string `json:"threadId,omitempty"`
+	// Digest is InputDigest of the call's input: the same call id with
+	// another input is a misuse, not a repeat.
+	Digest string `json:"digest"`
+	State  State  `json:"state"`
+	// Result is set when State is Done.
+	Result *result.Result `json:"result,omitempty"`
+	// Card is the action-required card, set from ActionRequired on.
+	Card json.RawMessage `json:"card,omitempty"`
+	// Resume records how the card was answered.
+	Resume *Resume `json:"resume,omitempty"`
+	// Owner is the instance running the call; Deadline is when a call
+	// still in flight is given up as "outcome unknown".
+	Owner    string    `json:"owner,omitempty"`
+	Deadline time.Time `json:"deadline,omitempty"`
+	Created  time.Time `json:"created"`
+	Updated  time.Time `json:"updated"`
+}
+
+// Ledger stores calls. Implementations are safe for concurrent use, and
+// across processes where the back end is shared.
+type Ledger interface {
+	// Create records c (whose State is Running or AwaitingClient) unless a
+	// call with c.Key exists: then it returns that call and created=false,
+	// and writes nothing.
+	Create(ctx context.Context, c *Call) (existing *Call, created bool, err error)
+
+	// Get returns the call under key, or ErrNotFound.
+	Get(ctx context.Context, key string) (*Call, error)
+
+	// Update replaces the call under c.Key with c if its stored State is
+	// still from (compare and swap), and wakes its waiters. Otherwise it
+	// returns the stored call and ErrConflict (or ErrNotFound).
+	Update(ctx context.Context, c *Call, from State) (*Call, error)
+
+	// Wait blocks until the call under key is in a state other than
+	// state, then returns it; or until ctx is done. It wakes on Update,
+	// in this process or (for shared back ends) another.
+	Wait(ctx context.Context, key string, state State) (*Call, error)
+
+	// Close releases the back end.
+	Close() error
+}
+
+// Key forms a ledger key from the caller and the call id. The separator
+// cannot appear in either part (call ids are printable ASCII).
+func Key(user, install, callID string) string {
+	return user + "\x1f" + install + "\x1f" + callID
+}
+
+// InputDigest is the SHA-256 of the input's canonical JSON (object keys
+// sorted, as encoding/json writes maps).
+func InputDigest(input any) string {
+	b, _ := json.Marshal(input)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}

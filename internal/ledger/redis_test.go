@@ -1,0 +1,340 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/toolgate/toolgate/internal/ledger"
+	"github.com/toolgate/toolgate/internal/redistest"
+)
+
+func openRedis(t *testing.T, addr, prefix string) *ledger.Redis {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	r, err := ledger.OpenRedis(ctx, ledger.RedisOptions{Addr: addr, Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	return r
+}
+
+func TestRedis(t *testing.T) {
+	s := redistest.Start(t)
+	var n atomic.Int64
+	testLedger(t, func(t *testing.T) ledger.Ledger {
+		// A prefix of its own keeps each subtest's calls apart.
+		return openRedis(t, s.Addr, fmt.Sprintf("suite%d:", n.Add(1)))
+	})
+}
+
+func TestRedisCloseStopsSubscriber(t *testing.T) {
+	s := redistest.Start(t)
+	leaksNothing(t, func() (ledger.Ledger, error) {
+		return ledger.OpenRedis(context.Background(), ledger.RedisOptions{Addr: s.Addr})
+	})
+}
+
+// commandCalls is how many times the server ran cmd.
+func commandCalls(t *testing.T, rdb *redis.Client, cmd string) int {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(info) {
+		rest, ok := strings.CutPrefix(line, "cmdstat_"+cmd+":calls=")
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	return 0
+}
+
+// TestRedisTwoInstances shares calls between two gateway instances.
+func TestRedisTwoInstances(t *testing.T) {
+	ctx := context.Background()
+	s := redistest.Start(t)
+	a := openRedis(t, s.Addr, "two:")
+	b := openRedis(t, s.Addr, "two:")
+
+	t.Run("create is seen by the other", func(t *testing.T) {
+		c := newCall(t, "1")
+		mustCreate(t, a, c)
+		again := *c
+		again.Owner = "instance-b"
+		existing, created, err := b.Create(ctx, &again)
+		if err != nil || created || existing == nil || existing.Owner != c.Owner {
+			t.Fatalf("Create on b = %+v, %v, %v; want a's call, created=false", existing, created, err)
+		}
+	})
+
+	t.Run("concurrent create across instances", func(t *testing.T) {
+		base := newCall(t, "1")
+		var (
+			wg      sync.WaitGroup
+			start   = make(chan struct{})
+			created atomic.Int32
+			failed  atomic.Value
+		)
+		for i := range 50 {
+			l := a
+			if i%2 == 1 {
+				l = b
+			}
+			wg.Go(func() {
+				c := *base
+				c.Owner = fmt.Sprint("owner-", i)
+				<-start
+				_, ok, err := l.Create(ctx, &c)
+				if err != nil {
+					failed.Store(err)
+				}
+				if ok {
+					created.Add(1)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if err := failed.Load(); err != nil {
+			t.Fatal(err)
+		}
+		if n := created.Load(); n != 1 {
+			t.Fatalf("%d Creates recorded the call; want exactly 1", n)
+		}
+	})
+
+	t.Run("wait wakes on the other's update", func(t *testing.T) {
+		for _, pair := range [][2]ledger.Ledger{{a, b}, {b, a}} {
+			writer, waiter := pair[0], pair[1]
+			c := newCall(t, fmt.Sprintf("%p", waiter))
+			mustCreate(t, writer, c)
+			ch := waitAsync(ctx, waiter, c.Key, ledger.Running)
+			stillWaiting(t, ch)
+			d := done(c, "from the other instance")
+			if _, err := writer.Update(ctx, d, ledger.Running); err != nil {
+				t.Fatal(err)
+			}
+			if r := receive(t, ch); r.err != nil || r.call.Result == nil || r.call.Result.Content != d.Result.Content {
+				t.Fatalf("Wait = %+v, %v; want the other's update", r.call, r.err)
+			}
+		}
+	})
+
+	t.Run("wait does not poll", func(t *testing.T) {
+		rdb := redis.NewClient(&redis.Options{Addr: s.Addr})
+		defer rdb.Close()
+		c := newCall(t, "1")
+		mustCreate(t, a, c)
+		ch := waitAsync(ctx, b, c.Key, ledger.Running)
+		stillWaiting(t, ch)
+		before := commandCalls(t, rdb, "hget")
+		time.Sleep(500 * time.Millisecond)
+		if n := commandCalls(t, rdb, "hget") - before; n != 0 {
+			t.Fatalf("a blocked Wait read the call %d times in 500ms; want it to sleep until notified", n)
+		}
+		if _, err := a.Update(ctx, done(c, "x"), ledger.Running); err != nil {
+			t.Fatal(err)
+		}
+		if r := receive(t, ch); r.err != nil {
+			t.Fatal(r.err)
+		}
+	})
+}
+
+// TestRedisFault kills the server under a *Redis and starts it again.
+func TestRedisFault(t *testing.T) {
+	ctx := context.Background()
+	s := redistest.Start(t)
+	r := openRedis(t, s.Addr, "fault:")
+
+	before := newCall(t, "before")
+	mustCreate(t, r, before)
+	earlyWait := waitAsync(ctx, r, before.Key, ledger.Running)
+	stillWaiting(t, earlyWait)
+
+	s.Stop()
+
+	const bound = 5 * time.Second
+	unavailable := func(what string, op func() error) {
+		t.Helper()
+		start := time.Now()
+		err := op()
+		took := time.Since(start)
+		if !errors.Is(err, ledger.ErrUnavailable) {
+			t.Errorf("%s with the server down: %v; want ErrUnavailable", what, err)
+			return
+		}
+		if took > bound {
+			t.Errorf("%s took %s to fail; want under %s", what, took, bound)
+		}
+		if !strings.Contains(err.Error(), s.Addr) {
+			t.Errorf("%s error %q does not name the server", what, err)
+		}
+		t.Logf("%s failed after %s: %v", what, took.Round(time.Millisecond), err)
+	}
+	unavailable("Create", func() error {
+		_, _, err := r.Create(ctx, newCall(t, "during"))
+		return err
+	})
+	unavailable("Get", func() error {
+		_, err := r.Get(ctx, before.Key)
+		return err
+	})
+	unavailable("Update", func() error {
+		_, err := r.Update(ctx, done(before, "x"), ledger.Running)
+		return err
+	})
+	unavailable("Wait", func() error {
+		_, err := r.Wait(ctx, before.Key, ledger.Running)
+		return err
+	})
+	unavailable("OpenRedis", func() error {
+		l, err := ledger.OpenRedis(ctx, ledger.RedisOptions{Addr: s.Addr})
+		if err == nil {
+			_ = l.Close()
+		}
+		return err
+	})
+
+	s.Restart(t)
+
+	// The waiter from before the outage reads again once the subscription
+	// is back (an Update in the gap would not have reached it). The
+	// restarted server kept nothing, so it finds the call gone.
+	if w := receive(t, earlyWait); !errors.Is(w.err, ledger.ErrNotFound) {
+		t.Fatalf("Wait from before the outage = %+v, %v; want ErrNotFound after the restart", w.call, w.err)
+	}
+
+	// The same *Redis works again, and its subscription too: a Wait
+	// registered now wakes on another instance's Update.
+	after := newCall(t, "after")
+	mustCreate(t, r, after)
+	if got, err := r.Get(ctx, after.Key); err != nil || got.CallID != after.CallID {
+		t.Fatalf("Get after the restart = %+v, %v", got, err)
+	}
+	ch := waitAsync(ctx, r, after.Key, ledger.Running)
+	stillWaiting(t, ch)
+	other := openRedis(t, s.Addr, "fault:")
+	if _, err := other.Update(ctx, done(after, "after the restart"), ledger.Running); err != nil {
+		t.Fatal(err)
+	}
+	if w := receive(t, ch); w.err != nil || w.call.State != ledger.Done {
+		t.Fatalf("Wait registered after the restart = %+v, %v; want done", w.call, w.err)
+	}
+}
+
+// dropProxy relays TCP to a server and, when armed, cuts the connection
+// that next carries a reply: the server acted, the client never hears.
+type dropProxy struct {
+	ln      net.Listener
+	target  string
+	armed   atomic.Bool
+	dropped atomic.Int32
+}
+
+func startDropProxy(t *testing.T, target string) *dropProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &dropProxy{ln: ln, target: target}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.serve(c)
+		}
+	}()
+	t.Cleanup(func() { _ = ln.Close() })
+	return p
+}
+
+func (p *dropProxy) serve(client net.Conn) {
+	defer client.Close()
+	server, err := net.Dial("tcp", p.target)
+	if err != nil {
+		return
+	}
+	defer server.Close()
+	go func() {
+		_, _ = io.Copy(server, client)
+		_ = server.Close()
+	}()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := server.Read(buf)
+		if n > 0 {
+			if p.armed.CompareAndSwap(true, false) {
+				p.dropped.Add(1)
+				return
+			}
+			if _, err := client.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// TestRedisLostReply cuts the reply to a write that the server ran. go-redis
+// sends the write again; the ledger must know its own write when it sees it,
+// not take it for another instance's call (the gateway would then wait on
+// itself until the call's deadline).
+func TestRedisLostReply(t *testing.T) {
+	ctx := context.Background()
+	s := redistest.Start(t)
+	p := startDropProxy(t, s.Addr)
+	r := openRedis(t, p.ln.Addr().String(), "lost:")
+
+	// Load both scripts first, so the cut reply is that of a script that
+	// ran rather than a NOSCRIPT answer.
+	warm := newCall(t, "warm")
+	mustCreate(t, r, warm)
+	if _, err := r.Update(ctx, done(warm, "x"), ledger.Running); err != nil {
+		t.Fatal(err)
+	}
+
+	c := newCall(t, "1")
+	p.armed.Store(true)
+	existing, created, err := r.Create(ctx, c)
+	if p.dropped.Load() != 1 {
+		t.Fatal("the proxy cut no reply")
+	}
+	if err != nil || !created {
+		t.Fatalf("Create whose reply was lost = %+v, %v, %v; want created=true", existing, created, err)
+	}
+
+	d := done(c, "once")
+	p.armed.Store(true)
+	got, err := r.Update(ctx, d, ledger.Running)
+	if p.dropped.Load() != 2 {
+		t.Fatal("the proxy cut no reply")
+	}
+	if err != nil {
+		t.Fatalf("Update whose reply was lost = %+v, %v; want success", got, err)
+	}
+}

@@ -1,0 +1,405 @@
+package ledger_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/ledger"
+	"github.com/toolgate/toolgate/internal/result"
+)
+
+// patience bounds every wait in these tests: far more than any step needs,
+// so that hitting it means a wake-up was lost.
+const patience = 10 * time.Second
+
+// newCall is a Running call under a key unique to the test.
+func newCall(t *testing.T, id string) *ledger.Call {
+	t.Helper()
+	now := time.Now().UTC().Round(0)
+	return &ledger.Call{
+		Key:     ledger.Key("user-1", "install-1", t.Name()+"/"+id),
+		CallID:  id,
+		Tool:    "ping",
+		User:    "user-1",
+		Install: "install-1",
+		Digest:  ledger.InputDigest(map[string]any{"id": id}),
+		State:   ledger.Running,
+		Owner:   "instance-a",
+		Created: now,
+		Updated: now,
+	}
+}
+
+// done is c finished with a result.
+func done(c *ledger.Call, content string) *ledger.Call {
+	d := *c
+	d.State = ledger.Done
+	d.Result = &result.Result{Content: content}
+	d.Updated = d.Updated.Add(time.Second)
+	return &d
+}
+
+func mustCreate(t *testing.T, l ledger.Ledger, c *ledger.Call) {
+	t.Helper()
+	existing, created, err := l.Create(context.Background(), c)
+	if err != nil || !created || existing != nil {
+		t.Fatalf("Create(%q) = %v, %v, %v; want nil, true, nil", c.Key, existing, created, err)
+	}
+}
+
+// waitResult is what a Wait in a goroutine returned.
+type waitResult struct {
+	call *ledger.Call
+	err  error
+}
+
+func waitAsync(ctx context.Context, l ledger.Ledger, key string, state ledger.State) <-chan waitResult {
+	ch := make(chan waitResult, 1)
+	go func() {
+		c, err := l.Wait(ctx, key, state)
+		ch <- waitResult{c, err}
+	}()
+	return ch
+}
+
+// receive takes a Wait's result, failing the test if none comes in time.
+func receive(t *testing.T, ch <-chan waitResult) waitResult {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(patience):
+		t.Fatalf("Wait did not return within %s", patience)
+		return waitResult{}
+	}
+}
+
+// stillWaiting fails the test if a Wait returned on its own.
+func stillWaiting(t *testing.T, ch <-chan waitResult) {
+	t.Helper()
+	select {
+	case r := <-ch:
+		t.Fatalf("Wait returned before any change: %+v, %v", r.call, r.err)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+// testLedger is the contract every back end meets. open returns a fresh,
+// empty ledger and closes it when the test ends.
+func testLedger(t *testing.T, open func(t *testing.T) ledger.Ledger) {
+	ctx := context.Background()
+
+	t.Run("create new then existing", func(t *testing.T) {
+		l := open(t)
+		c := newCall(t, "1")
+		mustCreate(t, l, c)
+
+		again := *c
+		again.Owner = "instance-b"
+		again.State = ledger.AwaitingClient
+		again.Digest = "other"
+		existing, created, err := l.Create(ctx, &again)
+		if err != nil || created {
+			t.Fatalf("second Create = %v, %v; want created=false and no error", created, err)
+		}
+		if !reflect.DeepEqual(existing, c) {
+			t.Fatalf("second Create returned %+v; want the first call %+v", existing, c)
+		}
+		got, err := l.Get(ctx, c.Key)
+		if err != nil || !reflect.DeepEqual(got, c) {
+			t.Fatalf("Get after second Create = %+v, %v; want the first call unchanged", got, err)
+		}
+	})
+
+	t.Run("create refuses a call that is not in flight", func(t *testing.T) {
+		l := open(t)
+		c := done(newCall(t, "1"), "x")
+		if _, created, err := l.Create(ctx, c); err == nil || created {
+			t.Fatalf("Create of a done call = %v, %v; want an error", created, err)
+		}
+		if _, err := l.Get(ctx, c.Key); !errors.Is(err, ledger.ErrNotFound) {
+			t.Fatalf("refused Create wrote something: Get = %v", err)
+		}
+	})
+
+	t.Run("get missing", func(t *testing.T) {
+		l := open(t)
+		got, err := l.Get(ctx, ledger.Key("u", "i", "missing"))
+		if !errors.Is(err, ledger.ErrNotFound) || got != nil {
+			t.Fatalf("Get(missing) = %+v, %v; want ErrNotFound", got, err)
+		}
+	})
+
+	t.Run("update compare and swap", func(t *testing.T) {
+		l := open(t)
+		c := newCall(t, "1")
+		mustCreate(t, l, c)
+
+		d := done(c, "first")
+		got, err := l.Update(ctx, d, ledger.Running)
+		if err != nil || !reflect.DeepEqual(got, d) {
+			t.Fatalf("Update(running→done) = %+v, %v; want %+v", got, err, d)
+		}
+		if stored, err := l.Get(ctx, c.Key); err != nil || !reflect.DeepEqual(stored, d) {
+			t.Fatalf("Get after Update = %+v, %v; want %+v", stored, err, d)
+		}
+
+		// A second writer that still believes the call is running loses
+		// and learns what the winner wrote.
+		late := done(c, "second")
+		cur, err := l.Update(ctx, late, ledger.Running)
+		if !errors.Is(err, ledger.ErrConflict) {
+			t.Fatalf("stale Update error = %v; want ErrConflict", err)
+		}
+		if !reflect.DeepEqual(cur, d) {
+			t.Fatalf("stale Update returned %+v; want the stored call %+v", cur, d)
+		}
+		if stored, _ := l.Get(ctx, c.Key); stored == nil || stored.Result.Content != "first" {
+			t.Fatalf("stale Update changed the call: %+v", stored)
+		}
+	})
+
+	t.Run("update missing", func(t *testing.T) {
+		l := open(t)
+		c := done(newCall(t, "1"), "x")
+		got, err := l.Update(ctx, c, ledger.Running)
+		if !errors.Is(err, ledger.ErrNotFound) || got != nil {
+			t.Fatalf("Update(missing) = %+v, %v; want ErrNotFound", got, err)
+		}
+		if _, err := l.Get(ctx, c.Key); !errors.Is(err, ledger.ErrNotFound) {
+			t.Fatalf("Update of a missing call created it: Get = %v", err)
+		}
+	})
+
+	t.Run("wait returns at once when the state differs", func(t *testing.T) {
+		l := open(t)
+		c := newCall(t, "1")
+		mustCreate(t, l, c)
+		wctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		got, err := l.Wait(wctx, c.Key, ledger.AwaitingClient)
+		if err != nil || got.State != ledger.Running {
+			t.Fatalf("Wait(not awaiting_client) = %+v, %v; want the running call at once", got, err)
+		}
+		if _, err := l.Wait(wctx, ledger.Key("u", "i", "missing"), ledger.Running); !errors.Is(err, ledger.ErrNotFound) {
+			t.Fatalf("Wait(missing) = %v; want ErrNotFound", err)
+		}
+	})
+
+	t.Run("wait wakes on update", func(t *testing.T) {
+		l := open(t)
+		c := newCall(t, "1")
+		mustCreate(t, l, c)
+		ch := waitAsync(ctx, l, c.Key, ledger.Running)
+		stillWaiting(t, ch)
+
+		d := done(c, "woken")
+		if _, err := l.Update(ctx, d, ledger.Running); err != nil {
+			t.Fatal(err)
+		}
+		r := receive(t, ch)
+		if r.err != nil || !reflect.DeepEqual(r.call, d) {
+			t.Fatalf("Wait = %+v, %v; want %+v", r.call, r.err, d)
+		}
+	})
+
+	// An Update that lands between a waiter's registration and its first
+	// read must still wake it; racing them many times finds a lost
+	// wake-up as a Wait that never returns.
+	t.Run("wait racing update", func(t *testing.T) {
+		l := open(t)
+		for i := range 100 {
+			c := newCall(t, fmt.Sprint(i))
+			mustCreate(t, l, c)
+			ch := waitAsync(ctx, l, c.Key, ledger.Running)
+			if _, err := l.Update(ctx, done(c, "x"), ledger.Running); err != nil {
+				t.Fatal(err)
+			}
+			if r := receive(t, ch); r.err != nil || r.call.State != ledger.Done {
+				t.Fatalf("call %d: Wait = %+v, %v; want done", i, r.call, r.err)
+			}
+		}
+	})
+
+	t.Run("wait honours cancel", func(t *testing.T) {
+		l := open(t)
+		c := newCall(t, "1")
+		mustCreate(t, l, c)
+		wctx, cancel := context.WithCancel(ctx)
+		ch := waitAsync(wctx, l, c.Key, ledger.Running)
+		stillWaiting(t, ch)
+		cancel()
+		if r := receive(t, ch); !errors.Is(r.err, context.Canceled) {
+			t.Fatalf("Wait after cancel = %+v, %v; want context.Canceled", r.call, r.err)
+		}
+	})
+
+	t.Run("concurrent create", func(t *testing.T) {
+		l := open(t)
+		base := newCall(t, "1")
+		const n = 50
+		var (
+			wg      sync.WaitGroup
+			start   = make(chan struct{})
+			created = make([]bool, n)
+			seen    = make([]*ledger.Call, n)
+			errs    = make([]error, n)
+		)
+		for i := range n {
+			wg.Go(func() {
+				c := *base
+				c.Owner = fmt.Sprint("owner-", i)
+				<-start
+				seen[i], created[i], errs[i] = l.Create(ctx, &c)
+			})
+		}
+		close(start)
+		wg.Wait()
+
+		winner := -1
+		for i := range n {
+			if errs[i] != nil {
+				t.Fatalf("Create %d: %v", i, errs[i])
+			}
+			if created[i] {
+				if winner >= 0 {
+					t.Fatalf("Creates %d and %d both recorded the call", winner, i)
+				}
+				winner = i
+			}
+		}
+		if winner < 0 {
+			t.Fatal("no Create recorded the call")
+		}
+		want := fmt.Sprint("owner-", winner)
+		for i := range n {
+			if i != winner && (seen[i] == nil || seen[i].Owner != want) {
+				t.Fatalf("Create %d saw %+v; want the winner's call (owner %s)", i, seen[i], want)
+			}
+		}
+		if got, err := l.Get(ctx, base.Key); err != nil || got.Owner != want {
+			t.Fatalf("Get = %+v, %v; want owner %s", got, err, want)
+		}
+	})
+
+	t.Run("every field round-trips", func(t *testing.T) {
+		l := open(t)
+		at := time.Date(2031, 5, 6, 7, 8, 9, 123456789, time.UTC)
+		c := &ledger.Call{
+			Key:      ledger.Key("user-1", "install-1", t.Name()),
+			CallID:   "call-1",
+			Tool:     "bookmarks.add",
+			User:     "user-1",
+			Install:  "install-1",
+			Source:   "chat",
+			ThreadID: "thread-9",
+			Digest:   ledger.InputDigest(map[string]any{"url": "https://a.example/?x=1&y=<2>"}),
+			State:    ledger.AwaitingClient,
+			Owner:    "instance-a",
+			Deadline: at.Add(2 * time.Minute),
+			Created:  at,
+			Updated:  at.Add(time.Millisecond),
+		}
+		mustCreate(t, l, c)
+		if got, err := l.Get(ctx, c.Key); err != nil || !reflect.DeepEqual(got, c) {
+			t.Fatalf("Get after Create =\n%+v, %v; want\n%+v", got, err, c)
+		}
+
+		full := *c
+		full.State = ledger.ActionRequired
+		full.Card = json.RawMessage(`{"type":"confirm","title":"Add <b>it</b> & go?","buttons":[{"id":"ok","n":1.5e3}],"nested":{"a":null}}`)
+		full.Result = &result.Result{IsError: true, Content: "c ✓", Markdown: "**m** <i>", EmbedURL: "https://a.example/e?a=1&b=2", Card: result.CardEmbed}
+		full.Resume = &ledger.Resume{ButtonID: "ok", Action: "skip", Device: "phone-1"}
+		full.Updated = at.Add(time.Hour)
+		if _, err := l.Update(ctx, &full, ledger.AwaitingClient); err != nil {
+			t.Fatal(err)
+		}
+		got, err := l.Get(ctx, c.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got.Card) != string(full.Card) {
+			t.Fatalf("card came back as\n%s\nwant\n%s", got.Card, full.Card)
+		}
+		if !reflect.DeepEqual(got, &full) {
+			t.Fatalf("Get after Update =\n%+v\nwant\n%+v", got, &full)
+		}
+	})
+
+	t.Run("zero times are stamped", func(t *testing.T) {
+		l := open(t)
+		c := newCall(t, "1")
+		c.Created, c.Updated = time.Time{}, time.Time{}
+		before := time.Now()
+		mustCreate(t, l, c)
+		got, err := l.Get(ctx, c.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Created.Before(before.Add(-time.Second)) || got.Updated.Before(before.Add(-time.Second)) {
+			t.Fatalf("zero times stored as %v, %v; want about %v", got.Created, got.Updated, before)
+		}
+	})
+}
+
+func TestKeyAndDigest(t *testing.T) {
+	if ledger.Key("a", "bc", "d") == ledger.Key("ab", "c", "d") {
+		t.Error("Key does not keep its parts apart")
+	}
+
+	decode := func(s string) any {
+		var v any
+		if err := json.Unmarshal([]byte(s), &v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	a := decode(`{"title":"x","tags":["b","a"],"meta":{"z":1,"y":{"q":true,"p":null}}}`)
+	b := decode(`{"meta":{"y":{"p":null,"q":true},"z":1},"tags":["b","a"],"title":"x"}`)
+	if ledger.InputDigest(a) != ledger.InputDigest(b) {
+		t.Error("the same input in another key order has another digest")
+	}
+	for _, other := range []string{
+		`{"title":"x","tags":["a","b"],"meta":{"z":1,"y":{"q":true,"p":null}}}`,
+		`{"title":"x","tags":["b","a"],"meta":{"z":2,"y":{"q":true,"p":null}}}`,
+		`{"title":"x","tags":["b","a"],"meta":{"z":1,"y":{"q":true}}}`,
+		`{"title":"x ","tags":["b","a"],"meta":{"z":1,"y":{"q":true,"p":null}}}`,
+	} {
+		if ledger.InputDigest(decode(other)) == ledger.InputDigest(a) {
+			t.Errorf("different input %s has the same digest", other)
+		}
+	}
+	if d := ledger.InputDigest(a); len(d) != 64 {
+		t.Errorf("digest %q is not hex SHA-256", d)
+	}
+}
+
+// leaksNothing fails the test if opening and closing a ledger n times
+// leaves goroutines behind (a sweeper or subscriber that Close missed).
+func leaksNothing(t *testing.T, open func() (ledger.Ledger, error)) {
+	t.Helper()
+	base := runtime.NumGoroutine()
+	for range 5 {
+		l, err := open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(patience)
+	for runtime.NumGoroutine() > base {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines after opening and closing; %d before", runtime.NumGoroutine(), base)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

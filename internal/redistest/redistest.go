@@ -1,0 +1,94 @@
+// Package redistest starts a throwaway redis-server on loopback for tests
+// that need a real one.
+package redistest
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Server is a running redis-server.
+type Server struct {
+	Addr string
+	dir  string
+	cmd  *exec.Cmd
+}
+
+// Start runs redis-server on a free 127.0.0.1 port, without persistence,
+// stopped when the test ends. Without redis-server the test is skipped,
+// except under CI, which installs it.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("redis-server is not installed; .ci/run installs it")
+		}
+		t.Skip("redis-server is not installed (apt-get install redis-server)")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	s := &Server{Addr: addr, dir: t.TempDir()}
+	s.Restart(t)
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Restart starts the server again on the same port (after Stop).
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	_, port, _ := net.SplitHostPort(s.Addr)
+	s.cmd = exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis.log"))
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if s.ping() == nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+	t.Fatalf("redis-server on %s did not answer PING: %s", s.Addr, log)
+}
+
+// Stop kills the server at once, as a crash would.
+func (s *Server) Stop() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Kill()
+		_ = s.cmd.Wait()
+		s.cmd = nil
+	}
+}
+
+func (s *Server) ping() error {
+	c, err := net.DialTimeout("tcp", s.Addr, time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := fmt.Fprint(c, "PING\r\n"); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(line, "+PONG") {
+		return fmt.Errorf("PING answered %q", line)
+	}
+	return nil
+}
