@@ -38,7 +38,9 @@ var (
 	// ErrConflict: the call was not in the expected state; the current
 	// call is returned beside it.
 	ErrConflict = errors.New("ledger: call changed concurrently")
-	// ErrUnavailable: the back end cannot be reached; nothing was written.
+	// ErrUnavailable: the back end cannot be reached. A write that fails
+	// so was not made, or (when only its reply was lost) may have been:
+	// read again before deciding.
 	ErrUnavailable = errors.New("ledger: unavailable")
 )
 
@@ -92,12 +94,14 @@ type Ledger interface {
 
 	// Update replaces the call under c.Key with c if its stored State is
 	// still from (compare and swap), and wakes its waiters. Otherwise it
-	// returns the stored call and ErrConflict (or ErrNotFound).
+	// returns the stored call and ErrConflict (or ErrNotFound). Callers set
+	// c.Updated: retention counts from it.
 	Update(ctx context.Context, c *Call, from State) (*Call, error)
 
 	// Wait blocks until the call under key is in a state other than
 	// state, then returns it; or until ctx is done. It wakes on Update,
-	// in this process or (for shared back ends) another.
+	// in this process or (for shared back ends) another. A missing call
+	// is ErrNotFound; a closed ledger ErrUnavailable.
 	Wait(ctx context.Context, key string, state State) (*Call, error)
 
 	// Close releases the back end.
