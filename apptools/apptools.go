@@ -8,8 +8,8 @@
 // Endpoints that toolgate does not call with a token, such as a url
 // target's or a page the browser loads in a card's iframe, stay unwrapped.
 //
-// Action-required cards (SPEC.md §6) are not written by this package yet;
-// a later version adds them.
+// WriteCard pauses a thread call on an action-required card (SPEC.md §6)
+// until a person answers it.
 package apptools
 
 import (

@@ -3,8 +3,12 @@ package apptools
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
+
+	"github.com/toolgate/toolgate/internal/result"
 )
 
 // Result is a tool result in the channels toolgate keeps (SPEC.md §5).
@@ -60,4 +64,40 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 	w.WriteHeader(status)
 	_, err := w.Write(buf.Bytes())
 	return err
+}
+
+// Card is an action-required card (SPEC.md §6): the call pauses until a
+// person presses one of its buttons, skips or cancels.
+type Card = result.Card
+
+// Button is one of a card's buttons: "type" is "button". Without a Target,
+// its Input becomes the tool result when pressed; with one, toolgate runs
+// the target (a target spec as in a manifest, with ${input} the Input).
+type Button = result.Element
+
+// Assignee names the device that must press a card's buttons.
+type Assignee = result.Assignee
+
+// ErrNotThread is returned by WriteCard for a call that does not come from
+// a conversation: a card needs a person to answer it, so the handler must
+// answer a domain error instead.
+var ErrNotThread = errors.New("apptools: a card needs a thread call; answer a domain error instead")
+
+// WriteCard answers r with an action-required card. It writes nothing and
+// returns ErrNotThread when r is not a thread call, and an error naming the
+// broken rule when the card is not valid (a title, buttons with unique ids
+// and labels).
+func WriteCard(w http.ResponseWriter, r *http.Request, c Card) error {
+	if !IsThread(r) {
+		return ErrNotThread
+	}
+	c.Type = result.CardType
+	body, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	if _, err := result.ParseCard(body); err != nil {
+		return fmt.Errorf("apptools: %w", err)
+	}
+	return writeJSON(w, http.StatusOK, c)
 }
