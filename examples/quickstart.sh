@@ -59,6 +59,16 @@ toolgate is starting on http://127.0.0.1:8080. In another terminal, try:
   curl -s http://127.0.0.1:8080/toolgate/tools
   curl -s http://127.0.0.1:8080/toolgate/tools/save_bookmark -H 'Content-Type: application/json' -d '{"input":{"url":"https://go.dev","title":"Go"},"identity":{"user":"u_1","install":"in_1"}}'
   curl -s http://127.0.0.1:8080/toolgate/tools/show_bookmark -H 'Content-Type: application/json' -d '{"input":{"id":"b1"},"identity":{"user":"u_1","install":"in_1"}}'
+  curl -s http://127.0.0.1:8080/toolgate/tools/whoami -H 'Content-Type: application/json' -d '{"input":{},"context":{"source":"thread","threadId":"th_1"},"identity":{"user":"u_1","install":"in_1"}}'
+
+A tool that asks the user first: clear_bookmarks, called from a conversation,
+answers a card and the call pauses; resuming it with a button finishes it.
+Calls are recorded in Caddy's data directory and kept a day, so use a new
+callId each time (the same one returns the recorded answer):
+
+  curl -s http://127.0.0.1:8080/toolgate/tools/clear_bookmarks -H 'Content-Type: application/json' -d '{"input":{},"callId":"clear_1","context":{"source":"thread","threadId":"th_1"},"identity":{"user":"u_1","install":"in_1"}}'
+  curl -s 'http://127.0.0.1:8080/toolgate/calls/clear_1?user=u_1&install=in_1'
+  curl -s http://127.0.0.1:8080/toolgate/calls/clear_1/resume -H 'Content-Type: application/json' -d '{"buttonId":"delete","identity":{"user":"u_1","install":"in_1"}}'
 
 EOF
 

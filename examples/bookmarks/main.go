@@ -1,10 +1,11 @@
 // Command bookmarks is a small app component for the toolgate quick start.
 // It keeps bookmarks in memory and answers tool calls in each of the result
 // channels a handler may use: plain text, content + markdown, content +
-// embedUrl, and domain errors. Beside the standard library it uses only
-// toolgate's apptools package, which verifies the identity token toolgate
-// signs for each call, so it shows what any HTTP server has to do to sit
-// behind toolgate.
+// embedUrl, domain errors, and an action-required card that pauses the call
+// until the user confirms (clear_bookmarks). Beside the standard library it
+// uses only toolgate's apptools package, which verifies the identity token
+// toolgate signs for each call, so it shows what any HTTP server has to do
+// to sit behind toolgate.
 //
 //	go run ./examples/bookmarks -addr 127.0.0.1:9001 -public http://127.0.0.1:8080/app \
 //		-jwks http://127.0.0.1:8080/toolgate/.well-known/jwks.json -issuer toolgate -audience bookmarks
@@ -64,7 +65,7 @@ func main() {
 	srv := &http.Server{
 		// The key set is fetched on the first call, not now: toolgate
 		// usually starts after its components.
-		Handler:           logRequests(newApp(*public, apptools.NewVerifier(*jwks, *issuer, *audience)).routes()),
+		Handler:           logRequests(newApp(*public, *audience, apptools.NewVerifier(*jwks, *issuer, *audience)).routes()),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 
@@ -104,16 +105,17 @@ func absoluteHTTP(s string) bool {
 
 // app holds the bookmarks. Nothing is persisted: a restart forgets them.
 type app struct {
-	public string // base URL of the pages, no trailing slash
-	verify *apptools.Verifier
+	public    string // base URL of the pages, no trailing slash
+	component string // this component's name in toolgate's configuration
+	verify    *apptools.Verifier
 
 	mu    sync.Mutex
 	next  int
 	items map[string]*bookmark
 }
 
-func newApp(public string, verify *apptools.Verifier) *app {
-	return &app{public: strings.TrimSuffix(public, "/"), verify: verify, items: map[string]*bookmark{}}
+func newApp(public, component string, verify *apptools.Verifier) *app {
+	return &app{public: strings.TrimSuffix(public, "/"), component: component, verify: verify, items: map[string]*bookmark{}}
 }
 
 func (a *app) routes() http.Handler {
@@ -125,6 +127,10 @@ func (a *app) routes() http.Handler {
 	tool("GET /bookmarks", a.list)
 	tool("GET /bookmarks/{id}", a.show)
 	tool("DELETE /bookmarks/{id}", a.delete)
+	tool("POST /bookmarks/clear", a.askClear)
+	// Not a tool of its own: the target of the clear card's "delete"
+	// button, which toolgate runs with the call's identity and thread.
+	tool("POST /bookmarks/clear/confirm", a.clearAll)
 	tool("GET /whoami", whoami)
 
 	// The card page is loaded by the browser in the tool card's iframe,
@@ -229,6 +235,95 @@ func (a *app) delete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	apptools.WriteResult(w, http.StatusOK, apptools.Result{Content: "Deleted " + id + "."})
+}
+
+// askClear asks the user to confirm before deleting every bookmark: on a
+// thread call it answers an action-required card, and toolgate pauses the
+// call until a button is pressed. "Delete all" runs POST
+// /bookmarks/clear/confirm; "Keep them" needs no round trip, its input is
+// the result. An api call has no one to ask, so it gets a domain error.
+func (a *app) askClear(w http.ResponseWriter, r *http.Request) {
+	found := a.sorted()
+	if len(found) == 0 {
+		apptools.WriteResult(w, http.StatusOK, apptools.Result{Content: "There are no bookmarks to clear."})
+		return
+	}
+
+	// Name a few, "A", "B" and "C" or "A", "B", "C" and 2 more.
+	const shown = 3
+	var titles []string
+	for _, b := range found[:min(len(found), shown)] {
+		titles = append(titles, strconv.Quote(b.Title))
+	}
+	if more := len(found) - len(titles); more > 0 {
+		titles = append(titles, fmt.Sprintf("%d more", more))
+	}
+	list := titles[len(titles)-1]
+	if len(titles) > 1 {
+		list = strings.Join(titles[:len(titles)-1], ", ") + " and " + list
+	}
+	title := "Delete the only bookmark?"
+	if len(found) > 1 {
+		title = fmt.Sprintf("Delete all %d bookmarks?", len(found))
+	}
+	// A target spec as in tools.json, on this component as toolgate names it.
+	target, err := json.Marshal(struct {
+		Type      string `json:"type"`
+		Component string `json:"component"`
+		Method    string `json:"method"`
+		Path      string `json:"path"`
+	}{"app", a.component, http.MethodPost, "/bookmarks/clear/confirm"})
+	if err != nil {
+		apptools.WriteError(w, http.StatusInternalServerError, "internal", err.Error())
+		return
+	}
+	card := apptools.Card{
+		Title:       title,
+		Description: "This deletes " + list + ". It cannot be undone.",
+		Elements: []apptools.Button{
+			{Type: "button", ID: "delete", Label: "Delete all", Variant: "danger", Target: target},
+			{Type: "button", ID: "keep", Label: "Keep them", Input: json.RawMessage(`{"content":"Kept all bookmarks."}`)},
+		},
+	}
+	switch err := apptools.WriteCard(w, r, card); {
+	case errors.Is(err, apptools.ErrNotThread):
+		apptools.WriteError(w, http.StatusConflict, "confirmation_required",
+			"clearing bookmarks needs a person to confirm; call it from a conversation")
+	case err != nil:
+		// An invalid card is a bug here, not the caller's doing.
+		log.Printf("clear card: %v", err)
+		apptools.WriteError(w, http.StatusInternalServerError, "internal", "could not build the confirmation card")
+	}
+}
+
+// clearAll deletes every bookmark: the "Delete all" button's target.
+func (a *app) clearAll(w http.ResponseWriter, r *http.Request) {
+	a.mu.Lock()
+	n := len(a.items)
+	clear(a.items)
+	a.mu.Unlock()
+	var content string
+	switch n {
+	case 0:
+		content = "There were no bookmarks left to delete."
+	case 1:
+		content = "Deleted the only bookmark."
+	default:
+		content = fmt.Sprintf("Deleted all %d bookmarks.", n)
+	}
+	apptools.WriteResult(w, http.StatusOK, apptools.Result{Content: content})
+}
+
+// sorted returns a copy of the bookmarks in the order they were saved.
+func (a *app) sorted() []bookmark {
+	a.mu.Lock()
+	found := make([]bookmark, 0, len(a.items))
+	for _, b := range a.items {
+		found = append(found, *b)
+	}
+	a.mu.Unlock()
+	slices.SortFunc(found, func(x, y bookmark) int { return x.seq - y.seq })
+	return found
 }
 
 // cardPage is the page shown in the tool card's iframe. It tells the card

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -51,7 +53,7 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(keys.Close)
 
 	v := apptools.NewVerifier(keys.URL+"/.well-known/jwks.json", "toolgate", "bookmarks")
-	srv := httptest.NewServer(newApp(testPublic+"/", v).routes())
+	srv := httptest.NewServer(newApp(testPublic+"/", "bookmarks", v).routes())
 	t.Cleanup(srv.Close)
 	e := &env{srv: srv, key: priv}
 	e.token = sign(t, priv, claims())
@@ -372,6 +374,8 @@ func TestToolsNeedAVerifiedToken(t *testing.T) {
 		{"GET", "/bookmarks", ""},
 		{"GET", "/bookmarks/b1", ""},
 		{"DELETE", "/bookmarks/b1", ""},
+		{"POST", "/bookmarks/clear", ""},
+		{"POST", "/bookmarks/clear/confirm", ""},
 		{"GET", "/whoami", ""},
 	}
 	for _, tok := range tokens {
@@ -398,7 +402,7 @@ func TestToolsNeedAVerifiedToken(t *testing.T) {
 		}
 	}
 
-	// No refused POST saved and no refused DELETE deleted: b1 is alone,
+	// No refused POST saved and no refused DELETE or clear deleted: b1 is alone,
 	// and the next id is still b2.
 	if a := e.do(t, "GET", "/bookmarks", ""); a.body != "b1 Go https://go.dev\n" {
 		t.Errorf("refused calls changed the bookmarks:\n%s", a.body)
@@ -430,5 +434,258 @@ func TestMethodNotAllowed(t *testing.T) {
 	e := newEnv(t)
 	if a := e.do(t, "PUT", "/bookmarks", `{}`); a.status != http.StatusMethodNotAllowed {
 		t.Errorf("PUT /bookmarks: status %d, want 405", a.status)
+	}
+}
+
+// Kazzle-Tool-Context headers toolgate sends.
+const (
+	threadContext = `{"source":"thread","threadId":"th_1"}`
+	apiContext    = `{"source":"api"}`
+)
+
+// call calls the component with a good token and the given tool context;
+// no context sends no header.
+func (e *env) call(t *testing.T, method, path, context string) answer {
+	t.Helper()
+	h := http.Header{"Authorization": {"Bearer " + e.token}}
+	if context != "" {
+		h.Set("Kazzle-Tool-Context", context)
+	}
+	return e.send(t, method, path, "", h)
+}
+
+// decodeCard decodes an action-required card strictly: a key outside the
+// card's shape fails.
+func decodeCard(t *testing.T, a answer) apptools.Card {
+	t.Helper()
+	if a.status != http.StatusOK || a.contentType != "application/json" {
+		t.Fatalf("card answer: %d %q, body %s", a.status, a.contentType, a.body)
+	}
+	var c apptools.Card
+	dec := json.NewDecoder(strings.NewReader(a.body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		t.Fatalf("card %s: %v", a.body, err)
+	}
+	return c
+}
+
+// compactJSON is s without insignificant space, for comparing JSON texts.
+func compactJSON(t *testing.T, s []byte) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := json.Compact(&b, s); err != nil {
+		t.Fatalf("%s: %v", s, err)
+	}
+	return b.String()
+}
+
+func TestClearAsksOnAThread(t *testing.T) {
+	e := newEnv(t)
+	for _, b := range []string{
+		`{"url":"https://go.dev","title":"Go"}`,
+		`{"url":"https://caddyserver.com","title":"Caddy"}`,
+		`{"url":"https://www.rust-lang.org","title":"Rust"}`,
+		`{"url":"https://ziglang.org","title":"Zig"}`,
+	} {
+		e.save(t, b)
+	}
+	a := e.call(t, "POST", "/bookmarks/clear", threadContext)
+	c := decodeCard(t, a)
+	if c.Type != "action_required" || c.Title != "Delete all 4 bookmarks?" || c.Assignee != nil {
+		t.Errorf("card %s", a.body)
+	}
+	if want := `This deletes "Go", "Caddy", "Rust" and 1 more. It cannot be undone.`; c.Description != want {
+		t.Errorf("description %q, want %q", c.Description, want)
+	}
+	if len(c.Elements) != 2 {
+		t.Fatalf("%d buttons, want 2: %s", len(c.Elements), a.body)
+	}
+	del, keep := c.Elements[0], c.Elements[1]
+	if del.Type != "button" || del.ID != "delete" || del.Label != "Delete all" || del.Variant != "danger" || del.Input != nil {
+		t.Errorf("delete button %+v", del)
+	}
+	if got, want := compactJSON(t, del.Target),
+		`{"type":"app","component":"bookmarks","method":"POST","path":"/bookmarks/clear/confirm"}`; got != want {
+		t.Errorf("delete target %s, want %s", got, want)
+	}
+	if keep.Type != "button" || keep.ID != "keep" || keep.Label != "Keep them" || keep.Variant != "" || keep.Target != nil {
+		t.Errorf("keep button %+v", keep)
+	}
+	if got := compactJSON(t, keep.Input); got != `{"content":"Kept all bookmarks."}` {
+		t.Errorf("keep input %s", got)
+	}
+
+	// Asking deletes nothing.
+	if a := e.do(t, "GET", "/bookmarks", ""); strings.Count(a.body, "\n") != 4 {
+		t.Errorf("the card deleted bookmarks:\n%s", a.body)
+	}
+}
+
+// TestClearNamesAFew checks the card's title and description for one to
+// four bookmarks: up to three are named, the rest counted.
+func TestClearNamesAFew(t *testing.T) {
+	e := newEnv(t)
+	for _, tt := range []struct{ save, title, description string }{
+		{`{"url":"https://go.dev","title":"Go \"the language\""}`,
+			"Delete the only bookmark?", `This deletes "Go \"the language\"". It cannot be undone.`},
+		{`{"url":"https://caddyserver.com","title":"Caddy"}`,
+			"Delete all 2 bookmarks?", `This deletes "Go \"the language\"" and "Caddy". It cannot be undone.`},
+		{`{"url":"https://www.rust-lang.org","title":"Rust"}`,
+			"Delete all 3 bookmarks?", `This deletes "Go \"the language\"", "Caddy" and "Rust". It cannot be undone.`},
+		{`{"url":"https://ziglang.org","title":"Zig"}`,
+			"Delete all 4 bookmarks?", `This deletes "Go \"the language\"", "Caddy", "Rust" and 1 more. It cannot be undone.`},
+	} {
+		e.save(t, tt.save)
+		c := decodeCard(t, e.call(t, "POST", "/bookmarks/clear", threadContext))
+		if c.Title != tt.title || c.Description != tt.description {
+			t.Errorf("card %q / %q, want %q / %q", c.Title, c.Description, tt.title, tt.description)
+		}
+	}
+}
+
+// TestClearTargetsItsComponent checks the delete button names the
+// component by the name toolgate knows it under (-audience), not a fixed one.
+func TestClearTargetsItsComponent(t *testing.T) {
+	a := newApp(testPublic, "links", nil)
+	a.items["b1"] = &bookmark{ID: "b1", URL: "https://go.dev", Title: "Go", seq: 1}
+	r := httptest.NewRequest("POST", "/bookmarks/clear", nil)
+	r.Header.Set("Kazzle-Tool-Context", threadContext)
+	w := httptest.NewRecorder()
+	a.askClear(w, r)
+	c := decodeCard(t, answer{status: w.Code, contentType: w.Header().Get("Content-Type"), body: w.Body.String()})
+	var target map[string]string
+	if err := json.Unmarshal(c.Elements[0].Target, &target); err != nil || target["component"] != "links" {
+		t.Errorf("target %s (%v), want component links", c.Elements[0].Target, err)
+	}
+}
+
+// TestClearNeedsAThread checks that a call with no conversation to ask in
+// gets a domain error and deletes nothing.
+func TestClearNeedsAThread(t *testing.T) {
+	e := newEnv(t)
+	e.save(t, `{"url":"https://go.dev","title":"Go"}`)
+	for _, tt := range []struct{ name, context string }{
+		{"api", apiContext},
+		{"no context", ""},
+		{"malformed context", `{"source":"thread"}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a := e.call(t, "POST", "/bookmarks/clear", tt.context)
+			if a.status != http.StatusConflict {
+				t.Fatalf("status %d, want 409 (body %s)", a.status, a.body)
+			}
+			m := decodeStrict(t, a, "code", "error")
+			if m["code"] != "confirmation_required" ||
+				m["error"] != "clearing bookmarks needs a person to confirm; call it from a conversation" {
+				t.Errorf("body %s", a.body)
+			}
+		})
+	}
+	if a := e.do(t, "GET", "/bookmarks", ""); a.body != "b1 Go https://go.dev\n" {
+		t.Errorf("an api clear changed the bookmarks:\n%s", a.body)
+	}
+}
+
+func TestClearNothing(t *testing.T) {
+	e := newEnv(t)
+	for _, context := range []string{threadContext, apiContext} {
+		a := e.call(t, "POST", "/bookmarks/clear", context)
+		if a.status != http.StatusOK {
+			t.Fatalf("%s: status %d, body %s", context, a.status, a.body)
+		}
+		if m := decodeStrict(t, a, "content"); m["content"] != "There are no bookmarks to clear." {
+			t.Errorf("%s: content %q", context, m["content"])
+		}
+	}
+}
+
+func TestClearConfirm(t *testing.T) {
+	e := newEnv(t)
+	e.save(t, `{"url":"https://go.dev","title":"Go"}`)
+	e.save(t, `{"url":"https://caddyserver.com","title":"Caddy"}`)
+	a := e.call(t, "POST", "/bookmarks/clear/confirm", threadContext)
+	if a.status != http.StatusOK {
+		t.Fatalf("status %d, body %s", a.status, a.body)
+	}
+	if m := decodeStrict(t, a, "content"); m["content"] != "Deleted all 2 bookmarks." {
+		t.Errorf("content %q", m["content"])
+	}
+	if a := e.do(t, "GET", "/bookmarks", ""); a.body != "No bookmarks." {
+		t.Errorf("list after clear: %q", a.body)
+	}
+	// Pressed twice (toolgate would not: it records the first answer), it
+	// deletes nothing more and says so.
+	a = e.call(t, "POST", "/bookmarks/clear/confirm", threadContext)
+	if m := decodeStrict(t, a, "content"); a.status != http.StatusOK || m["content"] != "There were no bookmarks left to delete." {
+		t.Errorf("second confirm: %d %s", a.status, a.body)
+	}
+
+	e.save(t, `{"url":"https://go.dev","title":"Go"}`)
+	a = e.call(t, "POST", "/bookmarks/clear/confirm", threadContext)
+	if m := decodeStrict(t, a, "content"); m["content"] != "Deleted the only bookmark." {
+		t.Errorf("one bookmark: %s", a.body)
+	}
+}
+
+// TestManifest checks tools.json against the component: every app target
+// names this component and a route it serves, and clear_bookmarks is
+// declared as the quick start expects.
+func TestManifest(t *testing.T) {
+	data, err := os.ReadFile("tools.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		Tools []struct {
+			Name        string          `json:"name"`
+			DisplayName string          `json:"displayName"`
+			Description string          `json:"description"`
+			InputSchema json.RawMessage `json:"input_schema"`
+			Target      struct {
+				Type      string            `json:"type"`
+				Component string            `json:"component"`
+				Method    string            `json:"method"`
+				Path      string            `json:"path"`
+				Query     map[string]string `json:"query"`
+				Body      json.RawMessage   `json:"body"`
+			} `json:"target"`
+			Annotations map[string]bool `json:"annotations"`
+		} `json:"tools"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		t.Fatal(err)
+	}
+	mux := newApp(testPublic, "bookmarks", apptools.NewVerifier("http://127.0.0.1:1/jwks", "toolgate", "bookmarks")).routes().(*http.ServeMux)
+	seen := false
+	for _, tool := range m.Tools {
+		tg := tool.Target
+		if tg.Type != "app" || tg.Component != "bookmarks" {
+			t.Errorf("%s: target %s of component %q, want app of bookmarks", tool.Name, tg.Type, tg.Component)
+			continue
+		}
+		path := strings.ReplaceAll(tg.Path, "${input.id}", "b1")
+		if _, pattern := mux.Handler(httptest.NewRequest(tg.Method, path, nil)); pattern == "" {
+			t.Errorf("%s: %s %s is not a route of the component", tool.Name, tg.Method, path)
+		}
+		if tool.Name != "clear_bookmarks" {
+			continue
+		}
+		seen = true
+		if tool.DisplayName != "Clear bookmarks" || !strings.Contains(tool.Description, "confirm") ||
+			tg.Method != "POST" || tg.Path != "/bookmarks/clear" || tg.Body != nil || tg.Query != nil {
+			t.Errorf("clear_bookmarks: %+v", tool)
+		}
+		if got := compactJSON(t, tool.InputSchema); got != `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{},"additionalProperties":false}` {
+			t.Errorf("clear_bookmarks: input_schema %s", got)
+		}
+		if len(tool.Annotations) != 1 || !tool.Annotations["destructiveHint"] {
+			t.Errorf("clear_bookmarks: annotations %v, want destructiveHint only", tool.Annotations)
+		}
+	}
+	if !seen {
+		t.Error("no clear_bookmarks tool")
 	}
 }
