@@ -50,6 +50,13 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			db        <redis db>
 //			prefix    <redis key prefix>
 //		}
+//		pages {
+//			key_file | secret <value>
+//			issuer   <iss>
+//			audience <aud>
+//			origins  <origin...>
+//		}
+//		client_tool_timeout <duration>
 //		upstream_timeout  <duration>
 //		max_response_size <size>
 //		max_request_size  <size>
@@ -200,6 +207,52 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				default:
 					return d.Errf("unrecognized callers subdirective %s", sub)
 				}
+			}
+		case "pages":
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			if h.Pages != nil {
+				return d.Err("pages already specified")
+			}
+			h.Pages = new(Pages)
+			for nesting := d.Nesting(); d.NextBlock(nesting); {
+				sub := d.Val()
+				args := d.RemainingArgs()
+				if sub == "origins" {
+					if len(args) == 0 {
+						return d.ArgErr()
+					}
+					h.Pages.Origins = append(h.Pages.Origins, args...)
+					continue
+				}
+				if len(args) != 1 {
+					return d.ArgErr()
+				}
+				switch sub {
+				case "key_file":
+					h.Pages.KeyFile = args[0]
+				case "secret":
+					h.Pages.Secret = args[0]
+				case "issuer":
+					h.Pages.Issuer = args[0]
+				case "audience":
+					h.Pages.Audience = args[0]
+				default:
+					return d.Errf("unrecognized pages subdirective %s", sub)
+				}
+			}
+		case "client_tool_timeout":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			dur, err := caddy.ParseDuration(d.Val())
+			if err != nil || dur <= 0 {
+				return d.Errf("bad client_tool_timeout %s", d.Val())
+			}
+			h.ClientToolTimeout = caddy.Duration(dur)
+			if d.NextArg() {
+				return d.ArgErr()
 			}
 		case "ledger":
 			if h.Ledger != nil {

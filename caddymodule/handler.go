@@ -19,6 +19,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/toolgate/toolgate/internal/clienttools"
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/identity"
@@ -45,6 +46,11 @@ const DefaultMaxRequestSize = 1 << 20
 //	POST /tools/{name}             invoke a tool
 //	GET  /calls/{callId}           a call's answer now
 //	POST /calls/{callId}/resume    answer an action-required card
+//	POST /page-context             render a page-context snapshot
+//	GET  /client/calls?threadId=   a page's client calls (Server-Sent Events)
+//	POST /client/calls/{id}/claim  a page claims a call before running it
+//	POST /client/calls/{id}/result a page posts a call's result
+//	GET  /client.js                the browser client
 //	GET  /.well-known/jwks.json    public keys of the identity tokens
 //
 // With no caller authentication configured, runtime calls are accepted from
@@ -68,6 +74,14 @@ type Handler struct {
 	// accepted from loopback addresses only, with the identity the
 	// envelope names.
 	Callers *Callers `json:"callers,omitempty"`
+
+	// Pages configures the page tokens of the client-tool endpoints. Unset,
+	// those endpoints answer 404 and client tools time out.
+	Pages *Pages `json:"pages,omitempty"`
+
+	// ClientToolTimeout is how long a client tool call waits for its page.
+	// Default: 120s.
+	ClientToolTimeout caddy.Duration `json:"client_tool_timeout,omitempty"`
 
 	// Ledger configures the call ledger. Default: bolt, a file in Caddy's
 	// data directory.
@@ -94,6 +108,9 @@ type Handler struct {
 	installClaim string
 	logger       *zap.Logger
 	ledgerKey    string
+	pageVerifier *identity.Verifier
+	bridge       *clienttools.Bridge
+	bridgeKey    string
 }
 
 // Component is one of the app's components.
@@ -227,10 +244,27 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) error {
 	}
 	h.ledgerKey = ledgerKey
 
+	if h.Pages != nil {
+		if h.pageVerifier, err = h.Pages.verifier(); err != nil {
+			return err
+		}
+	}
+	// One bridge per ledger: a page and the call it answers meet on it
+	// across reloads.
+	h.bridgeKey = "bridge:" + ledgerKey
+	val, _, err := bridges.LoadOrNew(h.bridgeKey, func() (caddy.Destructor, error) {
+		return openBridge{clienttools.NewBridge()}, nil
+	})
+	if err != nil {
+		return err
+	}
+	h.bridge = val.(openBridge).Bridge
+
 	h.client = dispatch.NewClient(time.Duration(h.UpstreamTimeout), h.MaxResponseSize)
 	h.gw = gateway.New(gateway.Config{
 		Tools: tools, Components: components, Issuer: issuer, Client: h.client,
 		Ledger: led, Logger: h.logger,
+		Bridge: h.bridge, ClientTimeout: time.Duration(h.ClientToolTimeout),
 	})
 	h.logger.Info("toolgate ready", zap.Int("tools", len(tools.List())), zap.String("kid", key.ID))
 	return nil
@@ -252,6 +286,11 @@ func (h *Handler) Validate() error {
 func (h *Handler) Cleanup() error {
 	if h.client != nil {
 		h.client.CloseIdleConnections()
+	}
+	if h.bridgeKey != "" {
+		if _, err := bridges.Delete(h.bridgeKey); err != nil {
+			return err
+		}
 	}
 	if h.ledgerKey != "" {
 		_, err := ledgers.Delete(h.ledgerKey)
@@ -325,6 +364,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return h.serveInvoke(w, r, c, strings.TrimPrefix(path, "/tools/"))
 	case strings.HasPrefix(path, "/calls/"):
 		return h.serveCalls(w, r, strings.TrimPrefix(path, "/calls/"))
+	case path == "/client.js":
+		return h.serveClientJS(w, r)
+	case strings.HasPrefix(path, "/client/"):
+		return h.serveClient(w, r, strings.TrimPrefix(path, "/client/"))
+	case path == "/page-context":
+		return h.servePageContext(w, r)
 	case path == "/.well-known/jwks.json":
 		if !allowMethod(w, r, http.MethodGet) {
 			return nil

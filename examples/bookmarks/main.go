@@ -46,6 +46,11 @@ func main() {
 	issuer := flag.String("issuer", apptools.DefaultIssuer, "iss of toolgate's identity tokens")
 	audience := flag.String("audience", "bookmarks",
 		"this component's name in toolgate's configuration: the aud of the tokens meant for it")
+	toolgateURL := flag.String("toolgate", "http://127.0.0.1:8080/toolgate",
+		"toolgate's base URL as the browser reaches it, for the example page")
+	pageSecret := flag.String("page-secret", envOr("TOOLGATE_PAGE_SECRET", devPageSecret),
+		"secret shared with toolgate's pages block, to mint page tokens (default: $TOOLGATE_PAGE_SECRET, else a development secret)")
+	pageUser := flag.String("page-user", "u_1", "the demo user the example page acts for")
 	flag.Parse()
 
 	if !absoluteHTTP(*public) {
@@ -57,6 +62,9 @@ func main() {
 	if *issuer == "" || *audience == "" {
 		log.Fatal("-issuer and -audience must not be empty")
 	}
+	if !absoluteHTTP(*toolgateURL) || len(*pageSecret) < 32 {
+		log.Fatal("-toolgate must be an absolute http(s) URL and -page-secret at least 32 bytes")
+	}
 
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
@@ -65,7 +73,8 @@ func main() {
 	srv := &http.Server{
 		// The key set is fetched on the first call, not now: toolgate
 		// usually starts after its components.
-		Handler:           logRequests(newApp(*public, *audience, apptools.NewVerifier(*jwks, *issuer, *audience)).routes()),
+		Handler: logRequests(newApp(*public, *audience, apptools.NewVerifier(*jwks, *issuer, *audience)).
+			withPage(pageConfig{toolgate: strings.TrimSuffix(*toolgateURL, "/"), secret: []byte(*pageSecret), user: *pageUser}).routes()),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 
@@ -86,6 +95,17 @@ func main() {
 		log.Fatal(err)
 	}
 	log.Printf("bookmarks stopped")
+}
+
+// devPageSecret signs the example's page tokens when no secret is given.
+// It is public: use it on loopback only, as the quick start does.
+const devPageSecret = "toolgate-example-page-secret-not-for-production"
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }
 
 // bookmark is one saved link.
@@ -109,9 +129,17 @@ type app struct {
 	component string // this component's name in toolgate's configuration
 	verify    *apptools.Verifier
 
+	page *pageConfig // the example page, when set
+
 	mu    sync.Mutex
 	next  int
 	items map[string]*bookmark
+}
+
+// withPage serves the example page too.
+func (a *app) withPage(pc pageConfig) *app {
+	a.page = &pc
+	return a
 }
 
 func newApp(public, component string, verify *apptools.Verifier) *app {
@@ -138,6 +166,9 @@ func (a *app) routes() http.Handler {
 	// that bookmark. An app with private data would put a short-lived
 	// signed capability in the embedUrl instead.
 	mux.HandleFunc("GET /bookmarks/{id}/card", a.card)
+	if a.page != nil {
+		a.pageRoutes(mux, *a.page)
+	}
 	// Called by the quick start's url target, which gets no token.
 	mux.HandleFunc("GET /ping", func(w http.ResponseWriter, r *http.Request) {
 		apptools.WriteText(w, http.StatusOK, "pong")

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -649,6 +650,7 @@ func TestManifest(t *testing.T) {
 				Path      string            `json:"path"`
 				Query     map[string]string `json:"query"`
 				Body      json.RawMessage   `json:"body"`
+				Name      string            `json:"name"`
 			} `json:"target"`
 			Annotations map[string]bool `json:"annotations"`
 		} `json:"tools"`
@@ -662,6 +664,13 @@ func TestManifest(t *testing.T) {
 	seen := false
 	for _, tool := range m.Tools {
 		tg := tool.Target
+		if tg.Type == "kazzle" {
+			// Run by the example page, which the page test covers.
+			if tg.Name != "read_draft" {
+				t.Errorf("%s: client tool %q, want read_draft", tool.Name, tg.Name)
+			}
+			continue
+		}
 		if tg.Type != "app" || tg.Component != "bookmarks" {
 			t.Errorf("%s: target %s of component %q, want app of bookmarks", tool.Name, tg.Type, tg.Component)
 			continue
@@ -687,5 +696,42 @@ func TestManifest(t *testing.T) {
 	}
 	if !seen {
 		t.Error("no clear_bookmarks tool")
+	}
+}
+
+// TestPage checks the example page and the page tokens it asks for.
+func TestPage(t *testing.T) {
+	secret := []byte(devPageSecret)
+	a := newApp(testPublic, "bookmarks", apptools.NewVerifier("http://127.0.0.1:1/jwks", "toolgate", "bookmarks")).
+		withPage(pageConfig{toolgate: "http://127.0.0.1:8080/toolgate", secret: secret, user: "u_1"})
+	h := a.routes()
+
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/page?thread=th_1", nil))
+	if w.Code != 200 || !strings.Contains(w.Body.String(), `const toolgate = "http://127.0.0.1:8080/toolgate";`) ||
+		!strings.Contains(w.Body.String(), "<toolgate-client>") {
+		t.Errorf("page: %d\n%s", w.Code, w.Body)
+	}
+
+	w = httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/page-token?thread=th_1", nil))
+	var got struct{ Token, User, Thread string }
+	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || w.Code != 200 {
+		t.Fatalf("page-token: %d %s", w.Code, w.Body)
+	}
+	claims := jwt.MapClaims{}
+	if _, err := jwt.NewParser(jwt.WithValidMethods([]string{"HS256"}), jwt.WithAudience("toolgate-pages"), jwt.WithIssuer("bookmarks")).
+		ParseWithClaims(got.Token, claims, func(*jwt.Token) (any, error) { return secret, nil }); err != nil {
+		t.Fatalf("page token does not verify: %v", err)
+	}
+	if claims["sub"] != "u_1" || claims["thread"] != "th_1" {
+		t.Errorf("claims %v", claims)
+	}
+	for _, bad := range []string{"", "a b", "x/../y", strings.Repeat("t", 65)} {
+		w = httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/page-token?thread="+url.QueryEscape(bad), nil))
+		if w.Code != 400 {
+			t.Errorf("thread %q: %d", bad, w.Code)
+		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/toolgate/toolgate/internal/clienttools"
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/ledger"
@@ -141,6 +142,10 @@ type Config struct {
 	Logger *zap.Logger
 	// Instance names this gateway process in the ledger.
 	Instance string
+	// Bridge runs kazzle targets in the user's page; ClientTimeout bounds
+	// the wait for the page (default clienttools.DefaultTimeout).
+	Bridge        *clienttools.Bridge
+	ClientTimeout time.Duration
 }
 
 // Gateway serves one set of tools.
@@ -152,6 +157,8 @@ type Gateway struct {
 	ledger     ledger.Ledger
 	logger     *zap.Logger
 	instance   string
+	bridge     *clienttools.Bridge
+	clientWait time.Duration
 	now        func() time.Time
 }
 
@@ -160,6 +167,13 @@ func New(c Config) *Gateway {
 	g := &Gateway{
 		tools: c.Tools, components: c.Components, issuer: c.Issuer, client: c.Client,
 		ledger: c.Ledger, logger: c.Logger, instance: c.Instance, now: time.Now,
+		bridge: c.Bridge, clientWait: c.ClientTimeout,
+	}
+	if g.bridge == nil {
+		g.bridge = clienttools.NewBridge()
+	}
+	if g.clientWait <= 0 {
+		g.clientWait = clienttools.DefaultTimeout
 	}
 	if g.logger == nil {
 		g.logger = zap.NewNop()
@@ -246,10 +260,14 @@ func (g *Gateway) Invoke(ctx context.Context, call Call) (*Answer, error) {
 		digest = ledger.InputDigest(string(call.Input))
 	}
 	now := g.now()
+	state, limit := ledger.Running, g.inFlightLimit()
+	if tool.Target.Spec.Type == dispatch.TypeKazzle && call.Context.Source == SourceThread {
+		state, limit = ledger.AwaitingClient, g.clientWait+15*time.Second
+	}
 	rec := &ledger.Call{
 		Key: ledger.Key(call.Identity.User, call.Identity.Install, call.CallID), CallID: call.CallID, Tool: call.Tool,
 		User: call.Identity.User, Install: call.Identity.Install, Source: call.Context.Source, ThreadID: call.Context.ThreadID,
-		Digest: digest, State: ledger.Running, Owner: g.instance, Deadline: now.Add(g.inFlightLimit()),
+		Digest: digest, State: state, Owner: g.instance, Deadline: now.Add(limit),
 		Created: now, Updated: now,
 	}
 	existing, created, err := g.ledger.Create(ctx, rec)
@@ -273,7 +291,7 @@ func (g *Gateway) Invoke(ctx context.Context, call Call) (*Answer, error) {
 	}
 	rec.Updated = g.now()
 	// Recorded even if the caller went away: a repeat must find it.
-	if _, err := g.ledger.Update(context.WithoutCancel(ctx), rec, ledger.Running); err != nil {
+	if _, err := g.ledger.Update(context.WithoutCancel(ctx), rec, state); err != nil {
 		g.logger.Error("recording a finished call", zap.String("tool", call.Tool), zap.String("call_id", call.CallID), zap.Error(err))
 	}
 	return answerOf(rec), nil
@@ -306,6 +324,9 @@ func (g *Gateway) execute(ctx context.Context, tool *manifest.Compiled, call Cal
 	if err := tool.ValidateInput(input); err != nil {
 		return outcome{res: result.Errorf("%v", err)}
 	}
+	if tool.Target.Spec.Type == dispatch.TypeKazzle {
+		return outcome{res: g.runInPage(ctx, tool, call)}
+	}
 	resp, res := g.send(ctx, tool.Target, input, call)
 	if resp == nil || !result.IsCard(resp.Status, resp.Header.Get("Content-Type"), resp.Body) {
 		return outcome{res: res}
@@ -318,6 +339,31 @@ func (g *Gateway) execute(ctx context.Context, tool *manifest.Compiled, call Cal
 		return outcome{res: result.Errorf("the handler answered an %v", err)}
 	}
 	return outcome{res: res, card: card}
+}
+
+// runInPage offers a client tool call to the pages of its thread and waits
+// for one to answer, at most the client tool timeout. The caller going away
+// does not end the wait: the page's answer is still recorded.
+func (g *Gateway) runInPage(ctx context.Context, tool *manifest.Compiled, call Call) result.Result {
+	if call.Context.Source != SourceThread {
+		return result.Errorf("client tools need a thread")
+	}
+	input := json.RawMessage("{}")
+	if len(bytes.TrimSpace(call.Input)) > 0 {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, call.Input); err == nil {
+			input = buf.Bytes()
+		}
+	}
+	offer := clienttools.Offer{CallID: call.CallID, Name: tool.Target.Spec.Name, Input: input}
+	out, err := g.bridge.Run(context.WithoutCancel(ctx), call.Identity.User, call.Context.ThreadID, offer, g.clientWait)
+	switch {
+	case errors.Is(err, clienttools.ErrTimeout):
+		return result.Errorf("client tool timed out")
+	case err != nil:
+		return result.Errorf("client tool %s: %v", tool.Target.Spec.Name, err)
+	}
+	return out.ToolResult()
 }
 
 // Allowed evaluates the tool's allow policy for a call; input may be nil.
@@ -370,7 +416,7 @@ func (g *Gateway) Dispatch(ctx context.Context, t *dispatch.Target, input any, c
 // send is Dispatch that also returns the raw answer, when there is one.
 func (g *Gateway) send(ctx context.Context, t *dispatch.Target, input any, call Call) (*dispatch.Response, result.Result) {
 	if t.Spec.Type == dispatch.TypeKazzle {
-		return nil, result.Errorf("tool %s runs in the user's page, and this gateway does not serve client tools yet", t.Spec.Name)
+		return nil, result.Errorf("client tool %s runs in the user's page, not over HTTP", t.Spec.Name)
 	}
 	req, err := t.Request(ctx, input)
 	if err != nil {

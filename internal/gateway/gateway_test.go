@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/clienttools"
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/manifest"
@@ -152,10 +153,41 @@ func TestInvoke(t *testing.T) {
 		t.Errorf("body %s: the number must keep its exact text", s.body)
 	}
 
-	// A client tool is not served over HTTP: an error result, not a panic.
-	a, err = gw.Invoke(ctx, Call{Tool: "client", Context: Context{Source: "thread", ThreadID: "t"}})
-	if err != nil || !a.IsError || !strings.Contains(a.Content, "page") {
-		t.Errorf("client tool: %+v, %v", a, err)
+}
+
+func TestClientTools(t *testing.T) {
+	gw, _ := newGateway(t, tool("client", dispatch.Spec{Type: "kazzle", Name: "where"}))
+	gw.clientWait = 200 * time.Millisecond
+	ctx := context.Background()
+	me := Identity{User: "u_1"}
+	thread := Context{Source: "thread", ThreadID: "th_1"}
+
+	if a, err := gw.Invoke(ctx, Call{Tool: "client", Identity: me}); err != nil || !a.IsError || a.Content != "client tools need a thread" {
+		t.Errorf("api call: %+v, %v", a, err)
+	}
+	if a, err := gw.Invoke(ctx, Call{Tool: "client", Context: thread, Identity: me}); err != nil || !a.IsError || a.Content != "client tool timed out" {
+		t.Errorf("no page: %+v, %v", a, err)
+	}
+
+	// A page of the thread claims the call and answers it.
+	stream, waiting := gw.bridge.Open("u_1", "th_1")
+	defer stream.Close()
+	if len(waiting) != 0 {
+		t.Fatalf("a timed-out call is offered again: %+v", waiting)
+	}
+	go func() {
+		o := <-stream.C
+		if o.Name != "where" || string(o.Input) != `{"id":"x"}` {
+			t.Errorf("offer %+v", o)
+		}
+		if err := gw.bridge.Claim("u_1", "th_1", o.CallID); err != nil {
+			t.Error(err)
+		}
+		_ = gw.bridge.Post("u_1", "th_1", o.CallID, clienttools.Outcome{Result: json.RawMessage(`{"b":1, "a":[2]}`)})
+	}()
+	a, err := gw.Invoke(ctx, Call{Tool: "client", CallID: "k1", Input: json.RawMessage(`{ "id": "x" }`), Context: thread, Identity: me})
+	if err != nil || a.IsError || a.Content != `{"b":1,"a":[2]}` {
+		t.Errorf("page answer: %+v, %v", a, err)
 	}
 }
 

@@ -1,0 +1,572 @@
+/**
+ * toolgate browser client: runs client tools in the page (SPEC §7) and keeps the
+ * page context facts that go with each user message (SPEC §8).
+ *
+ * One dependency-free ES module, served by toolgate at `GET /client.js`:
+ *
+ * ```html
+ * <toolgate-client id="tg"></toolgate-client>
+ * <script type="module">
+ *   import "/toolgate/client.js";
+ *   const tg = document.querySelector("#tg");
+ *   tg.setOptions({
+ *     api: { url: "/toolgate", getToken: () => fetch("/api/page-token").then(r => r.text()) },
+ *     threadId: "th_1",
+ *   });
+ *   tg.onClientTool = async ({ id, name, input }) => {
+ *     if (name === "read_playback_progress") return { positionSeconds: video.currentTime };
+ *     throw new Error(`unknown tool ${name}`);
+ *   };
+ *   tg.setReadable("lesson", "Watching lesson 3");
+ *   tg.addEventListener("toolgate.tool.change", (e) => console.log(e.detail));
+ *   tg.addEventListener("toolgate.log", (e) => console.warn(e.detail));
+ * </script>
+ * ```
+ *
+ * Importing it outside a browser (Node, for tests) touches no DOM: the custom
+ * element is defined only where `customElements` exists.
+ * @module toolgate/client
+ */
+
+/** At most this many page context items go with one message. */
+export const MAX_READABLE_ITEMS = 32;
+/** At most this many UTF-8 bytes (names plus serialized values) go with one message. */
+export const MAX_READABLE_BYTES = 4096;
+/** What a readable's name must match. */
+export const READABLE_NAME_PATTERN = /^[A-Za-z0-9_.:-]{1,64}$/;
+
+const BACKOFF_MIN_MS = 500;
+const BACKOFF_MAX_MS = 10_000;
+// The server pings well inside this; silence this long means a dead connection.
+const IDLE_TIMEOUT_MS = 60_000;
+const MAX_DONE_IDS = 500;
+const DONE_KEY = 'toolgate:done:';
+
+const utf8 = new TextEncoder();
+
+/**
+ * Compact JSON text of a value that JSON can carry without loss, keys in the
+ * order received. Throws a TypeError for what JSON.stringify would throw on,
+ * drop or turn into null: undefined, functions, symbols, BigInt, non-finite
+ * numbers and cycles, at any depth.
+ * @param {unknown} value
+ * @returns {string}
+ */
+function strictJSON(value) {
+  const ancestors = new Set();
+  const walk = (v, key, path) => {
+    if (((typeof v === 'object' && v !== null) || typeof v === 'bigint') && typeof v.toJSON === 'function') {
+      v = v.toJSON(key);
+    }
+    if (v instanceof Number || v instanceof String || v instanceof Boolean) v = v.valueOf();
+    if (v === null || typeof v === 'boolean' || typeof v === 'string') return JSON.stringify(v);
+    if (typeof v === 'number') {
+      if (!Number.isFinite(v)) throw new TypeError(`${path} is ${v}, which JSON cannot carry`);
+      return JSON.stringify(v);
+    }
+    if (typeof v !== 'object') throw new TypeError(`${path} is ${typeof v}, which JSON cannot carry`);
+    if (ancestors.has(v)) throw new TypeError(`${path} is a cycle`);
+    ancestors.add(v);
+    let text;
+    if (Array.isArray(v)) {
+      const parts = [];
+      for (let i = 0; i < v.length; i++) parts.push(walk(v[i], String(i), `${path}[${i}]`));
+      text = `[${parts.join(',')}]`;
+    } else {
+      const parts = Object.keys(v).map((k) => `${JSON.stringify(k)}:${walk(v[k], k, `${path}.${k}`)}`);
+      text = `{${parts.join(',')}}`;
+    }
+    ancestors.delete(v);
+    return text;
+  };
+  try {
+    return walk(value, '', 'value');
+  } catch (err) {
+    if (err instanceof TypeError) throw err;
+    throw new TypeError(`value cannot be serialized: ${err?.message ?? err}`); // e.g. too deep
+  }
+}
+
+/**
+ * The page's registered facts (SPEC §8), in registration order.
+ * Each value is serialized when it is set, so later changes to an object the
+ * page passed in do not leak into snapshots.
+ */
+export class ReadableRegistry {
+  /** @type {Map<string, {text: string, isString: boolean, bytes: number}>} */
+  #entries = new Map();
+
+  /**
+   * Registers or updates a fact. Updating keeps its position.
+   * @param {string} name matches {@link READABLE_NAME_PATTERN}
+   * @param {unknown} value a string or a JSON value
+   * @throws {TypeError} for a bad name or value; the previous value stays
+   */
+  set(name, value) {
+    if (typeof name !== 'string' || !READABLE_NAME_PATTERN.test(name)) {
+      throw new TypeError(`readable name ${JSON.stringify(String(name))} must match ${READABLE_NAME_PATTERN}`);
+    }
+    const isString = typeof value === 'string';
+    let text;
+    try {
+      text = isString ? value : strictJSON(value);
+    } catch (err) {
+      throw new TypeError(`readable ${name}: ${err.message}`);
+    }
+    this.#entries.set(name, { text, isString, bytes: utf8.encode(name).length + utf8.encode(text).length });
+  }
+
+  /**
+   * Removes a fact; registering it again puts it last.
+   * @param {string} name
+   * @returns {boolean} whether it was there
+   */
+  remove(name) {
+    return this.#entries.delete(name);
+  }
+
+  /** @returns {number} how many facts are registered (before limits) */
+  get size() {
+    return this.#entries.size;
+  }
+
+  /**
+   * The facts to send now: oldest registered dropped first until at most
+   * {@link MAX_READABLE_ITEMS} items and {@link MAX_READABLE_BYTES} bytes remain.
+   * The registry itself is unchanged.
+   * @returns {{items: Array<{name: string, value: unknown}>, dropped: string[]}}
+   */
+  snapshot() {
+    const all = [...this.#entries];
+    let total = all.reduce((sum, [, e]) => sum + e.bytes, 0);
+    let start = 0;
+    while (start < all.length && (all.length - start > MAX_READABLE_ITEMS || total > MAX_READABLE_BYTES)) {
+      total -= all[start++][1].bytes;
+    }
+    return {
+      items: all.slice(start).map(([name, e]) => ({ name, value: e.isString ? e.text : JSON.parse(e.text) })),
+      dropped: all.slice(0, start).map(([name]) => name),
+    };
+  }
+}
+
+/**
+ * An incremental Server-Sent Events parser (the WHATWG event stream format):
+ * feed it decoded text in any chunking; it returns the events completed so far.
+ * Lines end in LF, CRLF or CR; `:` lines are comments; an event is emitted only
+ * at its terminating blank line, and one without `data` is not emitted.
+ */
+export class SSEParser {
+  #buffer = '';
+  #skipLF = false; // the last chunk ended in CR: a leading LF belongs to it
+  #type = '';
+  /** @type {string[]} */
+  #data = [];
+  /** The last `id:` seen, carried by every event after it. */
+  lastEventId = '';
+
+  /**
+   * @param {string} chunk
+   * @returns {Array<{event: string, data: string, id: string}>}
+   */
+  push(chunk) {
+    const out = [];
+    let text = this.#buffer + chunk;
+    if (this.#skipLF && text) {
+      if (text[0] === '\n') text = text.slice(1);
+      this.#skipLF = false;
+    }
+    let start = 0;
+    for (let i = 0; i < text.length; i++) {
+      const c = text.charCodeAt(i);
+      if (c !== 10 && c !== 13) continue;
+      this.#line(text.slice(start, i), out);
+      if (c === 13) {
+        if (i + 1 === text.length) this.#skipLF = true;
+        else if (text.charCodeAt(i + 1) === 10) i++;
+      }
+      start = i + 1;
+    }
+    this.#buffer = text.slice(start);
+    return out;
+  }
+
+  #line(line, out) {
+    if (line === '') {
+      if (this.#data.length) out.push({ event: this.#type || 'message', data: this.#data.join('\n'), id: this.lastEventId });
+      this.#type = '';
+      this.#data = [];
+      return;
+    }
+    if (line[0] === ':') return;
+    const colon = line.indexOf(':');
+    const field = colon < 0 ? line : line.slice(0, colon);
+    let value = colon < 0 ? '' : line.slice(colon + 1);
+    if (value[0] === ' ') value = value.slice(1);
+    if (field === 'event') this.#type = value;
+    else if (field === 'data') this.#data.push(value);
+    else if (field === 'id' && !value.includes('\0')) this.lastEventId = value;
+  }
+}
+
+/**
+ * The result request body for what a client tool returned (SPEC §7): a string
+ * as is, another value as the JSON text JSON.stringify gives it (the page's key
+ * order kept), undefined as `{}`.
+ * @param {unknown} value
+ * @returns {string}
+ * @throws {TypeError} when JSON.stringify throws or gives nothing (functions, symbols)
+ */
+export function resultBody(value) {
+  if (value === undefined) return '{}';
+  const json = JSON.stringify(value);
+  if (json === undefined) throw new TypeError(`the result (${typeof value}) cannot be serialized`);
+  return `{"result":${json}}`;
+}
+
+function errorText(err) {
+  try {
+    const text = String(err?.message ?? err);
+    return text || String(err) || 'error';
+  } catch {
+    return 'error';
+  }
+}
+
+function storage() {
+  try {
+    return globalThis.sessionStorage ?? null;
+  } catch {
+    return null; // storage blocked (sandboxed frame, privacy settings)
+  }
+}
+
+function doneIds(threadId) {
+  try {
+    const list = JSON.parse(storage()?.getItem(DONE_KEY + threadId) ?? '[]');
+    return Array.isArray(list) ? list : [];
+  } catch {
+    return [];
+  }
+}
+
+function rememberDone(threadId, id) {
+  try {
+    const list = doneIds(threadId).filter((x) => x !== id);
+    list.push(id);
+    storage()?.setItem(DONE_KEY + threadId, JSON.stringify(list.slice(-MAX_DONE_IDS)));
+  } catch {
+    // Full or blocked storage: the server still refuses a second result.
+  }
+}
+
+function sleep(ms, signal) {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done);
+  });
+}
+
+async function serverMessage(res) {
+  const text = await res.text().catch(() => '');
+  try {
+    const e = JSON.parse(text).error; // toolgate answers {"error": {"code", "message"}}
+    if (e) return String(e.message ?? e);
+  } catch {
+    // not JSON: show the start of the text
+  }
+  return text.slice(0, 200);
+}
+
+// Call ids claimed or run in this page's life, shared by every element so a
+// remount or a second element never runs an id again.
+const started = new Set();
+
+const Base = globalThis.HTMLElement ?? globalThis.EventTarget ?? class {};
+
+/**
+ * `<toolgate-client>`: a headless element that takes this page's client tool
+ * calls from toolgate, runs them with {@link ToolgateClient#onClientTool}, and
+ * holds the page context. It renders nothing.
+ *
+ * Events (CustomEvents that bubble and cross shadow roots):
+ * - `toolgate.tool.change` `{id, name, status: "start"|"end", isError?}`: `start`
+ *   before the handler runs, `end` once the server confirmed the result.
+ * - `toolgate.log` `{level: "info"|"warn"|"error", message, data?}`.
+ */
+export class ToolgateClient extends Base {
+  /** @type {null | ((call: {id: string, name: string, input: any}) => unknown)} */
+  #handler = null;
+  #readables = new ReadableRegistry();
+  /** @type {null | {url: string, getToken: () => string | Promise<string>, threadId: string}} */
+  #options = null;
+  /** @type {null | {url: string, getToken: Function, threadId: string, ctrl: AbortController, token: Promise<string> | null}} */
+  #session = null;
+
+  constructor() {
+    super();
+    // A handler assigned before the element was upgraded is an own property
+    // hiding the accessor: move it behind the accessor.
+    if (Object.hasOwn(this, 'onClientTool')) {
+      const handler = this.onClientTool;
+      delete this.onClientTool;
+      this.onClientTool = handler;
+    }
+  }
+
+  /**
+   * The page's one client tool handler, `async ({id, name, input}) => result`.
+   * It must throw for a name it does not know. With none, every call is answered
+   * at once with the error `tool <name> is not available on this page`.
+   */
+  get onClientTool() {
+    return this.#handler;
+  }
+
+  set onClientTool(handler) {
+    if (handler != null && typeof handler !== 'function') throw new TypeError('onClientTool must be a function');
+    this.#handler = handler ?? null;
+  }
+
+  /**
+   * Points the client at toolgate and a thread and (re)opens the call stream,
+   * closing any previous one. Calls already running finish and post their results.
+   * @param {{api: {url: string, getToken: () => string | Promise<string>}, threadId: string}} options
+   *   `api.url` is where toolgate is mounted; `getToken` gives the page token for the thread.
+   */
+  setOptions({ api, threadId } = {}) {
+    if (typeof api?.url !== 'string' || !api.url) throw new TypeError('api.url must be a non-empty string');
+    if (typeof api.getToken !== 'function') throw new TypeError('api.getToken must be a function');
+    if (typeof threadId !== 'string' || !threadId) throw new TypeError('threadId must be a non-empty string');
+    this.#options = { url: api.url.replace(/\/+$/, ''), getToken: api.getToken, threadId };
+    this.close();
+    this.#open();
+  }
+
+  /**
+   * Closes the call stream until the next {@link setOptions} or until the
+   * element is attached to a document again. `disconnectedCallback` calls it.
+   */
+  close() {
+    this.#session?.ctrl.abort();
+    this.#session = null;
+  }
+
+  connectedCallback() {
+    if (this.#options && !this.#session) this.#open();
+  }
+
+  disconnectedCallback() {
+    this.close();
+  }
+
+  /**
+   * Registers or updates a page fact (SPEC §8).
+   * @param {string} name
+   * @param {unknown} value
+   * @throws {TypeError} for a bad name or value; the previous value stays
+   */
+  setReadable(name, value) {
+    this.#readables.set(name, value);
+  }
+
+  /**
+   * @param {string} name
+   * @returns {boolean} whether it was registered
+   */
+  removeReadable(name) {
+    return this.#readables.remove(name);
+  }
+
+  /**
+   * The page context to send with a user message, within the limits; an empty
+   * array means nothing is attached. Dropped names are reported in a `warn` log.
+   * @returns {Array<{name: string, value: unknown}>}
+   */
+  pageContext() {
+    const { items, dropped } = this.#readables.snapshot();
+    if (dropped.length) {
+      this.#log('warn', `page context over its limits: ${dropped.length} item(s) dropped`, { names: dropped });
+    }
+    return items;
+  }
+
+  #emit(type, detail) {
+    if (typeof this.dispatchEvent !== 'function' || typeof CustomEvent !== 'function') return;
+    this.dispatchEvent(new CustomEvent(type, { detail, bubbles: true, composed: true }));
+  }
+
+  #log(level, message, data) {
+    this.#emit('toolgate.log', data === undefined ? { level, message } : { level, message, data });
+  }
+
+  #open() {
+    const session = { ...this.#options, ctrl: new AbortController(), token: null };
+    this.#session = session;
+    this.#stream(session);
+  }
+
+  async #token(session, fresh) {
+    if (fresh || !session.token) session.token = Promise.resolve().then(() => session.getToken());
+    const pending = session.token;
+    try {
+      const token = await pending;
+      if (typeof token !== 'string' || !token) throw new Error('getToken gave no token');
+      return token;
+    } catch (err) {
+      if (session.token === pending) session.token = null;
+      throw err;
+    }
+  }
+
+  /** POSTs with the page token, fetching a fresh token once on 401. */
+  async #post(session, path, body) {
+    for (let fresh = false; ; fresh = true) {
+      const headers = { Authorization: `Bearer ${await this.#token(session, fresh)}` };
+      if (body !== undefined) headers['Content-Type'] = 'application/json';
+      const res = await fetch(session.url + path, { method: 'POST', headers, body });
+      if (res.status !== 401 || fresh) return res;
+    }
+  }
+
+  async #stream(session) {
+    const { signal } = session.ctrl;
+    const url = `${session.url}/client/calls?threadId=${encodeURIComponent(session.threadId)}`;
+    let delay = BACKOFF_MIN_MS;
+    let fresh = false;
+    let failing = false;
+    while (!signal.aborted) {
+      const conn = new AbortController();
+      const stop = () => conn.abort();
+      signal.addEventListener('abort', stop);
+      let timer;
+      const arm = () => {
+        clearTimeout(timer);
+        timer = setTimeout(stop, IDLE_TIMEOUT_MS);
+      };
+      try {
+        const token = await this.#token(session, fresh);
+        fresh = false;
+        arm();
+        const res = await fetch(url, {
+          headers: { Authorization: `Bearer ${token}`, Accept: 'text/event-stream' },
+          cache: 'no-store',
+          signal: conn.signal,
+        });
+        // 401: the token expired or is bad; 404: it names another thread. Ask for a new one.
+        if (res.status >= 400 && res.status < 500) fresh = true;
+        if (!res.ok || !res.body) throw new Error(`call stream answered ${res.status} ${await serverMessage(res)}`.trim());
+        delay = BACKOFF_MIN_MS;
+        if (failing) this.#log('info', 'call stream reconnected', { threadId: session.threadId });
+        failing = false;
+        const reader = res.body.getReader();
+        const decoder = new TextDecoder();
+        const parser = new SSEParser();
+        for (;;) {
+          const { done, value } = await reader.read();
+          if (done) break;
+          arm();
+          for (const ev of parser.push(decoder.decode(value, { stream: true }))) {
+            if (ev.event === 'call') this.#offer(session, ev.data);
+          }
+        }
+      } catch (err) {
+        if (signal.aborted) break;
+        if (!failing) this.#log('warn', `call stream failed, retrying: ${errorText(err)}`, { threadId: session.threadId });
+        failing = true;
+      } finally {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', stop);
+      }
+      await sleep(delay, signal);
+      delay = Math.min(delay * 2, BACKOFF_MAX_MS);
+    }
+  }
+
+  #offer(session, data) {
+    let call;
+    try {
+      call = JSON.parse(data);
+    } catch {
+      this.#log('warn', 'call event with malformed data ignored', { data });
+      return;
+    }
+    const { callId: id, name, input } = call ?? {};
+    if (typeof id !== 'string' || !id || typeof name !== 'string') {
+      this.#log('warn', 'call event without callId or name ignored', { data });
+      return;
+    }
+    if (started.has(id)) return; // running or ran in this page's life
+    if (doneIds(session.threadId).includes(id)) {
+      this.#log('info', `call ${id} already answered from this page, skipped`, { id, name });
+      return;
+    }
+    started.add(id);
+    this.#run(session, id, name, input).catch((err) => {
+      this.#log('error', `call ${id} failed unexpectedly: ${errorText(err)}`, { id, name });
+    });
+  }
+
+  async #run(session, id, name, input) {
+    const base = `/client/calls/${encodeURIComponent(id)}`;
+    let res;
+    try {
+      res = await this.#post(session, `${base}/claim`);
+    } catch (err) {
+      started.delete(id); // unclaimed: the server may offer it again
+      this.#log('warn', `claim of call ${id} failed: ${errorText(err)}`, { id, name });
+      return;
+    }
+    if (!res.ok) {
+      started.delete(id);
+      const why = res.status === 409 ? 'claimed elsewhere or already answered' : res.status === 404 ? 'not for this page' : 'refused';
+      const level = res.status === 409 || res.status === 404 ? 'info' : 'warn';
+      this.#log(level, `call ${id} skipped: ${why}`, { id, name, status: res.status });
+      return;
+    }
+    res.body?.cancel().catch(() => {});
+
+    const handler = this.#handler;
+    let body;
+    let isError = false;
+    if (!handler) {
+      isError = true;
+      body = JSON.stringify({ error: `tool ${name} is not available on this page` });
+      this.#log('warn', `no onClientTool handler: tool ${name} is not available on this page`, { id, name });
+    } else {
+      this.#emit('toolgate.tool.change', { id, name, status: 'start' });
+      try {
+        body = resultBody(await handler({ id, name, input }));
+      } catch (err) {
+        isError = true;
+        body = JSON.stringify({ error: errorText(err) });
+      }
+    }
+
+    let out;
+    try {
+      out = await this.#post(session, `${base}/result`, body);
+    } catch (err) {
+      this.#log('error', `write-back of call ${id} failed: ${errorText(err)}`, { id, name });
+      return;
+    }
+    if (out.ok) {
+      out.body?.cancel().catch(() => {});
+      rememberDone(session.threadId, id);
+      if (handler) this.#emit('toolgate.tool.change', { id, name, status: 'end', isError });
+      return;
+    }
+    if (out.status === 409) rememberDone(session.threadId, id); // it has a result (or timed out) already
+    const detail = await serverMessage(out);
+    this.#log('error', `write-back of call ${id} failed: ${out.status} ${detail}`.trim(), { id, name, status: out.status });
+  }
+}
+
+if (globalThis.customElements && !customElements.get('toolgate-client')) {
+  customElements.define('toolgate-client', ToolgateClient);
+}
