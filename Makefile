@@ -1,5 +1,5 @@
 # The checks CI runs (.ci/run calls `make test`). `make tools` installs
-# xcaddy (go install) and, as root on Debian, redis-server. Fuzz targets run for
+# xcaddy (go install) and, as root on Debian, redis-server and chromium. Fuzz targets run for
 # FUZZTIME each; run them longer by hand: make fuzz FUZZTIME=10m
 GOBIN := $(shell go env GOPATH)/bin
 export PATH := $(PATH):$(GOBIN)
@@ -7,17 +7,20 @@ FUZZTIME ?= 5s
 FUZZ := \
 	./internal/refs:FuzzParse \
 	./internal/refs:FuzzResolveOnePass \
-	./internal/result:FuzzNormalize
+	./internal/result:FuzzNormalize \
+	./internal/pagecontext:FuzzRender
 
-.PHONY: test check unit fuzz tools build
+.PHONY: test check unit js browser fuzz tools build
 
-test: check unit fuzz
+test: check unit js browser fuzz
 
 tools:
 	@command -v xcaddy >/dev/null || go install github.com/caddyserver/xcaddy/cmd/xcaddy@v0.4.5
-	@command -v redis-server >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server; } || \
-		echo "redis-server is not installed: the Redis ledger tests will be skipped"
+	@for pkg in redis-server chromium; do \
+		command -v $$pkg >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$pkg; } || \
+			echo "$$pkg is not installed and could not be: tests that need it will fail or skip"; \
+	done
 
 check:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -25,6 +28,14 @@ check:
 
 unit: tools
 	go test -race -timeout 20m ./...
+
+# The browser client's own rules, in Node's test runner.
+js:
+	cd internal/web && node --test
+
+# The example page in headless Chromium (Debian's chromium, playwright-core).
+browser: tools
+	cd examples/browser && npm ci --no-audit --no-fund && node --test
 
 fuzz:
 	@set -e; for f in $(FUZZ); do \
