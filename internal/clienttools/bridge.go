@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sort"
 	"sync"
 	"time"
 
@@ -74,6 +75,7 @@ type callKey struct {
 
 type pending struct {
 	offer   Offer
+	seq     uint64 // arrival order: a page gets waiting calls oldest first
 	claimed bool
 	// finished is set once the call has an outcome or timed out; the entry
 	// stays a while so late claims and results get 409, not 404.
@@ -93,6 +95,7 @@ type Stream struct {
 // Bridge holds the client calls in flight and the pages' open streams.
 type Bridge struct {
 	mu      sync.Mutex
+	seq     uint64
 	calls   map[callKey]*pending
 	streams map[threadKey]map[*Stream]struct{}
 
@@ -129,6 +132,8 @@ func (b *Bridge) Run(ctx context.Context, user, thread string, offer Offer, time
 		b.mu.Unlock()
 		return Outcome{}, errors.New("this client call is already waiting for its page")
 	}
+	b.seq++
+	p.seq = b.seq
 	b.calls[k] = p
 	for s := range b.streams[k.threadKey] {
 		s.send(offer)
@@ -179,13 +184,18 @@ func (b *Bridge) Open(user, thread string) (*Stream, []Offer) {
 		b.streams[tk] = map[*Stream]struct{}{}
 	}
 	b.streams[tk][s] = struct{}{}
-	var waiting []Offer
+	var waiting []*pending
 	for k, p := range b.calls {
 		if k.threadKey == tk && p.finished.IsZero() && !p.claimed {
-			waiting = append(waiting, p.offer)
+			waiting = append(waiting, p)
 		}
 	}
-	return s, waiting
+	sort.Slice(waiting, func(i, j int) bool { return waiting[i].seq < waiting[j].seq })
+	offers := make([]Offer, len(waiting))
+	for i, p := range waiting {
+		offers[i] = p.offer
+	}
+	return s, offers
 }
 
 // send offers a call without blocking; a page too slow to read gets the

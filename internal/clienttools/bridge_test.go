@@ -1,0 +1,555 @@
+package clienttools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeClock replaces the bridge's timer and clock: a Run's timeout fires
+// only when the test says so, and Now moves only when the test moves it.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []chan time.Time
+	armed  chan time.Duration
+}
+
+func newFakeClock(b *Bridge) *fakeClock {
+	c := &fakeClock{now: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC), armed: make(chan time.Duration, 64)}
+	b.After = c.after
+	b.Now = c.Now
+	return c
+}
+
+func (c *fakeClock) after(d time.Duration) <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	c.mu.Lock()
+	c.timers = append(c.timers, ch)
+	c.mu.Unlock()
+	c.armed <- d
+	return ch
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// waitArmed waits until a Run has registered its call and armed its timer.
+func (c *fakeClock) waitArmed(t *testing.T) time.Duration {
+	t.Helper()
+	select {
+	case d := <-c.armed:
+		return d
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run never armed its timer")
+		return 0
+	}
+}
+
+// fireAll fires every timer armed so far.
+func (c *fakeClock) fireAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ch := range c.timers {
+		select {
+		case ch <- c.now:
+		default:
+		}
+	}
+}
+
+type runResult struct {
+	out Outcome
+	err error
+}
+
+// start runs a call in the background and waits until it is registered.
+func start(t *testing.T, ctx context.Context, b *Bridge, clk *fakeClock, user, thread, id string) <-chan runResult {
+	t.Helper()
+	done := make(chan runResult, 1)
+	go func() {
+		out, err := b.Run(ctx, user, thread, Offer{CallID: id, Name: "where", Input: json.RawMessage(`{"q":"x"}`)}, 3*time.Second)
+		done <- runResult{out, err}
+	}()
+	if d := clk.waitArmed(t); d != 3*time.Second {
+		t.Errorf("Run armed a timer of %v, want the timeout 3s", d)
+	}
+	return done
+}
+
+func wait(t *testing.T, done <-chan runResult) runResult {
+	t.Helper()
+	select {
+	case r := <-done:
+		return r
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return")
+		return runResult{}
+	}
+}
+
+func notYet(t *testing.T, done <-chan runResult) {
+	t.Helper()
+	select {
+	case r := <-done:
+		t.Fatalf("Run returned early: %+v", r)
+	case <-time.After(20 * time.Millisecond):
+	}
+}
+
+func strp(s string) *string { return &s }
+
+func TestTimeout(t *testing.T) {
+	b := NewBridge()
+	clk := newFakeClock(b)
+	done := start(t, context.Background(), b, clk, "u_1", "th_1", "c1")
+	notYet(t, done)
+	clk.fireAll()
+	r := wait(t, done)
+	if !errors.Is(r.err, ErrTimeout) {
+		t.Fatalf("Run after the timer: %+v, want ErrTimeout", r)
+	}
+	// A timed-out call is answered: late pages get 409, not 404.
+	if err := b.Claim("u_1", "th_1", "c1"); !errors.Is(err, ErrConflict) {
+		t.Errorf("late claim: %v, want ErrConflict", err)
+	}
+	if err := b.Post("u_1", "th_1", "c1", Outcome{Result: json.RawMessage(`1`)}); !errors.Is(err, ErrConflict) {
+		t.Errorf("late post: %v, want ErrConflict", err)
+	}
+	// Nor is it offered to a page that opens now.
+	s, waiting := b.Open("u_1", "th_1")
+	defer s.Close()
+	if len(waiting) != 0 {
+		t.Errorf("a timed-out call is offered: %+v", waiting)
+	}
+}
+
+func TestClaimAndPost(t *testing.T) {
+	b := NewBridge()
+	clk := newFakeClock(b)
+	done := start(t, context.Background(), b, clk, "u_1", "th_1", "c1")
+
+	// Another user or another thread does not see the call.
+	for _, who := range [][2]string{{"u_2", "th_1"}, {"u_1", "th_2"}, {"", "th_1"}} {
+		if err := b.Claim(who[0], who[1], "c1"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("claim as %v: %v, want ErrNotFound", who, err)
+		}
+		if err := b.Post(who[0], who[1], "c1", Outcome{Result: json.RawMessage(`"stolen"`)}); !errors.Is(err, ErrNotFound) {
+			t.Errorf("post as %v: %v, want ErrNotFound", who, err)
+		}
+	}
+	if err := b.Claim("u_1", "th_1", "nope"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("claim of an unknown call: %v", err)
+	}
+
+	// Two pages claim: the first wins.
+	if err := b.Claim("u_1", "th_1", "c1"); err != nil {
+		t.Fatalf("first claim: %v", err)
+	}
+	if err := b.Claim("u_1", "th_1", "c1"); !errors.Is(err, ErrConflict) {
+		t.Errorf("second claim: %v, want ErrConflict", err)
+	}
+	notYet(t, done)
+
+	// Two results: the first is the outcome.
+	if err := b.Post("u_1", "th_1", "c1", Outcome{Result: json.RawMessage(`"first"`)}); err != nil {
+		t.Fatalf("first post: %v", err)
+	}
+	if err := b.Post("u_1", "th_1", "c1", Outcome{Result: json.RawMessage(`"second"`)}); !errors.Is(err, ErrConflict) {
+		t.Errorf("second post: %v, want ErrConflict", err)
+	}
+	r := wait(t, done)
+	if r.err != nil || string(r.out.Result) != `"first"` {
+		t.Errorf("Run: %s, %v; want the first result", r.out.Result, r.err)
+	}
+	if err := b.Claim("u_1", "th_1", "c1"); !errors.Is(err, ErrConflict) {
+		t.Errorf("claim after the result: %v, want ErrConflict", err)
+	}
+	// The timer firing later changes nothing.
+	clk.fireAll()
+	if err := b.Post("u_1", "th_1", "c1", Outcome{}); !errors.Is(err, ErrConflict) {
+		t.Errorf("post after the timer: %v", err)
+	}
+}
+
+func TestPostWithoutClaim(t *testing.T) {
+	b := NewBridge()
+	clk := newFakeClock(b)
+	done := start(t, context.Background(), b, clk, "u_1", "th_1", "c1")
+	if err := b.Post("u_1", "th_1", "c1", Outcome{Error: strp("boom")}); err != nil {
+		t.Fatal(err)
+	}
+	r := wait(t, done)
+	if r.err != nil || r.out.Error == nil || *r.out.Error != "boom" {
+		t.Errorf("Run: %+v", r)
+	}
+}
+
+func offerIDs(offers []Offer) []string {
+	ids := []string{}
+	for _, o := range offers {
+		ids = append(ids, o.CallID)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestOpenOffersWaitingUnclaimed(t *testing.T) {
+	b := NewBridge()
+	clk := newFakeClock(b)
+	ctx := context.Background()
+	start(t, ctx, b, clk, "u_1", "th_1", "c1")
+	start(t, ctx, b, clk, "u_1", "th_1", "c2")
+	start(t, ctx, b, clk, "u_1", "th_1", "c3")
+	start(t, ctx, b, clk, "u_1", "th_2", "other_thread")
+	start(t, ctx, b, clk, "u_2", "th_1", "other_user")
+	done4 := start(t, ctx, b, clk, "u_1", "th_1", "c4")
+	defer clk.fireAll()
+
+	if err := b.Claim("u_1", "th_1", "c2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Post("u_1", "th_1", "c4", Outcome{}); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, done4)
+
+	s, waiting := b.Open("u_1", "th_1")
+	defer s.Close()
+	if got := offerIDs(waiting); !equal(got, []string{"c1", "c3"}) {
+		t.Errorf("Open offered %v, want the waiting unclaimed [c1 c3]", got)
+	}
+	for _, o := range waiting {
+		if o.Name != "where" || string(o.Input) != `{"q":"x"}` {
+			t.Errorf("offer %+v", o)
+		}
+	}
+}
+
+// drain reads what a stream got so far.
+func drain(s *Stream) []string {
+	var ids []string
+	for {
+		select {
+		case o := <-s.C:
+			ids = append(ids, o.CallID)
+		default:
+			sort.Strings(ids)
+			return ids
+		}
+	}
+}
+
+func TestPushToThreadStreams(t *testing.T) {
+	b := NewBridge()
+	clk := newFakeClock(b)
+	defer clk.fireAll()
+	a1, _ := b.Open("u_1", "th_1")
+	a2, _ := b.Open("u_1", "th_1")
+	other, _ := b.Open("u_1", "th_2")
+	otherUser, _ := b.Open("u_2", "th_1")
+	closed, _ := b.Open("u_1", "th_1")
+	closed.Close()
+	for _, s := range []*Stream{a1, a2, other, otherUser} {
+		defer s.Close()
+	}
+
+	start(t, context.Background(), b, clk, "u_1", "th_1", "c1")
+	if got := drain(a1); !equal(got, []string{"c1"}) {
+		t.Errorf("first stream got %v", got)
+	}
+	if got := drain(a2); !equal(got, []string{"c1"}) {
+		t.Errorf("second stream got %v", got)
+	}
+	if got := drain(other); len(got) != 0 {
+		t.Errorf("another thread's stream got %v", got)
+	}
+	if got := drain(otherUser); len(got) != 0 {
+		t.Errorf("another user's stream got %v", got)
+	}
+	if got := drain(closed); len(got) != 0 {
+		t.Errorf("a closed stream got %v", got)
+	}
+}
+
+func TestClaimLapse(t *testing.T) {
+	b := NewBridge()
+	clk := newFakeClock(b)
+	defer clk.fireAll()
+
+	a, _ := b.Open("u_1", "th_1")
+	done := start(t, context.Background(), b, clk, "u_1", "th_1", "c1")
+	if got := drain(a); !equal(got, []string{"c1"}) {
+		t.Fatalf("stream got %v", got)
+	}
+	if err := b.Claim("u_1", "th_1", "c1"); err != nil {
+		t.Fatal(err)
+	}
+	// A second page of the thread is open: closing the first keeps the claim.
+	keep, waiting := b.Open("u_1", "th_1")
+	if len(waiting) != 0 {
+		t.Errorf("a claimed call is offered: %+v", waiting)
+	}
+	a.Close()
+	if err := b.Claim("u_1", "th_1", "c1"); !errors.Is(err, ErrConflict) {
+		t.Errorf("claim while another stream is open: %v, want ErrConflict", err)
+	}
+	// Another thread's last stream closing does not touch this thread.
+	o, _ := b.Open("u_1", "th_2")
+	o.Close()
+	third, waiting := b.Open("u_1", "th_1")
+	if len(waiting) != 0 {
+		t.Errorf("offered while the claim holds: %+v", waiting)
+	}
+	third.Close()
+
+	// The last stream closes with no result: the claim lapses.
+	keep.Close()
+	b2, waiting := b.Open("u_1", "th_1")
+	defer b2.Close()
+	if got := offerIDs(waiting); !equal(got, []string{"c1"}) {
+		t.Fatalf("after the lapse Open offered %v, want [c1]", got)
+	}
+	if err := b.Claim("u_1", "th_1", "c1"); err != nil {
+		t.Fatalf("claim after the lapse: %v", err)
+	}
+	if err := b.Post("u_1", "th_1", "c1", Outcome{Result: json.RawMessage(`"from b"`)}); err != nil {
+		t.Fatal(err)
+	}
+	if r := wait(t, done); r.err != nil || string(r.out.Result) != `"from b"` {
+		t.Errorf("Run: %+v", r)
+	}
+	// An answered call does not come back when the streams close.
+	b2.Close()
+	s, waiting := b.Open("u_1", "th_1")
+	defer s.Close()
+	if len(waiting) != 0 {
+		t.Errorf("an answered call is offered again: %+v", waiting)
+	}
+}
+
+func TestContextCancel(t *testing.T) {
+	b := NewBridge()
+	clk := newFakeClock(b)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := start(t, ctx, b, clk, "u_1", "th_1", "c1")
+	notYet(t, done)
+	cancel()
+	r := wait(t, done)
+	if !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("Run after cancel: %+v", r)
+	}
+	if err := b.Post("u_1", "th_1", "c1", Outcome{}); !errors.Is(err, ErrConflict) {
+		t.Errorf("post after cancel: %v, want ErrConflict", err)
+	}
+	// The id may run again once finished.
+	done = start(t, context.Background(), b, clk, "u_1", "th_1", "c1")
+	if err := b.Post("u_1", "th_1", "c1", Outcome{Result: json.RawMessage(`2`)}); err != nil {
+		t.Fatal(err)
+	}
+	if r := wait(t, done); r.err != nil || string(r.out.Result) != `2` {
+		t.Errorf("second run: %+v", r)
+	}
+}
+
+func TestSameIDWhileWaiting(t *testing.T) {
+	b := NewBridge()
+	clk := newFakeClock(b)
+	done := start(t, context.Background(), b, clk, "u_1", "th_1", "c1")
+	_, err := b.Run(context.Background(), "u_1", "th_1", Offer{CallID: "c1"}, time.Second)
+	if err == nil || errors.Is(err, ErrTimeout) {
+		t.Errorf("a second Run of a waiting id: %v", err)
+	}
+	// The first is untouched.
+	if err := b.Post("u_1", "th_1", "c1", Outcome{Result: json.RawMessage(`"ok"`)}); err != nil {
+		t.Fatal(err)
+	}
+	if r := wait(t, done); r.err != nil || string(r.out.Result) != `"ok"` {
+		t.Errorf("Run: %+v", r)
+	}
+}
+
+// TestPostRacesTimer has the page's answer land just before the timer
+// fires, so that both are ready when Run looks: the answer wins either way
+// select picks.
+func TestPostRacesTimer(t *testing.T) {
+	for i := 0; i < 200; i++ {
+		b := NewBridge()
+		b.Now = time.Now
+		b.After = func(time.Duration) <-chan time.Time {
+			// The call is registered before the timer is armed.
+			if err := b.Post("u_1", "th_1", "c1", Outcome{Result: json.RawMessage(`"page"`)}); err != nil {
+				t.Errorf("post: %v", err)
+			}
+			ch := make(chan time.Time, 1)
+			ch <- time.Now()
+			return ch
+		}
+		out, err := b.Run(context.Background(), "u_1", "th_1", Offer{CallID: "c1"}, time.Second)
+		if err != nil || string(out.Result) != `"page"` {
+			t.Fatalf("round %d: %s, %v; the page's answer must win", i, out.Result, err)
+		}
+	}
+}
+
+func TestForgetFinished(t *testing.T) {
+	b := NewBridge()
+	clk := newFakeClock(b)
+	done := start(t, context.Background(), b, clk, "u_1", "th_1", "c1")
+	if err := b.Post("u_1", "th_1", "c1", Outcome{}); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, done)
+	done = start(t, context.Background(), b, clk, "u_1", "th_1", "c2")
+	clk.fireAll()
+	wait(t, done)
+
+	clk.advance(keepFinished)
+	for _, id := range []string{"c1", "c2"} {
+		if err := b.Claim("u_1", "th_1", id); !errors.Is(err, ErrConflict) {
+			t.Errorf("%s at keepFinished: %v, want ErrConflict", id, err)
+		}
+	}
+	clk.advance(time.Second)
+	for _, id := range []string{"c1", "c2"} {
+		if err := b.Claim("u_1", "th_1", id); !errors.Is(err, ErrNotFound) {
+			t.Errorf("claim of %s past keepFinished: %v, want ErrNotFound", id, err)
+		}
+		if err := b.Post("u_1", "th_1", id, Outcome{}); !errors.Is(err, ErrNotFound) {
+			t.Errorf("post of %s past keepFinished: %v, want ErrNotFound", id, err)
+		}
+	}
+	b.mu.Lock()
+	n := len(b.calls)
+	b.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d calls kept past keepFinished", n)
+	}
+
+	// A waiting call is never forgotten, however long it waits.
+	done = start(t, context.Background(), b, clk, "u_1", "th_1", "c3")
+	clk.advance(time.Hour)
+	if err := b.Claim("u_1", "th_1", "c3"); err != nil {
+		t.Errorf("claim of a call waiting an hour: %v", err)
+	}
+	if err := b.Post("u_1", "th_1", "c3", Outcome{Result: json.RawMessage(`"late"`)}); err != nil {
+		t.Errorf("post: %v", err)
+	}
+	if r := wait(t, done); r.err != nil {
+		t.Error(r.err)
+	}
+}
+
+func TestToolResult(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		out     Outcome
+		content string
+		isError bool
+	}{
+		{"string", Outcome{Result: json.RawMessage(`"at 1:23"`)}, "at 1:23", false},
+		{"string with escapes", Outcome{Result: json.RawMessage(` "a\"b\u00e9\n" `)}, "a\"bé\n", false},
+		{"empty string", Outcome{Result: json.RawMessage(`""`)}, "", false},
+		{"number", Outcome{Result: json.RawMessage(`83.5`)}, "83.5", false},
+		{"big number kept", Outcome{Result: json.RawMessage(`12345678901234567890`)}, "12345678901234567890", false},
+		{"bool", Outcome{Result: json.RawMessage(`true`)}, "true", false},
+		{"object compacted, key order kept", Outcome{Result: json.RawMessage(`{"b": 1, "a": [ 2 ]}`)}, `{"b":1,"a":[2]}`, false},
+		{"array", Outcome{Result: json.RawMessage("[ \"x\",\n {\"z\" : null} ]")}, `["x",{"z":null}]`, false},
+		{"html kept", Outcome{Result: json.RawMessage(`{"h":"<b>&</b>"}`)}, `{"h":"<b>&</b>"}`, false},
+		{"null", Outcome{Result: json.RawMessage(`null`)}, "null", false},
+		{"null with space", Outcome{Result: json.RawMessage(` null `)}, "null", false},
+		{"undefined", Outcome{}, "", false},
+		{"error", Outcome{Error: strp("boom")}, "boom", true},
+		{"error wins over a result", Outcome{Error: strp("bad"), Result: json.RawMessage(`1`)}, "bad", true},
+		{"empty error", Outcome{Error: strp("")}, "", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := c.out.ToolResult()
+			if r.Content != c.content || r.IsError != c.isError {
+				t.Errorf("ToolResult = %q isError=%v, want %q isError=%v", r.Content, r.IsError, c.content, c.isError)
+			}
+		})
+	}
+	for _, bad := range []string{`{"a":`, `nul`, `"open`, `1 2`, "\"s\"\f", "\f1", `"s" "t"`} {
+		r := Outcome{Result: json.RawMessage(bad)}.ToolResult()
+		if !r.IsError || r.Content == "" {
+			t.Errorf("invalid JSON %q: %+v, want an error result", bad, r)
+		}
+	}
+}
+
+// TestOutcomeJSON checks the body shapes a page posts.
+func TestOutcomeJSON(t *testing.T) {
+	for body, want := range map[string]string{
+		`{}`:                         "",
+		`{"result":null}`:            "null",
+		`{"result":"s"}`:             "s",
+		`{"result":{"b":1, "a":2}}`:  `{"b":1,"a":2}`,
+		`{"error":"x","result":"y"}`: "x",
+	} {
+		var o Outcome
+		if err := json.Unmarshal([]byte(body), &o); err != nil {
+			t.Fatal(err)
+		}
+		if got := o.ToolResult().Content; got != want {
+			t.Errorf("%s: content %q, want %q", body, got, want)
+		}
+	}
+}
+
+func TestOpenOffersOldestFirst(t *testing.T) {
+	b := NewBridge()
+	never := make(chan time.Time)
+	b.After = func(time.Duration) <-chan time.Time { return never }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ids := []string{"c5", "c1", "c9", "c3", "c7", "c2"}
+	for _, id := range ids {
+		go func() { _, _ = b.Run(ctx, "u", "t", Offer{CallID: id, Name: "n"}, time.Hour) }()
+		// Wait until it is registered, so the arrival order is known.
+		for {
+			b.mu.Lock()
+			_, ok := b.calls[callKey{threadKey{"u", "t"}, id}]
+			b.mu.Unlock()
+			if ok {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	s, offers := b.Open("u", "t")
+	defer s.Close()
+	var got []string
+	for _, o := range offers {
+		got = append(got, o.CallID)
+	}
+	if strings.Join(got, ",") != strings.Join(ids, ",") {
+		t.Errorf("offered %v, want arrival order %v", got, ids)
+	}
+}
