@@ -57,6 +57,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			origins  <origin...>
 //		}
 //		client_tool_timeout <duration>
+//		mcp_allowed_hosts <host...>
 //		upstream_timeout  <duration>
 //		max_response_size <size>
 //		max_request_size  <size>
@@ -242,6 +243,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					return d.Errf("unrecognized pages subdirective %s", sub)
 				}
 			}
+		case "mcp_allowed_hosts":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return d.ArgErr()
+			}
+			h.MCPAllowedHosts = append(h.MCPAllowedHosts, args...)
 		case "client_tool_timeout":
 			if !d.NextArg() {
 				return d.ArgErr()

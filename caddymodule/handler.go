@@ -50,6 +50,7 @@ const DefaultMaxRequestSize = 1 << 20
 //	GET  /client/calls?threadId=   a page's client calls (Server-Sent Events)
 //	POST /client/calls/{id}/claim  a page claims a call before running it
 //	POST /client/calls/{id}/result a page posts a call's result
+//	POST /mcp (+ GET, DELETE)      MCP Streamable HTTP
 //	GET  /client.js                the browser client
 //	GET  /.well-known/jwks.json    public keys of the identity tokens
 //
@@ -83,6 +84,11 @@ type Handler struct {
 	// Default: 120s.
 	ClientToolTimeout caddy.Duration `json:"client_tool_timeout,omitempty"`
 
+	// MCPAllowedHosts are the Host names /mcp accepts on a loopback
+	// listener besides loopback names: those a proxy in front forwards.
+	// This stands in for DNS-rebinding protection. Default: none.
+	MCPAllowedHosts []string `json:"mcp_allowed_hosts,omitempty"`
+
 	// Ledger configures the call ledger. Default: bolt, a file in Caddy's
 	// data directory.
 	Ledger *Ledger `json:"ledger,omitempty"`
@@ -111,6 +117,7 @@ type Handler struct {
 	pageVerifier *identity.Verifier
 	bridge       *clienttools.Bridge
 	bridgeKey    string
+	mcp          http.Handler
 }
 
 // Component is one of the app's components.
@@ -266,6 +273,7 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) error {
 		Ledger: led, Logger: h.logger,
 		Bridge: h.bridge, ClientTimeout: time.Duration(h.ClientToolTimeout),
 	})
+	h.setupMCP(key)
 	h.logger.Info("toolgate ready", zap.Int("tools", len(tools.List())), zap.String("kid", key.ID))
 	return nil
 }
@@ -364,6 +372,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return h.serveInvoke(w, r, c, strings.TrimPrefix(path, "/tools/"))
 	case strings.HasPrefix(path, "/calls/"):
 		return h.serveCalls(w, r, strings.TrimPrefix(path, "/calls/"))
+	case path == "/mcp":
+		return h.serveMCP(w, r)
 	case path == "/client.js":
 		return h.serveClientJS(w, r)
 	case strings.HasPrefix(path, "/client/"):

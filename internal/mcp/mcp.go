@@ -1,0 +1,371 @@
+// Package mcp serves the gateway's tools over the Model Context Protocol
+// (Streamable HTTP) through the official Go SDK. Every tools/call goes
+// through the gateway's one invoke path; cards become MCP input requests.
+package mcp
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/result"
+)
+
+// Keys of _meta a client may set on tools/call.
+const (
+	MetaThreadID = "toolgate/threadId"
+	MetaIdentity = "toolgate/identity"
+	MetaCallID   = "toolgate/callId"
+	MetaDevice   = "toolgate/device"
+)
+
+// Caller is a verified caller, carried in the SDK's token info.
+type Caller struct {
+	Identity gateway.Identity
+	Claims   map[string]any
+	Device   string
+}
+
+// TokenInfo wraps a verified caller for auth.RequireBearerToken; its
+// UserID binds an MCP session to the caller.
+func (c Caller) TokenInfo(exp time.Time) *auth.TokenInfo {
+	return &auth.TokenInfo{
+		UserID:     c.Identity.User + "\x1f" + c.Identity.Install,
+		Expiration: exp,
+		Extra:      map[string]any{callerKey: c},
+	}
+}
+
+const callerKey = "toolgate/caller"
+
+// Options configure a Server.
+type Options struct {
+	// StateKey signs continuation state; instances that share calls must
+	// share it.
+	StateKey []byte
+	// Version is reported as the server's version.
+	Version string
+}
+
+// Server is the MCP endpoint.
+type Server struct {
+	gw        *gateway.Gateway
+	server    *sdk.Server
+	stateful  http.Handler
+	stateless http.Handler
+	key       []byte
+	now       func() time.Time
+
+	mu   sync.Mutex
+	used map[string]time.Time // continuation nonces already spent
+}
+
+// stateTTL bounds how long an answer to a card may take over MCP.
+const stateTTL = 15 * time.Minute
+
+// New builds the MCP server for the gateway's tools.
+func New(gw *gateway.Gateway, opts Options) *Server {
+	s := &Server{gw: gw, key: opts.StateKey, now: time.Now, used: map[string]time.Time{}}
+	if len(s.key) == 0 {
+		s.key = make([]byte, 32)
+		_, _ = rand.Read(s.key)
+	}
+	version := opts.Version
+	if version == "" {
+		version = "dev"
+	}
+	s.server = sdk.NewServer(&sdk.Implementation{Name: "toolgate", Version: version}, nil)
+	for _, t := range gw.Tools().List() {
+		tool := &sdk.Tool{
+			Name:        t.Name,
+			Title:       t.DisplayName,
+			Description: t.Description,
+			InputSchema: json.RawMessage(t.InputSchema),
+		}
+		if a := t.Annotations; a != nil {
+			tool.Annotations = &sdk.ToolAnnotations{
+				DestructiveHint: a.DestructiveHint,
+				OpenWorldHint:   a.OpenWorldHint,
+				ReadOnlyHint:    a.ReadOnlyHint != nil && *a.ReadOnlyHint,
+				IdempotentHint:  a.IdempotentHint != nil && *a.IdempotentHint,
+			}
+		}
+		s.server.AddTool(tool, s.call)
+	}
+	s.server.AddReceivingMiddleware(s.filterList)
+	getServer := func(*http.Request) *sdk.Server { return s.server }
+	// toolgate checks Host itself (see Handler): the SDK's own check would
+	// refuse a gateway on loopback behind another proxy.
+	s.stateful = sdk.NewStreamableHTTPHandler(getServer, &sdk.StreamableHTTPOptions{DisableLocalhostProtection: true})
+	s.stateless = sdk.NewStreamableHTTPHandler(getServer, &sdk.StreamableHTTPOptions{DisableLocalhostProtection: true, Stateless: true})
+	return s
+}
+
+// ServeHTTP serves MCP Streamable HTTP. Clients of the sessionless
+// revision (2026-07-28 and later) are served statelessly, where a card is
+// an input_required round trip; older clients get sessions, where a card
+// is an elicitation/create request during the call.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if v := r.Header.Get("Mcp-Protocol-Version"); v >= "2026-07-28" {
+		s.stateless.ServeHTTP(w, r)
+		return
+	}
+	s.stateful.ServeHTTP(w, r)
+}
+
+// caller returns the verified caller, or the identity the client names in
+// _meta when no callers are configured (the loopback default).
+func caller(extra *sdk.RequestExtra, meta sdk.Meta) (Caller, bool) {
+	if extra != nil && extra.TokenInfo != nil {
+		if c, ok := extra.TokenInfo.Extra[callerKey].(Caller); ok {
+			return c, true
+		}
+	}
+	var c Caller
+	if raw, ok := meta[MetaIdentity]; ok {
+		b, _ := json.Marshal(raw)
+		_ = json.Unmarshal(b, &c.Identity)
+	}
+	c.Device, _ = meta[MetaDevice].(string)
+	return c, false
+}
+
+// filterList hides the tools the caller may not call from tools/list.
+func (s *Server) filterList(next sdk.MethodHandler) sdk.MethodHandler {
+	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+		res, err := next(ctx, method, req)
+		if method != "tools/list" || err != nil {
+			return res, err
+		}
+		list, ok := res.(*sdk.ListToolsResult)
+		if !ok {
+			return res, nil
+		}
+		var meta sdk.Meta
+		if p, ok := req.GetParams().(*sdk.ListToolsParams); ok && p != nil {
+			meta = p.Meta
+		}
+		c, _ := caller(req.GetExtra(), meta)
+		visible := map[string]bool{}
+		for _, t := range s.gw.Visible(gateway.Call{Identity: c.Identity, Claims: c.Claims}) {
+			visible[t.Name] = true
+		}
+		kept := list.Tools[:0:0]
+		for _, t := range list.Tools {
+			if visible[t.Name] {
+				kept = append(kept, t)
+			}
+		}
+		out := *list
+		out.Tools = kept
+		return &out, nil
+	}
+}
+
+// cardInput is the id of the one input request a card makes.
+const cardInput = "card"
+
+// call runs tools/call through the gateway.
+func (s *Server) call(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	p := req.Params
+	c, _ := caller(req.Extra, p.Meta)
+
+	if p.RequestState != "" || len(p.InputResponses) > 0 {
+		return s.resume(ctx, req, c)
+	}
+
+	call := gateway.Call{Tool: p.Name, Input: p.Arguments, Identity: c.Identity, Claims: c.Claims}
+	if id, _ := p.Meta[MetaCallID].(string); id != "" {
+		call.CallID = id
+	} else {
+		// The SDK does not hand the JSON-RPC id to tool handlers; each
+		// tools/call is its own call, and a client that wants at-most-once
+		// across its retries names the call in _meta.
+		call.CallID = gateway.NewCallID()
+	}
+	if thread, _ := p.Meta[MetaThreadID].(string); thread != "" {
+		call.Context = gateway.Context{Source: gateway.SourceThread, ThreadID: thread}
+	} else if caps := req.ClientCapabilities(); caps != nil && caps.Elicitation != nil {
+		thread := "mcp-" + call.CallID
+		if req.Session != nil && req.Session.ID() != "" {
+			thread = "mcp-" + req.Session.ID()
+		}
+		call.Context = gateway.Context{Source: gateway.SourceThread, ThreadID: thread}
+	}
+
+	ans, err := s.gw.Invoke(ctx, call)
+	if err != nil {
+		var re *gateway.RequestError
+		if errors.As(err, &re) && errors.Is(err, gateway.ErrUnknownTool) {
+			return nil, err
+		}
+		return errorResult(err.Error()), nil
+	}
+	if ans.Status == gateway.StatusActionRequired {
+		return s.askCard(ans, c)
+	}
+	return toolResult(ans.Result), nil
+}
+
+// toolResult maps a result onto MCP content: one text item for the model,
+// the markdown for the user, the embed as a resource link.
+func toolResult(r result.Result) *sdk.CallToolResult {
+	out := &sdk.CallToolResult{IsError: r.IsError, Content: []sdk.Content{&sdk.TextContent{Text: r.Content}}}
+	if r.Markdown != "" {
+		out.Content = append(out.Content, &sdk.TextContent{
+			Text:        r.Markdown,
+			Annotations: &sdk.Annotations{Audience: []sdk.Role{"user"}},
+		})
+	}
+	if r.EmbedURL != "" {
+		out.Content = append(out.Content, &sdk.ResourceLink{
+			URI: r.EmbedURL, Name: "embed", Title: "Embedded page", MIMEType: "text/html",
+			Annotations: &sdk.Annotations{Audience: []sdk.Role{"user"}},
+		})
+	}
+	return out
+}
+
+func errorResult(msg string) *sdk.CallToolResult {
+	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: msg}}}
+}
+
+// state is a card's continuation: which call to resume, for whom, until
+// when, and a nonce that makes it usable once.
+type state struct {
+	CallID  string `json:"c"`
+	User    string `json:"u"`
+	Install string `json:"i"`
+	Exp     int64  `json:"e"`
+	Nonce   string `json:"n"`
+}
+
+func (s *Server) sign(st state) string {
+	body, _ := json.Marshal(st)
+	mac := hmac.New(sha256.New, s.key)
+	mac.Write(body)
+	return base64.RawURLEncoding.EncodeToString(body) + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// open checks a continuation: its signature, its caller, its age, and that
+// it was not used before; it spends it.
+func (s *Server) open(raw string, c Caller) (state, error) {
+	bodyB64, sigB64, ok := strings.Cut(raw, ".")
+	body, err1 := base64.RawURLEncoding.DecodeString(bodyB64)
+	sig, err2 := base64.RawURLEncoding.DecodeString(sigB64)
+	if !ok || err1 != nil || err2 != nil {
+		return state{}, errors.New("malformed request state")
+	}
+	mac := hmac.New(sha256.New, s.key)
+	mac.Write(body)
+	if !hmac.Equal(sig, mac.Sum(nil)) {
+		return state{}, errors.New("request state does not verify")
+	}
+	var st state
+	if err := json.Unmarshal(body, &st); err != nil {
+		return state{}, errors.New("malformed request state")
+	}
+	now := s.now()
+	if now.Unix() > st.Exp {
+		return state{}, errors.New("request state has expired")
+	}
+	if st.User != c.Identity.User || st.Install != c.Identity.Install {
+		return state{}, errors.New("request state belongs to another caller")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for n, exp := range s.used {
+		if now.After(exp) {
+			delete(s.used, n)
+		}
+	}
+	if _, spent := s.used[st.Nonce]; spent {
+		return state{}, errors.New("request state was already used")
+	}
+	s.used[st.Nonce] = time.Unix(st.Exp, 0)
+	return st, nil
+}
+
+// askCard turns a card into an input request: a form with one required
+// string, the button, whose choices are the button ids titled by labels.
+func (s *Server) askCard(ans *gateway.Answer, c Caller) (*sdk.CallToolResult, error) {
+	card, err := result.ParseCard(ans.Card)
+	if err != nil {
+		return errorResult(err.Error()), nil
+	}
+	choices := make([]map[string]string, 0, len(card.Elements))
+	for _, b := range card.Elements {
+		choices = append(choices, map[string]string{"const": b.ID, "title": b.Label})
+	}
+	msg := card.Title
+	if card.Description != "" {
+		msg += "\n\n" + card.Description
+	}
+	if card.Assignee != nil {
+		msg += "\n\n(Only device " + card.Assignee.ComputerID + " may press a button; others may decline to skip or cancel.)"
+	}
+	schema := map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"button": map[string]any{"type": "string", "title": card.Title, "oneOf": choices},
+		},
+		"required": []string{"button"},
+	}
+	nonce := make([]byte, 16)
+	_, _ = rand.Read(nonce)
+	st := state{
+		CallID: ans.CallID, User: c.Identity.User, Install: c.Identity.Install,
+		Exp: s.now().Add(stateTTL).Unix(), Nonce: base64.RawURLEncoding.EncodeToString(nonce),
+	}
+	return &sdk.CallToolResult{
+		InputRequests: sdk.InputRequestMap{cardInput: &sdk.ElicitParams{Mode: "form", Message: msg, RequestedSchema: schema}},
+		RequestState:  s.sign(st),
+	}, nil
+}
+
+// resume answers a card with the client's input response: accept presses
+// the chosen button, decline skips, cancel cancels.
+func (s *Server) resume(ctx context.Context, req *sdk.CallToolRequest, c Caller) (*sdk.CallToolResult, error) {
+	p := req.Params
+	st, err := s.open(p.RequestState, c)
+	if err != nil {
+		return errorResult("the card's answer was refused: " + err.Error()), nil
+	}
+	resp, ok := p.InputResponses[cardInput].(*sdk.ElicitResult)
+	if !ok {
+		return errorResult("the card's answer is missing"), nil
+	}
+	rr := gateway.ResumeRequest{CallID: st.CallID, Identity: c.Identity, Device: c.Device}
+	switch resp.Action {
+	case "accept":
+		rr.ButtonID, _ = resp.Content["button"].(string)
+		if rr.ButtonID == "" {
+			return errorResult("the card's answer names no button"), nil
+		}
+	case "decline":
+		rr.Action = gateway.ActionSkip
+	default:
+		rr.Action = gateway.ActionCancel
+	}
+	ans, err := s.gw.Resume(ctx, rr)
+	if err != nil {
+		return errorResult(err.Error()), nil
+	}
+	if ans.Status == gateway.StatusActionRequired {
+		return s.askCard(ans, c)
+	}
+	return toolResult(ans.Result), nil
+}
+
