@@ -368,4 +368,3 @@ func (s *Server) resume(ctx context.Context, req *sdk.CallToolRequest, c Caller)
 	}
 	return toolResult(ans.Result), nil
 }
-
