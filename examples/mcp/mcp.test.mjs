@@ -1,0 +1,260 @@
+// MCP tests: toolgate's /mcp endpoint with the official TypeScript SDK
+// client, against a real toolgate and the bookmarks component, both built
+// from this checkout. Run with `node --test` in this folder.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn, execFileSync } from "node:child_process";
+import { mkdtempSync, writeFileSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { ElicitRequestSchema, McpError, LATEST_PROTOCOL_VERSION } from "@modelcontextprotocol/sdk/types.js";
+
+const root = resolve(import.meta.dirname, "../..");
+
+let dir, component, toolgate, gatePort, appPort, client, transport;
+const procs = [];
+
+function freePort() {
+  return new Promise((ok, fail) => {
+    const s = createServer().listen(0, "127.0.0.1", () => {
+      const { port } = s.address();
+      s.close(() => ok(port));
+    });
+    s.on("error", fail);
+  });
+}
+
+function start(bin, args, env = {}) {
+  const p = spawn(bin, args, { cwd: root, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  let log = "";
+  p.stdout.on("data", (d) => (log += d));
+  p.stderr.on("data", (d) => (log += d));
+  p.log = () => log;
+  procs.push(p);
+  return p;
+}
+
+async function waitFor(url, proc) {
+  const deadline = Date.now() + 20000;
+  while (Date.now() < deadline) {
+    try {
+      await fetch(url);
+      return;
+    } catch {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  throw new Error(`${url} did not answer:\n${proc.log()}`);
+}
+
+const gate = () => `http://127.0.0.1:${gatePort}/toolgate`;
+
+// Without a callers block, a loopback client names the identity in _meta.
+const identity = { user: "u_1", install: "in_1" };
+const meta = { "toolgate/identity": identity };
+
+/** call runs tools/call with the identity in _meta. */
+const call = (name, args = {}) => client.callTool({ name, arguments: args, _meta: meta });
+
+/** text is the first content item's text, checked to be the one text item for the model. */
+function modelText(res) {
+  assert.equal(res.content[0].type, "text");
+  assert.equal(res.content[0].annotations, undefined, "the model's text item has no audience");
+  return res.content[0].text;
+}
+
+/** invoke calls a tool through the Tools API, for comparison. */
+async function invoke(tool, input) {
+  const r = await fetch(`${gate()}/tools/${tool}`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ input, identity }),
+  });
+  assert.equal(r.status, 200, `invoke ${tool}`);
+  return r.json();
+}
+
+// The tests run in order and share one client, session and bookmark store.
+
+// The elicitation requests the client received, and how it answers the
+// next ones (a queue; an empty one cancels).
+const elicitations = [];
+const answers = [];
+
+before(async () => {
+  dir = mkdtempSync(join(tmpdir(), "toolgate-mcp-"));
+  execFileSync("go", ["build", "-o", join(dir, "toolgate"), "./cmd/toolgate"], { cwd: root, stdio: "inherit" });
+  execFileSync("go", ["build", "-o", join(dir, "bookmarks"), "./examples/bookmarks"], { cwd: root, stdio: "inherit" });
+  gatePort = await freePort();
+  appPort = await freePort();
+  const caddyfile = `{
+	admin off
+	storage file_system ${dir}/storage
+}
+http://127.0.0.1:${gatePort} {
+	bind 127.0.0.1
+	handle_path /toolgate/* {
+		toolgate {
+			manifest examples/bookmarks/tools.json
+			component bookmarks http://127.0.0.1:${appPort}
+			ledger bolt ${dir}/ledger.db
+		}
+	}
+	handle_path /app/* {
+		reverse_proxy 127.0.0.1:${appPort}
+	}
+}
+`;
+  writeFileSync(join(dir, "Caddyfile"), caddyfile);
+  component = start(join(dir, "bookmarks"), [
+    "-addr", `127.0.0.1:${appPort}`,
+    "-public", `http://127.0.0.1:${gatePort}/app`,
+    "-jwks", `${gate()}/.well-known/jwks.json`,
+    "-toolgate", gate(),
+  ]);
+  toolgate = start(join(dir, "toolgate"), ["run", "--config", join(dir, "Caddyfile"), "--adapter", "caddyfile"], {
+    XDG_DATA_HOME: dir,
+    XDG_CONFIG_HOME: dir,
+  });
+  await waitFor(`http://127.0.0.1:${appPort}/ping`, component);
+  await waitFor(`${gate()}/tools`, toolgate);
+
+  client = new Client(
+    { name: "toolgate-mcp-test", version: "1.0.0" },
+    { capabilities: { elicitation: { form: {} } } },
+  );
+  client.setRequestHandler(ElicitRequestSchema, async (req) => {
+    elicitations.push(req.params);
+    return answers.shift() ?? { action: "cancel" };
+  });
+  transport = new StreamableHTTPClientTransport(new URL(`${gate()}/mcp`));
+  await client.connect(transport);
+});
+
+after(async () => {
+  try {
+    await transport?.terminateSession();
+  } catch {
+    // the session may be gone already
+  }
+  await client?.close();
+  for (const p of procs) p.kill("SIGKILL");
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+test("the client negotiates the SDK's latest protocol revision", () => {
+  console.log(`negotiated protocol version: ${transport.protocolVersion}; server: ${JSON.stringify(client.getServerVersion())}`);
+  assert.equal(transport.protocolVersion, LATEST_PROTOCOL_VERSION);
+  assert.equal(transport.protocolVersion, "2025-11-25");
+  assert.equal(client.getServerVersion()?.name, "toolgate");
+  assert.ok(client.getServerCapabilities()?.tools, "the server offers tools");
+  assert.ok(transport.sessionId, "a session for a client of this revision");
+});
+
+test("tools/list gives every tool with its schema, title and annotations", async () => {
+  const { tools } = await client.listTools({ _meta: meta });
+  const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
+  assert.deepEqual(
+    Object.keys(byName).sort(),
+    ["clear_bookmarks", "delete_bookmark", "find_by_tag", "list_bookmarks", "read_draft", "save_bookmark", "show_bookmark", "whoami"],
+  );
+
+  const save = byName.save_bookmark;
+  assert.equal(save.title, "Save bookmark");
+  assert.match(save.description, /^Save a web page as a bookmark/);
+  assert.equal(save.inputSchema.type, "object");
+  assert.deepEqual(save.inputSchema.required, ["url", "title"]);
+  assert.deepEqual(save.inputSchema.properties.url, { type: "string", format: "uri" });
+  assert.deepEqual(save.inputSchema.properties.title, { type: "string", minLength: 1 });
+  assert.equal(save.inputSchema.additionalProperties, false);
+
+  assert.equal(byName.delete_bookmark.annotations?.destructiveHint, true);
+  assert.equal(byName.clear_bookmarks.annotations?.destructiveHint, true);
+  assert.equal(byName.list_bookmarks.annotations?.readOnlyHint, true);
+});
+
+test("a call that succeeds answers its content for the model and its markdown for the user", async () => {
+  const res = await call("save_bookmark", { url: "https://go.dev", title: "Go" });
+  assert.ok(!res.isError, JSON.stringify(res));
+  assert.equal(modelText(res), "Saved bookmark b1: Go (https://go.dev)");
+  assert.equal(res.content.length, 2, JSON.stringify(res.content));
+  assert.deepEqual(res.content[1], {
+    type: "text",
+    text: "Saved **[Go](https://go.dev)**",
+    annotations: { audience: ["user"] },
+  });
+});
+
+test("invalid input is an isError result naming the missing property", async () => {
+  const res = await call("save_bookmark", { url: "https://go.dev" });
+  assert.equal(res.isError, true, JSON.stringify(res));
+  assert.match(modelText(res), /missing property 'title'/);
+  // Nothing was saved.
+  assert.equal(modelText(await call("list_bookmarks")), "b1 Go https://go.dev\n");
+});
+
+test("an unknown tool is a protocol error", async () => {
+  await assert.rejects(call("no_such_tool"), (e) => e instanceof McpError);
+});
+
+test("an embed answers a resource_link to the embedUrl", async () => {
+  const res = await call("show_bookmark", { id: "b1" });
+  assert.ok(!res.isError, JSON.stringify(res));
+  assert.equal(modelText(res), "b1: Go (https://go.dev)");
+  const links = res.content.filter((c) => c.type === "resource_link");
+  assert.equal(links.length, 1, JSON.stringify(res.content));
+  const embedUrl = `http://127.0.0.1:${gatePort}/app/bookmarks/b1/card`;
+  assert.equal(links[0].uri, embedUrl);
+  // The same as the Tools API's embedUrl.
+  assert.equal((await invoke("show_bookmark", { id: "b1" })).embedUrl, embedUrl);
+});
+
+test("a card becomes an elicitation; accept presses the chosen button", async () => {
+  assert.ok(!(await call("save_bookmark", { url: "https://pkg.go.dev", title: "Packages" })).isError);
+  elicitations.length = 0;
+  answers.push({ action: "accept", content: { button: "delete" } });
+  const res = await call("clear_bookmarks");
+
+  assert.equal(elicitations.length, 1, "one elicitation during the call");
+  const form = elicitations[0];
+  assert.ok(form.mode === undefined || form.mode === "form", `mode ${form.mode}`);
+  assert.match(form.message, /^Delete all 2 bookmarks\?/);
+  const schema = form.requestedSchema;
+  assert.equal(schema.type, "object");
+  assert.deepEqual(schema.required, ["button"]);
+  assert.equal(schema.properties.button.type, "string");
+  assert.deepEqual(schema.properties.button.oneOf, [
+    { const: "delete", title: "Delete all" },
+    { const: "keep", title: "Keep them" },
+  ]);
+
+  assert.ok(!res.isError, JSON.stringify(res));
+  assert.equal(modelText(res), "Deleted all 2 bookmarks.");
+  assert.equal(modelText(await call("list_bookmarks")), "No bookmarks.");
+});
+
+test("a card declined is skipped", async () => {
+  assert.ok(!(await call("save_bookmark", { url: "https://go.dev/blog", title: "Blog" })).isError);
+  elicitations.length = 0;
+  answers.push({ action: "decline" });
+  const res = await call("clear_bookmarks");
+  assert.equal(elicitations.length, 1);
+  assert.match(elicitations[0].message, /^Delete the only bookmark\?/);
+  assert.ok(!res.isError, JSON.stringify(res));
+  assert.equal(modelText(res), "The user skipped this step.");
+  // Nothing was deleted.
+  assert.match(modelText(await call("list_bookmarks")), / Blog https:\/\/go\.dev\/blog\n$/);
+});
+
+test("a card answered with a button that needs no round trip gives its input", async () => {
+  elicitations.length = 0;
+  answers.push({ action: "accept", content: { button: "keep" } });
+  const res = await call("clear_bookmarks");
+  assert.equal(elicitations.length, 1);
+  assert.ok(!res.isError, JSON.stringify(res));
+  assert.equal(modelText(res), "Kept all bookmarks.");
+  assert.match(modelText(await call("list_bookmarks")), / Blog /);
+});
