@@ -10,9 +10,9 @@ FUZZ := \
 	./internal/result:FuzzNormalize \
 	./internal/pagecontext:FuzzRender
 
-.PHONY: test check unit js browser fuzz tools build
+.PHONY: test check unit js browser mcp bench-build fuzz tools build
 
-test: check unit js browser fuzz
+test: check unit js browser mcp bench-build fuzz
 
 tools:
 	@command -v xcaddy >/dev/null || go install github.com/caddyserver/xcaddy/cmd/xcaddy@v0.4.5
@@ -36,6 +36,14 @@ js:
 # The example page in headless Chromium (Debian's chromium, playwright-core).
 browser: tools
 	cd examples/browser && npm ci --no-audit --no-fund && node --test
+
+# MCP with the official TypeScript SDK client.
+mcp:
+	cd examples/mcp && npm ci --no-audit --no-fund && node --test
+
+# The load harness is run by hand (bench/run.sh); CI only builds it.
+bench-build:
+	BUILD_ONLY=1 bench/run.sh
 
 fuzz:
 	@set -e; for f in $(FUZZ); do \

@@ -46,6 +46,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		}
 //		ledger bolt [<path>] | redis <addr> | off {
 //			retention <duration>
+//			fsync                  (bolt: wait for the disk on each commit)
 //			password  <redis password>
 //			db        <redis db>
 //			prefix    <redis key prefix>
@@ -355,6 +356,13 @@ func parseLedger(d *caddyfile.Dispenser) (*Ledger, error) {
 	}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		sub := d.Val()
+		if sub == "fsync" {
+			if d.NextArg() || l.Backend != "bolt" {
+				return nil, d.Errf("fsync is a flag of ledger bolt")
+			}
+			l.Fsync = true
+			continue
+		}
 		if !d.NextArg() {
 			return nil, d.ArgErr()
 		}

@@ -24,6 +24,13 @@ type BoltOptions struct {
 	// Now is the clock that stamps calls and drives the sweeper.
 	// Default: time.Now.
 	Now func() time.Time
+
+	// Fsync makes every commit wait for the disk, so a record survives a
+	// power loss too. Without it a commit is written to the operating
+	// system (which keeps it across a crash or kill -9 of the gateway)
+	// and flushed by it later: a call costs about 0.2 ms instead of two
+	// disk flushes.
+	Fsync bool
 }
 
 // Bolt is a Ledger in one bbolt file. bbolt locks the file to one process,
@@ -98,6 +105,7 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 		return nil, fmt.Errorf("opening ledger %s: %w", path, err)
 	}
 	db.MaxBatchDelay = boltBatchDelay
+	db.NoSync = !opts.Fsync
 
 	b := &Bolt{
 		db:        db,

@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# The load harness: toolgate beside plain Caddy reverse_proxy and the bare
+# upstream, in one run, on this machine. It builds toolgate and a fixed
+# loopback upstream (1 KiB JSON answers), then measures with wrk:
+#   a  the upstream directly
+#   b  plain Caddy reverse_proxy to it
+#   c  toolgate, an app target, ledger off
+#   d  toolgate with the bbolt ledger
+#   e  toolgate with the Redis ledger
+# at each concurrency, and writes bench/RESULTS.md.
+#
+#   bench/run.sh                      # 30 s per run, 1 32 256 connections
+#   DURATION=5s CONNS="32" bench/run.sh
+#   BUILD_ONLY=1 bench/run.sh         # build and check the harness (CI)
+#
+# Needs wrk and redis-server (Debian packages).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION=${DURATION:-30s}
+CONNS=${CONNS:-"1 32 256"}
+OUT=${OUT:-bench/RESULTS.md}
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/toolgate-bench.XXXXXX")
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+go build -o "$work/toolgate" ./cmd/toolgate
+go build -o "$work/upstream" ./bench/upstream
+if [[ -n ${BUILD_ONLY:-} ]]; then
+	echo "bench: built toolgate and the upstream"
+	exit 0
+fi
+for cmd in wrk redis-server; do
+	command -v "$cmd" >/dev/null || { echo "bench: $cmd is not installed (apt-get install $cmd)" >&2; exit 1; }
+done
+
+UP=127.0.0.1:9801
+REDIS=127.0.0.1:9802
+"$work/upstream" -addr "$UP" >"$work/upstream.log" 2>&1 &
+pids+=($!)
+redis-server --port 9802 --bind 127.0.0.1 --save "" --appendonly no --dir "$work" >"$work/redis.log" 2>&1 &
+pids+=($!)
+
+tool() { # tool LEDGER: a toolgate block with one app tool
+	cat <<EOF
+		toolgate {
+			component api http://$UP
+			ledger $1
+			tool get_item {
+				description "Get an item."
+				input_schema \`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"],"additionalProperties":false}\`
+				target app api GET /items/\${input.id}
+			}
+		}
+EOF
+}
+
+cat >"$work/Caddyfile" <<EOF
+{
+	admin 127.0.0.1:9819
+	storage file_system $work/storage
+	log {
+		level ERROR
+	}
+}
+http://127.0.0.1:9811 {
+	bind 127.0.0.1
+	reverse_proxy $UP
+}
+http://127.0.0.1:9812 {
+	bind 127.0.0.1
+$(tool off)
+}
+http://127.0.0.1:9813 {
+	bind 127.0.0.1
+$(tool "bolt $work/ledger.db")
+}
+http://127.0.0.1:9814 {
+	bind 127.0.0.1
+$(tool "redis $REDIS")
+}
+EOF
+XDG_DATA_HOME=$work XDG_CONFIG_HOME=$work "$work/toolgate" run --config "$work/Caddyfile" --adapter caddyfile >"$work/toolgate.log" 2>&1 &
+pids+=($!)
+
+for i in $(seq 100); do
+	curl -fsS -o /dev/null "http://127.0.0.1:9812/tools" 2>/dev/null && curl -fsS -o /dev/null "http://$UP/" 2>/dev/null && break
+	sleep 0.1
+done
+
+cat >"$work/post.lua" <<'EOF'
+wrk.method = "POST"
+wrk.body = '{"input":{"id":"b1"},"identity":{"user":"u_1","install":"in_1"}}'
+wrk.headers["Content-Type"] = "application/json"
+EOF
+
+# Check each target answers what it should before loading it.
+check() {
+	local got
+	got=$(curl -fsS "$@")
+	[[ $got == *'"content":"xxx'* || $got == '{"content":"xxx'* ]] || { echo "bench: unexpected answer from $*: ${got:0:200}" >&2; exit 1; }
+}
+check "http://$UP/items/b1"
+check "http://127.0.0.1:9811/items/b1"
+for port in 9812 9813 9814; do
+	check -X POST -H 'Content-Type: application/json' -d '{"input":{"id":"b1"},"identity":{"user":"u_1","install":"in_1"}}' "http://127.0.0.1:$port/tools/get_item"
+done
+
+# ms converts wrk's latency (850.00us, 1.23ms, 1.02s) to milliseconds.
+ms() {
+	awk -v v="$1" 'BEGIN {
+		if (v ~ /us$/) { sub(/us$/, "", v); printf "%.3f", v / 1000 }
+		else if (v ~ /ms$/) { sub(/ms$/, "", v); printf "%.3f", v }
+		else if (v ~ /s$/) { sub(/s$/, "", v); printf "%.3f", v * 1000 }
+		else print v }'
+}
+
+declare -A RPS P50 P99
+run() { # run NAME CONNS URL [wrk args...]
+	local name=$1 c=$2 url=$3
+	shift 3
+	local t=2
+	((c < t)) && t=$c
+	local out
+	out=$(wrk -t"$t" -c"$c" -d"$DURATION" --latency "$@" "$url")
+	RPS[$name,$c]=$(awk '/^Requests\/sec/ {printf "%.0f", $2}' <<<"$out")
+	P50[$name,$c]=$(ms "$(awk '$1 == "50%" {print $2}' <<<"$out")")
+	P99[$name,$c]=$(ms "$(awk '$1 == "99%" {print $2}' <<<"$out")")
+	local errs
+	errs=$(awk '/Non-2xx|Socket errors/' <<<"$out")
+	[[ -z $errs ]] || echo "bench: $name c=$c: $errs" >&2
+	printf '%-22s c=%-4s %9s req/s  p50 %8s ms  p99 %8s ms\n' "$name" "$c" "${RPS[$name,$c]}" "${P50[$name,$c]}" "${P99[$name,$c]}"
+}
+
+for c in $CONNS; do
+	run a_upstream "$c" "http://$UP/items/b1"
+	run b_reverse_proxy "$c" "http://127.0.0.1:9811/items/b1"
+	run c_toolgate_off "$c" "http://127.0.0.1:9812/tools/get_item" -s "$work/post.lua"
+	run d_toolgate_bolt "$c" "http://127.0.0.1:9813/tools/get_item" -s "$work/post.lua"
+	run e_toolgate_redis "$c" "http://127.0.0.1:9814/tools/get_item" -s "$work/post.lua"
+done
+
+ratio() { awk -v x="$1" -v y="$2" 'BEGIN { if (y > 0) printf "%.2f", x / y; else print "n/a" }'; }
+
+{
+	echo "# Load harness results"
+	echo
+	echo "Command: \`DURATION=$DURATION CONNS=\"$CONNS\" bench/run.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores,"
+	echo "$(go version | cut -d' ' -f3), wrk on the same machine (loopback), 1 KiB JSON answers."
+	echo
+	echo "| run | conns | req/s | p50 ms | p99 ms |"
+	echo "|---|---|---|---|---|"
+	for c in $CONNS; do
+		for n in a_upstream b_reverse_proxy c_toolgate_off d_toolgate_bolt e_toolgate_redis; do
+			echo "| $n | $c | ${RPS[$n,$c]} | ${P50[$n,$c]} | ${P99[$n,$c]} |"
+		done
+	done
+	echo
+	echo "Throughput ratios (b = plain Caddy reverse_proxy, a = the upstream directly):"
+	echo
+	echo "| conns | c/b | d/b | e/b | c/a |"
+	echo "|---|---|---|---|---|"
+	for c in $CONNS; do
+		echo "| $c | $(ratio "${RPS[c_toolgate_off,$c]}" "${RPS[b_reverse_proxy,$c]}") | $(ratio "${RPS[d_toolgate_bolt,$c]}" "${RPS[b_reverse_proxy,$c]}") | $(ratio "${RPS[e_toolgate_redis,$c]}" "${RPS[b_reverse_proxy,$c]}") | $(ratio "${RPS[c_toolgate_off,$c]}" "${RPS[a_upstream,$c]}") |"
+	done
+} >"$OUT"
+echo
+cat "$OUT"
