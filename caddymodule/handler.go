@@ -108,6 +108,7 @@ type Handler struct {
 	gw           *gateway.Gateway
 	client       *dispatch.Client
 	listEntries  map[string][]byte // each tool's entry in GET /tools
+	fullList     []byte            // the whole list, when no tool has a policy
 	jwks         []byte
 	verifier     *identity.Verifier
 	userClaim    string
@@ -212,6 +213,9 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) error {
 	}
 	if h.listEntries, err = toolListEntries(tools); err != nil {
 		return err
+	}
+	if !hasPolicies(tools) {
+		h.fullList = joinList(h.listEntries, tools.List())
 	}
 	if h.Callers != nil {
 		if h.verifier, err = h.Callers.verifier(); err != nil {
@@ -332,19 +336,40 @@ func toolListEntries(set *manifest.Set) (map[string][]byte, error) {
 	return out, nil
 }
 
-func (h *Handler) serveList(w http.ResponseWriter, c caller) error {
-	visible := h.gw.Visible(gateway.Call{Identity: c.identity, Claims: c.claims})
-	buf := make([]byte, 0, 64*len(visible))
+func hasPolicies(set *manifest.Set) bool {
+	for _, t := range set.List() {
+		if t.Policy != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func joinList(entries map[string][]byte, tools []*manifest.Compiled) []byte {
+	size := 2
+	for _, t := range tools {
+		size += len(entries[t.Name]) + 1
+	}
+	buf := make([]byte, 0, size)
 	buf = append(buf, '[')
-	for i, t := range visible {
+	for i, t := range tools {
 		if i > 0 {
 			buf = append(buf, ',')
 		}
-		buf = append(buf, h.listEntries[t.Name]...)
+		buf = append(buf, entries[t.Name]...)
 	}
-	buf = append(buf, ']')
+	return append(buf, ']')
+}
+
+// serveList writes the tools the caller may call: the list built at load
+// when no tool has a policy, else joined from per-tool entries.
+func (h *Handler) serveList(w http.ResponseWriter, c caller) error {
+	list := h.fullList
+	if list == nil {
+		list = joinList(h.listEntries, h.gw.Visible(gateway.Call{Identity: c.identity, Claims: c.claims}))
+	}
 	w.Header().Set("Content-Type", "application/json")
-	_, err := w.Write(buf)
+	_, err := w.Write(list)
 	return err
 }
 

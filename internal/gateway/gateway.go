@@ -327,8 +327,8 @@ func (g *Gateway) execute(ctx context.Context, tool *manifest.Compiled, call Cal
 	if tool.Target.Spec.Type == dispatch.TypeKazzle {
 		return outcome{res: g.runInPage(ctx, tool, call)}
 	}
-	resp, res := g.send(ctx, tool.Target, input, call)
-	if resp == nil || !result.IsCard(resp.Status, resp.Header.Get("Content-Type"), resp.Body) {
+	resp, res, isCard := g.send(ctx, tool.Target, input, call)
+	if resp == nil || !isCard {
 		return outcome{res: res}
 	}
 	if call.Context.Source != SourceThread {
@@ -409,24 +409,25 @@ func (g *Gateway) Visible(call Call) []*manifest.Compiled {
 // Dispatch sends one target with the given input and normalizes the answer.
 // A card button's target takes the same path.
 func (g *Gateway) Dispatch(ctx context.Context, t *dispatch.Target, input any, call Call) result.Result {
-	_, res := g.send(ctx, t, input, call)
+	_, res, _ := g.send(ctx, t, input, call)
 	return res
 }
 
-// send is Dispatch that also returns the raw answer, when there is one.
-func (g *Gateway) send(ctx context.Context, t *dispatch.Target, input any, call Call) (*dispatch.Response, result.Result) {
+// send is Dispatch that also returns the raw answer, when there is one,
+// and whether it is an action-required card.
+func (g *Gateway) send(ctx context.Context, t *dispatch.Target, input any, call Call) (*dispatch.Response, result.Result, bool) {
 	if t.Spec.Type == dispatch.TypeKazzle {
-		return nil, result.Errorf("client tool %s runs in the user's page, not over HTTP", t.Spec.Name)
+		return nil, result.Errorf("client tool %s runs in the user's page, not over HTTP", t.Spec.Name), false
 	}
 	req, err := t.Request(ctx, input)
 	if err != nil {
-		return nil, result.Errorf("the call could not be built: %v", err)
+		return nil, result.Errorf("the call could not be built: %v", err), false
 	}
 	if t.Spec.Type == dispatch.TypeApp {
 		tok, err := g.issuer.Token(call.Identity.User, call.Identity.Install, t.Component.Name)
 		if err != nil {
 			g.logger.Error("signing identity token", zap.Error(err))
-			return nil, result.Errorf("the gateway could not sign the identity token")
+			return nil, result.Errorf("the gateway could not sign the identity token"), false
 		}
 		req.Header.Set("Authorization", "Bearer "+tok)
 		req.Header.Set("Kazzle-Tool-Context", contextHeader(call.Context))
@@ -434,12 +435,13 @@ func (g *Gateway) send(ctx context.Context, t *dispatch.Target, input any, call 
 	}
 	resp, err := g.client.Do(req)
 	if err != nil {
-		return nil, result.Errorf("%s %s failed: %v", t.Spec.Method, describe(t), err)
+		return nil, result.Errorf("%s %s failed: %v", t.Spec.Method, describe(t), err), false
 	}
 	if t.Mapping != nil {
-		return resp, t.Mapping.Apply(resp.Status, resp.Header, resp.Body)
+		return resp, t.Mapping.Apply(resp.Status, resp.Header, resp.Body), false
 	}
-	return resp, result.Normalize(resp.Status, resp.Header.Get("Content-Type"), resp.Body)
+	res, isCard := result.NormalizeOrCard(resp.Status, resp.Header.Get("Content-Type"), resp.Body)
+	return resp, res, isCard
 }
 
 // describe names a target without its resolved values, which may be secret.

@@ -36,17 +36,6 @@ type Element struct {
 // CardType is the "type" of an action-required answer.
 const CardType = "action_required"
 
-// IsCard reports whether a 2xx answer is an action-required card.
-func IsCard(status int, contentType string, body []byte) bool {
-	if status < 200 || status > 299 || !isJSON(contentType) {
-		return false
-	}
-	var probe struct {
-		Type string `json:"type"`
-	}
-	return json.Unmarshal(body, &probe) == nil && probe.Type == CardType
-}
-
 // ParseCard decodes and checks a card: a title, at least one button, each
 // with a unique id and a label. Button targets are left to the caller.
 func ParseCard(body []byte) (*Card, error) {

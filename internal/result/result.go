@@ -37,40 +37,62 @@ func Errorf(format string, args ...any) Result {
 // maxErrorBody bounds how much of a failing answer's text is quoted.
 const maxErrorBody = 1024
 
-// Normalize applies the rules of SPEC §5 to a complete answer.
+// Normalize applies the rules of SPEC §5 to a complete answer. A card is
+// an error result here: where cards are allowed, use NormalizeOrCard.
 func Normalize(status int, contentType string, body []byte) Result {
+	r, _ := NormalizeOrCard(status, contentType, body)
+	return r
+}
+
+// NormalizeOrCard is Normalize that also reports whether the answer is an
+// action-required card, from the same single decode of the body.
+func NormalizeOrCard(status int, contentType string, body []byte) (r Result, card bool) {
 	jsonBody := isJSON(contentType)
 	if status < 200 || status > 299 {
-		return failure(status, jsonBody, body)
+		return failure(status, jsonBody, body), false
 	}
 	if !jsonBody {
 		if !utf8.Valid(body) {
-			return Errorf("handler answered %d bytes that are not UTF-8 text (Content-Type %q)", len(body), contentType)
+			return Errorf("handler answered %d bytes that are not UTF-8 text (Content-Type %q)", len(body), contentType), false
 		}
-		return Result{Content: string(body)}
+		return Result{Content: string(body)}, false
 	}
-	return FromJSON(body)
+	return fromJSON(body)
 }
 
 // FromJSON normalizes a JSON answer with channels.
 func FromJSON(body []byte) Result {
+	r, _ := fromJSON(body)
+	return r
+}
+
+func fromJSON(body []byte) (Result, bool) {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(body, &obj); err != nil {
 		if json.Valid(body) {
-			return Errorf("handler answered JSON that is not an object: a JSON answer needs a string \"content\"")
+			return Errorf("handler answered JSON that is not an object: a JSON answer needs a string \"content\""), false
 		}
-		return Errorf("handler answered invalid JSON: %v", err)
+		return Errorf("handler answered invalid JSON: %v", err), false
 	}
 	if obj == nil {
-		return Errorf("handler answered JSON null: a JSON answer needs a string \"content\"")
+		return Errorf("handler answered JSON null: a JSON answer needs a string \"content\""), false
 	}
-	return fromObject(obj)
+	if isCardObject(obj) {
+		return Errorf("handler answered an action-required card where a tool result was expected"), true
+	}
+	return fromObject(obj), false
+}
+
+// isCardObject reports whether a decoded answer is a card. The type is
+// decoded, not compared raw: "action\u005frequired" is the same card.
+func isCardObject(obj map[string]json.RawMessage) bool {
+	var typ string
+	t, ok := obj["type"]
+	return ok && json.Unmarshal(t, &typ) == nil && typ == CardType
 }
 
 func fromObject(obj map[string]json.RawMessage) Result {
-	// Decoded, not compared raw: "action\u005frequired" is the same card.
-	var typ string
-	if t, ok := obj["type"]; ok && json.Unmarshal(t, &typ) == nil && typ == "action_required" {
+	if isCardObject(obj) {
 		return Errorf("handler answered an action-required card where a tool result was expected")
 	}
 	raw, ok := obj["content"]

@@ -307,3 +307,27 @@ func TestErrorf(t *testing.T) {
 		t.Errorf("Errorf = %+v", got)
 	}
 }
+
+func TestNormalizeOrCard(t *testing.T) {
+	for _, c := range []struct {
+		name, ct, body string
+		status         int
+		card           bool
+	}{
+		{"card", "application/json", `{"type":"action_required","title":"t","elements":[]}`, 200, true},
+		{"escaped type", "application/json", `{"type":"action\u005frequired"}`, 200, true},
+		{"result", "application/json", `{"content":"c","type":"note"}`, 200, false},
+		{"card on an error status", "application/json", `{"type":"action_required"}`, 409, false},
+		{"card as text", "text/plain", `{"type":"action_required"}`, 200, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r, card := result.NormalizeOrCard(c.status, c.ct, []byte(c.body))
+			if card != c.card {
+				t.Errorf("card = %v, want %v (%+v)", card, c.card, r)
+			}
+			if card && !r.IsError {
+				t.Errorf("a card where no card is allowed must be an error result: %+v", r)
+			}
+		})
+	}
+}
