@@ -12,11 +12,13 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/internal/gateway"
@@ -57,6 +59,9 @@ type Options struct {
 	StateKey []byte
 	// Version is reported as the server's version.
 	Version string
+	// CheckCallID checks a call id a client names in _meta, as the Tools
+	// API checks an envelope's; nil accepts any.
+	CheckCallID func(string) error
 }
 
 // Server is the MCP endpoint.
@@ -67,6 +72,7 @@ type Server struct {
 	stateless http.Handler
 	key       []byte
 	now       func() time.Time
+	checkID   func(string) error
 
 	mu   sync.Mutex
 	used map[string]time.Time // continuation nonces already spent
@@ -77,7 +83,7 @@ const stateTTL = 15 * time.Minute
 
 // New builds the MCP server for the gateway's tools.
 func New(gw *gateway.Gateway, opts Options) *Server {
-	s := &Server{gw: gw, key: opts.StateKey, now: time.Now, used: map[string]time.Time{}}
+	s := &Server{gw: gw, key: opts.StateKey, now: time.Now, checkID: opts.CheckCallID, used: map[string]time.Time{}}
 	if len(s.key) == 0 {
 		s.key = make([]byte, 32)
 		_, _ = rand.Read(s.key)
@@ -187,7 +193,18 @@ func (s *Server) call(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallT
 	}
 
 	call := gateway.Call{Tool: p.Name, Input: p.Arguments, Identity: c.Identity, Claims: c.Claims}
-	if id, _ := p.Meta[MetaCallID].(string); id != "" {
+	// A malformed call id is a malformed request: a protocol error. An
+	// empty one is none, as in the Tools API.
+	id, isString := p.Meta[MetaCallID].(string)
+	if raw, ok := p.Meta[MetaCallID]; ok && raw != nil && !isString {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: `_meta["` + MetaCallID + `"]: the callId must be a string`}
+	}
+	if id != "" {
+		if s.checkID != nil {
+			if err := s.checkID(id); err != nil {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: `_meta["` + MetaCallID + `"]: ` + err.Error()}
+			}
+		}
 		call.CallID = id
 	} else {
 		// The SDK does not hand the JSON-RPC id to tool handlers; each
@@ -214,7 +231,7 @@ func (s *Server) call(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallT
 		return errorResult(err.Error()), nil
 	}
 	if ans.Status == gateway.StatusActionRequired {
-		return s.askCard(ans, c)
+		return s.askCard(ans, c, req.ClientCapabilities())
 	}
 	return toolResult(ans.Result), nil
 }
@@ -298,12 +315,25 @@ func (s *Server) open(raw string, c Caller) (state, error) {
 	return st, nil
 }
 
+// canAskForm reports whether the client declared form elicitation, which
+// an input request for a card needs (an empty elicitation capability means
+// form, as the SDK reads it).
+func canAskForm(caps *sdk.ClientCapabilities) bool {
+	return caps != nil && caps.Elicitation != nil && (caps.Elicitation.Form != nil || caps.Elicitation.URL == nil)
+}
+
 // askCard turns a card into an input request: a form with one required
 // string, the button, whose choices are the button ids titled by labels.
-func (s *Server) askCard(ans *gateway.Answer, c Caller) (*sdk.CallToolResult, error) {
+// A client that cannot answer one (a thread call named by _meta from a
+// client without elicitation) gets a tool failure, not a protocol error;
+// the call stays paused in the ledger for the Tools API's resume.
+func (s *Server) askCard(ans *gateway.Answer, c Caller, caps *sdk.ClientCapabilities) (*sdk.CallToolResult, error) {
 	card, err := result.ParseCard(ans.Card)
 	if err != nil {
 		return errorResult(err.Error()), nil
+	}
+	if !canAskForm(caps) {
+		return errorResult("the tool needs a person to answer a card (" + strconv.Quote(card.Title) + "), and this MCP client cannot ask one: it declared no form elicitation capability. Call " + ans.CallID + " waits for an answer through the Tools API."), nil
 	}
 	choices := make([]map[string]string, 0, len(card.Elements))
 	for _, b := range card.Elements {
@@ -364,7 +394,7 @@ func (s *Server) resume(ctx context.Context, req *sdk.CallToolRequest, c Caller)
 		return errorResult(err.Error()), nil
 	}
 	if ans.Status == gateway.StatusActionRequired {
-		return s.askCard(ans, c)
+		return s.askCard(ans, c, req.ClientCapabilities())
 	}
 	return toolResult(ans.Result), nil
 }
