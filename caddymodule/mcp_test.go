@@ -721,3 +721,41 @@ func TestMCPBadCallID(t *testing.T) {
 		t.Errorf("calls with malformed call ids reached the upstream %d times", n)
 	}
 }
+
+// TestMCPClientTool runs a kazzle target over MCP: the call names its
+// thread, and that thread's page answers it.
+func TestMCPClientTool(t *testing.T) {
+	tc := startPages(t)
+	stream, status, body := openStream(t, pageToken(t, "u_1", "th_mcp"), "th_mcp")
+	if stream == nil {
+		t.Fatalf("stream: %d %s", status, body)
+	}
+	defer stream.close()
+	cs := mcpClient{}.session(t)
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		done <- callTool(t, cs, &mcp.CallToolParams{Name: "where", Arguments: map[string]any{"q": "pos"},
+			Meta: withMeta(mcp.Meta{"toolgate/identity": map[string]any{"user": "u_1"}}, "toolgate/threadId", "th_mcp")})
+	}()
+	offer := stream.next(t)
+	if offer.Name != "video_position" || string(offer.Input) != `{"q":"pos"}` {
+		t.Fatalf("offer %+v", offer)
+	}
+	if status, body := claim(t, tc, pageToken(t, "u_1", "th_mcp"), offer.CallID); status != 200 {
+		t.Fatalf("claim: %d %s", status, body)
+	}
+	if status, body := postResult(t, tc, pageToken(t, "u_1", "th_mcp"), offer.CallID, `{"result":{"positionSeconds":83}}`); status != 200 {
+		t.Fatalf("result: %d %s", status, body)
+	}
+	res := <-done
+	if res.IsError || modelText(t, res) != `{"positionSeconds":83}` {
+		t.Errorf("client tool over MCP: %s", dump(res))
+	}
+
+	// Without a thread a client tool is an error result, not a wait.
+	res = callTool(t, cs, &mcp.CallToolParams{Name: "where", Arguments: map[string]any{},
+		Meta: mcp.Meta{"toolgate/identity": map[string]any{"user": "u_1"}}})
+	if !res.IsError || modelText(t, res) != "client tools need a thread" {
+		t.Errorf("client tool without a thread: %s", dump(res))
+	}
+}
