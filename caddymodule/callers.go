@@ -78,21 +78,9 @@ func (c *Callers) verifier() (*identity.Verifier, error) {
 		}
 		return identity.NewJWKSVerifier(identity.NewRemoteKeySet(c.JWKSURL, nil), opts), nil
 	case c.KeyFile != "":
-		data, err := os.ReadFile(c.KeyFile)
+		v, err := keyFileVerifier(c.KeyFile, opts)
 		if err != nil {
 			return nil, fmt.Errorf("callers: %w", err)
-		}
-		block, _ := pem.Decode(data)
-		if block == nil || block.Type != "PUBLIC KEY" {
-			return nil, fmt.Errorf("callers: %s holds no PEM \"PUBLIC KEY\" block", c.KeyFile)
-		}
-		pub, err := x509.ParsePKIXPublicKey(block.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("callers: %s: %w", c.KeyFile, err)
-		}
-		v, err := identity.NewKeyVerifier(pub, opts)
-		if err != nil {
-			return nil, fmt.Errorf("callers: %s: %w", c.KeyFile, err)
 		}
 		return v, nil
 	default:
@@ -102,6 +90,28 @@ func (c *Callers) verifier() (*identity.Verifier, error) {
 		}
 		return v, nil
 	}
+}
+
+// keyFileVerifier verifies tokens against the public key in a PEM file
+// (PKIX "PUBLIC KEY"); the key's type decides the algorithms.
+func keyFileVerifier(path string, opts identity.VerifyOptions) (*identity.Verifier, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	block, _ := pem.Decode(data)
+	if block == nil || block.Type != "PUBLIC KEY" {
+		return nil, fmt.Errorf("%s holds no PEM \"PUBLIC KEY\" block", path)
+	}
+	pub, err := x509.ParsePKIXPublicKey(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	v, err := identity.NewKeyVerifier(pub, opts)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return v, nil
 }
 
 // caller is who a runtime request comes from.

@@ -1,14 +1,11 @@
 package caddymodule
 
 import (
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
@@ -60,21 +57,9 @@ func (p *Pages) verifier() (*identity.Verifier, error) {
 		}
 		return v, nil
 	}
-	data, err := os.ReadFile(p.KeyFile)
+	v, err := keyFileVerifier(p.KeyFile, opts)
 	if err != nil {
 		return nil, fmt.Errorf("pages: %w", err)
-	}
-	block, _ := pem.Decode(data)
-	if block == nil || block.Type != "PUBLIC KEY" {
-		return nil, fmt.Errorf("pages: %s holds no PEM \"PUBLIC KEY\" block", p.KeyFile)
-	}
-	pub, err := x509.ParsePKIXPublicKey(block.Bytes)
-	if err != nil {
-		return nil, fmt.Errorf("pages: %s: %w", p.KeyFile, err)
-	}
-	v, err := identity.NewKeyVerifier(pub, opts)
-	if err != nil {
-		return nil, fmt.Errorf("pages: %s: %w", p.KeyFile, err)
 	}
 	return v, nil
 }

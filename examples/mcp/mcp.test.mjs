@@ -3,52 +3,12 @@
 // from this checkout. Run with `node --test` in this folder.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, execFileSync } from "node:child_process";
-import { mkdtempSync, writeFileSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { startStack } from "../stack.mjs";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ElicitRequestSchema, McpError, LATEST_PROTOCOL_VERSION } from "@modelcontextprotocol/sdk/types.js";
 
-const root = resolve(import.meta.dirname, "../..");
-
-let dir, component, toolgate, gatePort, appPort, client, transport;
-const procs = [];
-
-function freePort() {
-  return new Promise((ok, fail) => {
-    const s = createServer().listen(0, "127.0.0.1", () => {
-      const { port } = s.address();
-      s.close(() => ok(port));
-    });
-    s.on("error", fail);
-  });
-}
-
-function start(bin, args, env = {}) {
-  const p = spawn(bin, args, { cwd: root, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
-  let log = "";
-  p.stdout.on("data", (d) => (log += d));
-  p.stderr.on("data", (d) => (log += d));
-  p.log = () => log;
-  procs.push(p);
-  return p;
-}
-
-async function waitFor(url, proc) {
-  const deadline = Date.now() + 20000;
-  while (Date.now() < deadline) {
-    try {
-      await fetch(url);
-      return;
-    } catch {
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
-  throw new Error(`${url} did not answer:\n${proc.log()}`);
-}
+let stack, gatePort, appPort, client, transport;
 
 const gate = () => `http://127.0.0.1:${gatePort}/toolgate`;
 
@@ -85,42 +45,8 @@ const elicitations = [];
 const answers = [];
 
 before(async () => {
-  dir = mkdtempSync(join(tmpdir(), "toolgate-mcp-"));
-  execFileSync("go", ["build", "-o", join(dir, "toolgate"), "./cmd/toolgate"], { cwd: root, stdio: "inherit" });
-  execFileSync("go", ["build", "-o", join(dir, "bookmarks"), "./examples/bookmarks"], { cwd: root, stdio: "inherit" });
-  gatePort = await freePort();
-  appPort = await freePort();
-  const caddyfile = `{
-	admin off
-	storage file_system ${dir}/storage
-}
-http://127.0.0.1:${gatePort} {
-	bind 127.0.0.1
-	handle_path /toolgate/* {
-		toolgate {
-			manifest examples/bookmarks/tools.json
-			component bookmarks http://127.0.0.1:${appPort}
-			ledger bolt ${dir}/ledger.db
-		}
-	}
-	handle_path /app/* {
-		reverse_proxy 127.0.0.1:${appPort}
-	}
-}
-`;
-  writeFileSync(join(dir, "Caddyfile"), caddyfile);
-  component = start(join(dir, "bookmarks"), [
-    "-addr", `127.0.0.1:${appPort}`,
-    "-public", `http://127.0.0.1:${gatePort}/app`,
-    "-jwks", `${gate()}/.well-known/jwks.json`,
-    "-toolgate", gate(),
-  ]);
-  toolgate = start(join(dir, "toolgate"), ["run", "--config", join(dir, "Caddyfile"), "--adapter", "caddyfile"], {
-    XDG_DATA_HOME: dir,
-    XDG_CONFIG_HOME: dir,
-  });
-  await waitFor(`http://127.0.0.1:${appPort}/ping`, component);
-  await waitFor(`${gate()}/tools`, toolgate);
+  stack = await startStack({ name: "mcp" });
+  ({ gatePort, appPort } = stack);
 
   client = new Client(
     { name: "toolgate-mcp-test", version: "1.0.0" },
@@ -141,8 +67,7 @@ after(async () => {
     // the session may be gone already
   }
   await client?.close();
-  for (const p of procs) p.kill("SIGKILL");
-  if (dir) rmSync(dir, { recursive: true, force: true });
+  stack?.stop();
 });
 
 test("the client negotiates the SDK's latest protocol revision", () => {

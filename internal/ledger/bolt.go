@@ -99,6 +99,10 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 		// saved only ~5% per call here and makes every start-up scan the
 		// whole file, so the freelist is still written.)
 		FreelistType: bbolt.FreelistMapType,
+		// Growing the map blocks every transaction while it is redone; a
+		// day of calls fills hundreds of MiB, so start with room for it
+		// (address space, not memory).
+		InitialMmapSize: 512 << 20,
 	})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("opening ledger %s: still locked after %s; is another gateway process using this file? %w", path, boltOpenTimeout, err)

@@ -1,0 +1,99 @@
+// The example stack for the Node tests: toolgate and the bookmarks
+// component, both built from this checkout and started on free loopback
+// ports with a generated Caddyfile. Shared by browser/ and mcp/.
+import { spawn, execFileSync } from "node:child_process";
+import { mkdtempSync, writeFileSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+
+export const root = resolve(import.meta.dirname, "..");
+
+export function freePort() {
+  return new Promise((ok, fail) => {
+    const s = createServer().listen(0, "127.0.0.1", () => {
+      const { port } = s.address();
+      s.close(() => ok(port));
+    });
+    s.on("error", fail);
+  });
+}
+
+function start(procs, bin, args, env = {}) {
+  const p = spawn(bin, args, { cwd: root, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  let log = "";
+  p.stdout.on("data", (d) => (log += d));
+  p.stderr.on("data", (d) => (log += d));
+  p.log = () => log;
+  procs.push(p);
+  return p;
+}
+
+async function waitFor(url, proc) {
+  const deadline = Date.now() + 20000;
+  while (Date.now() < deadline) {
+    try {
+      await fetch(url);
+      return;
+    } catch {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  throw new Error(`${url} did not answer:\n${proc.log()}`);
+}
+
+/**
+ * startStack builds and starts the stack. `toolgate` holds extra lines for
+ * the toolgate block, given the component's port. It returns the ports,
+ * toolgate's base URL and stop().
+ */
+export async function startStack({ name, toolgate = () => "" }) {
+  const dir = mkdtempSync(join(tmpdir(), `toolgate-${name}-`));
+  const procs = [];
+  execFileSync("go", ["build", "-o", join(dir, "toolgate"), "./cmd/toolgate"], { cwd: root, stdio: "inherit" });
+  execFileSync("go", ["build", "-o", join(dir, "bookmarks"), "./examples/bookmarks"], { cwd: root, stdio: "inherit" });
+  const gatePort = await freePort();
+  const appPort = await freePort();
+  const gate = `http://127.0.0.1:${gatePort}/toolgate`;
+  writeFileSync(join(dir, "Caddyfile"), `{
+	admin off
+	storage file_system ${dir}/storage
+}
+http://127.0.0.1:${gatePort} {
+	bind 127.0.0.1
+	handle_path /toolgate/* {
+		toolgate {
+			manifest examples/bookmarks/tools.json
+			component bookmarks http://127.0.0.1:${appPort}
+			ledger bolt ${dir}/ledger.db
+${toolgate(appPort)}
+		}
+	}
+	handle_path /app/* {
+		reverse_proxy 127.0.0.1:${appPort}
+	}
+}
+`);
+  const component = start(procs, join(dir, "bookmarks"), [
+    "-addr", `127.0.0.1:${appPort}`,
+    "-public", `http://127.0.0.1:${gatePort}/app`,
+    "-jwks", `${gate}/.well-known/jwks.json`,
+    "-toolgate", gate,
+  ]);
+  const tg = start(procs, join(dir, "toolgate"), ["run", "--config", join(dir, "Caddyfile"), "--adapter", "caddyfile"], {
+    XDG_DATA_HOME: dir,
+    XDG_CONFIG_HOME: dir,
+  });
+  const stop = () => {
+    for (const p of procs) p.kill("SIGKILL");
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    await waitFor(`http://127.0.0.1:${appPort}/ping`, component);
+    await waitFor(`${gate}/tools`, tg);
+  } catch (e) {
+    stop();
+    throw e;
+  }
+  return { gatePort, appPort, gate, stop };
+}
