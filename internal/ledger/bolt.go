@@ -111,7 +111,11 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 		return nil, fmt.Errorf("opening ledger %s: %w", path, err)
 	}
 	db.MaxBatchDelay = boltBatchDelay
+	// Without fsync, growing the file must not flush it either: bbolt
+	// syncs on every growth unless told not to, and those flushes were
+	// the ledger's p99 (about 100 ms every few seconds under load).
 	db.NoSync = !opts.Fsync
+	db.NoGrowSync = !opts.Fsync
 
 	b := &Bolt{
 		db:        db,
