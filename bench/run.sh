@@ -21,17 +21,8 @@ DURATION=${DURATION:-30s}
 CONNS=${CONNS:-"1 32 256"}
 OUT=${OUT:-bench/RESULTS.md}
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/toolgate-bench.XXXXXX")
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
-
-go build -o "$work/toolgate" ./cmd/toolgate
-go build -o "$work/upstream" ./bench/upstream
+. bench/lib.sh
+build
 if [[ -n ${BUILD_ONLY:-} ]]; then
 	echo "bench: built toolgate and the upstream"
 	exit 0
@@ -40,35 +31,13 @@ for cmd in wrk redis-server; do
 	command -v "$cmd" >/dev/null || { echo "bench: $cmd is not installed (apt-get install $cmd)" >&2; exit 1; }
 done
 
-UP=127.0.0.1:9801
 REDIS=127.0.0.1:9802
-"$work/upstream" -addr "$UP" >"$work/upstream.log" 2>&1 &
-pids+=($!)
+start_upstream
 redis-server --port 9802 --bind 127.0.0.1 --save "" --appendonly no --dir "$work" >"$work/redis.log" 2>&1 &
 pids+=($!)
 
-tool() { # tool LEDGER: a toolgate block with one app tool
-	cat <<EOF
-		toolgate {
-			component api http://$UP
-			ledger $1
-			tool get_item {
-				description "Get an item."
-				input_schema \`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"],"additionalProperties":false}\`
-				target app api GET /items/\${input.id}
-			}
-		}
-EOF
-}
-
 cat >"$work/Caddyfile" <<EOF
-{
-	admin 127.0.0.1:9819
-	storage file_system $work/storage
-	log {
-		level ERROR
-	}
-}
+$(globals)
 http://127.0.0.1:9811 {
 	bind 127.0.0.1
 	reverse_proxy $UP
@@ -86,19 +55,11 @@ http://127.0.0.1:9814 {
 $(tool "redis $REDIS")
 }
 EOF
-XDG_DATA_HOME=$work XDG_CONFIG_HOME=$work "$work/toolgate" run --config "$work/Caddyfile" --adapter caddyfile >"$work/toolgate.log" 2>&1 &
-pids+=($!)
-
+start_toolgate "http://127.0.0.1:9812/tools"
 for i in $(seq 100); do
-	curl -fsS -o /dev/null "http://127.0.0.1:9812/tools" 2>/dev/null && curl -fsS -o /dev/null "http://$UP/" 2>/dev/null && break
+	curl -fsS -o /dev/null "http://$UP/" 2>/dev/null && break
 	sleep 0.1
 done
-
-cat >"$work/post.lua" <<'EOF'
-wrk.method = "POST"
-wrk.body = '{"input":{"id":"b1"},"identity":{"user":"u_1","install":"in_1"}}'
-wrk.headers["Content-Type"] = "application/json"
-EOF
 
 # Check each target answers what it should before loading it.
 check() {

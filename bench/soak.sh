@@ -15,55 +15,18 @@ CONNS=${CONNS:-64}
 WARMUP=${WARMUP:-30}
 OUT=${OUT:-bench/RESULTS.md}
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/toolgate-soak.XXXXXX")
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
-
-go build -o "$work/toolgate" ./cmd/toolgate
-go build -o "$work/upstream" ./bench/upstream
-UP=127.0.0.1:9801
-"$work/upstream" -addr "$UP" >"$work/upstream.log" 2>&1 &
-pids+=($!)
+. bench/lib.sh
+build
+start_upstream
 
 cat >"$work/Caddyfile" <<EOF
-{
-	admin 127.0.0.1:9819
-	storage file_system $work/storage
-	log {
-		level ERROR
-	}
-}
+$(globals)
 http://127.0.0.1:9813 {
 	bind 127.0.0.1
-	toolgate {
-		component api http://$UP
-		ledger bolt $work/ledger.db
-		tool get_item {
-			description "Get an item."
-			input_schema \`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"],"additionalProperties":false}\`
-			target app api GET /items/\${input.id}
-		}
-	}
+$(tool "bolt $work/ledger.db")
 }
 EOF
-XDG_DATA_HOME=$work XDG_CONFIG_HOME=$work "$work/toolgate" run --config "$work/Caddyfile" --adapter caddyfile >"$work/toolgate.log" 2>&1 &
-tg=$!
-pids+=($tg)
-for i in $(seq 100); do
-	curl -fsS -o /dev/null http://127.0.0.1:9813/tools 2>/dev/null && break
-	sleep 0.1
-done
-
-cat >"$work/post.lua" <<'EOF'
-wrk.method = "POST"
-wrk.body = '{"input":{"id":"b1"},"identity":{"user":"u_1","install":"in_1"}}'
-wrk.headers["Content-Type"] = "application/json"
-EOF
+start_toolgate http://127.0.0.1:9813/tools
 
 rss() { awk '/^VmRSS/ {print $2}' "/proc/$tg/status"; }
 heap() { curl -fsS http://127.0.0.1:9819/debug/vars | grep -o '"HeapInuse":[0-9]*' | cut -d: -f2; }
