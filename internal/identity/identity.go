@@ -213,6 +213,3 @@ func JWKS(keys ...Key) []byte {
 	b, _ := json.Marshal(set)
 	return b
 }
-
-// Key returns the signing key.
-func (i *Issuer) Key() Key { return i.key }

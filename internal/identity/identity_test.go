@@ -499,9 +499,9 @@ func TestIssuerKey(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := NewIssuer("toolgate", tt.ttl, k).Key()
+			got := NewIssuer("toolgate", tt.ttl, k).key
 			if got.ID != k.ID || !got.Private.Equal(k.Private) {
-				t.Errorf("Key() = %q, want the signing key %q", got.ID, k.ID)
+				t.Errorf("signing key %q, want %q", got.ID, k.ID)
 			}
 		})
 	}

@@ -71,8 +71,8 @@ func FuzzParse(f *testing.F) {
 		if tmpl.LiteralBefore(len(tmpl.Refs())) != skel {
 			t.Fatalf("LiteralBefore(past the end) = %q, want Skeleton(\"\") = %q", tmpl.LiteralBefore(len(tmpl.Refs())), skel)
 		}
-		if !strings.HasPrefix(skel, tmpl.LiteralPrefix()) {
-			t.Fatalf("LiteralPrefix %q is not a prefix of %q", tmpl.LiteralPrefix(), skel)
+		if !strings.HasPrefix(skel, tmpl.LiteralBefore(0)) {
+			t.Fatalf("LiteralBefore(0) %q is not a prefix of %q", tmpl.LiteralBefore(0), skel)
 		}
 
 		if r, ok := tmpl.Single(); ok && (r.Text != src || len(tmpl.Refs()) != 1) {

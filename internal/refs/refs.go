@@ -269,14 +269,6 @@ func (t *Template) LiteralBefore(i int) string {
 	return b.String()
 }
 
-// LiteralPrefix returns the literal text before the first reference.
-func (t *Template) LiteralPrefix() string {
-	if t.parts[0].ref != nil {
-		return ""
-	}
-	return t.parts[0].lit
-}
-
 // Skeleton returns the template with every reference replaced by repl; it
 // lets callers check the shape of the text (a URL, say) at load.
 func (t *Template) Skeleton(repl string) string {

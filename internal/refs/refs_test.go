@@ -415,7 +415,7 @@ func TestLiteralBefore(t *testing.T) {
 	}
 }
 
-func TestLiteralPrefix(t *testing.T) {
+func TestLiteralBeforeFirst(t *testing.T) {
 	tests := []struct{ src, want string }{
 		{"https://h/${input.a}/x", "https://h/"},
 		{"${input.a}/x", ""},
@@ -425,8 +425,8 @@ func TestLiteralPrefix(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.src, func(t *testing.T) {
-			if got := refs.MustParse(tt.src).LiteralPrefix(); got != tt.want {
-				t.Errorf("LiteralPrefix(%q) = %q, want %q", tt.src, got, tt.want)
+			if got := refs.MustParse(tt.src).LiteralBefore(0); got != tt.want {
+				t.Errorf("LiteralBefore(0) of %q = %q, want %q", tt.src, got, tt.want)
 			}
 		})
 	}
