@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,6 +94,11 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 		opts.Now = time.Now
 	}
 
+	// The default path is in Caddy's data directory, which need not
+	// exist yet when storage is configured elsewhere.
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("opening ledger %s: %w", path, err)
+	}
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{
 		Timeout: boltOpenTimeout,
 		// A day of calls churns many pages; the hashmap freelist keeps

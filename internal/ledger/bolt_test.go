@@ -40,6 +40,19 @@ func TestBoltCloseStopsSweeper(t *testing.T) {
 	})
 }
 
+// The default path's folder (in Caddy's data directory) may not exist yet.
+func TestBoltCreatesFolder(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "caddy", "toolgate", "ledger.db")
+	l, err := ledger.OpenBolt(path, ledger.BoltOptions{})
+	if err != nil {
+		t.Fatalf("OpenBolt in a missing folder: %v", err)
+	}
+	defer l.Close()
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("ledger file: %v", err)
+	}
+}
+
 func TestBoltReopenKeepsCalls(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "ledger.db")
