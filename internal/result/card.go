@@ -94,7 +94,8 @@ func FromButtonInput(input json.RawMessage) Result {
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(input, &obj) == nil {
 		if _, ok := obj["content"]; ok {
-			return fromObject(obj)
+			r, _ := fromJSON(input)
+			return r
 		}
 	}
 	var buf bytes.Buffer

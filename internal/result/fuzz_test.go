@@ -43,6 +43,12 @@ func FuzzNormalize(f *testing.F) {
 		{200, 4, `{"type":"action_required","content":"x"}`},
 		{200, 4, `{"content":"a","content":1}`},
 		{200, 4, "{\"content\":\"\xff\"}"},
+		{200, 4, `{"cont\u0065nt":"a","type":{"type":"action_required"}}`},
+		{200, 4, `{"content":"a"} x`},
+		{200, 4, ` [1, {"content":"a"}] `},
+		{200, 4, `[1,`},
+		{200, 4, `{"type":"action\u005frequired","type":"x","content":"c"}`},
+		{200, 4, `{"markdown":null,"embedUrl":null,"content":"c","x":[{"y":null}]}`},
 		{404, 4, `{"code":"nf","error":"missing"}`},
 		{500, 1, strings.Repeat("€", 600)},
 		{500, 1, "\xff\xfe"},
@@ -55,7 +61,10 @@ func FuzzNormalize(f *testing.F) {
 	f.Fuzz(func(t *testing.T, st uint16, ctIdx uint8, body []byte) {
 		status := 100 + int(st)%500
 		ct := fuzzContentTypes[int(ctIdx)%len(fuzzContentTypes)]
-		r := result.Normalize(status, ct, body)
+		r, card := result.NormalizeOrCard(status, ct, body)
+		if status >= 200 && status <= 299 && (strings.HasPrefix(ct, "application/json") || ct == "application/problem+json") {
+			sameAsMapDecode(t, body, r, card)
+		}
 
 		for name, s := range map[string]string{"content": r.Content, "markdown": r.Markdown, "embedUrl": r.EmbedURL} {
 			if !utf8.ValidString(s) {
@@ -112,4 +121,65 @@ func FuzzNormalize(f *testing.F) {
 			t.Fatalf("action-required card %q gave a non-error result", body)
 		}
 	})
+}
+
+// mapFromJSON is how a JSON answer was read before the one-pass reader:
+// encoding/json into a map, exact names, the last of repeated names. The
+// fuzz target holds the reader to it.
+func mapFromJSON(body []byte) (r result.Result, card bool, invalid bool) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(body, &obj); err != nil {
+		if json.Valid(body) {
+			return result.Errorf("handler answered JSON that is not an object: a JSON answer needs a string \"content\""), false, false
+		}
+		return result.Errorf("handler answered invalid JSON"), false, true
+	}
+	if obj == nil {
+		return result.Errorf("handler answered JSON null: a JSON answer needs a string \"content\""), false, false
+	}
+	var typ string
+	if t, ok := obj["type"]; ok && json.Unmarshal(t, &typ) == nil && typ == result.CardType {
+		return result.Errorf("handler answered an action-required card where a tool result was expected"), true, false
+	}
+	raw, ok := obj["content"]
+	if !ok {
+		return result.Errorf("handler answered JSON without \"content\": a JSON answer needs a string \"content\" for the model"), false, false
+	}
+	if err := json.Unmarshal(raw, &r.Content); err != nil || string(raw) == "null" {
+		return result.Errorf("handler answered a \"content\" that is not a string"), false, false
+	}
+	if raw, ok := obj["markdown"]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &r.Markdown); err != nil {
+			return result.Errorf("handler answered a \"markdown\" that is not a string"), false, false
+		}
+	}
+	if raw, ok := obj["embedUrl"]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &r.EmbedURL); err != nil {
+			return result.Errorf("handler answered an \"embedUrl\" that is not a string"), false, false
+		}
+		if err := result.CheckEmbedURL(r.EmbedURL); err != nil {
+			return result.Errorf("handler answered an invalid \"embedUrl\": %v", err), false, false
+		}
+	}
+	switch {
+	case r.EmbedURL != "":
+		r.Card = result.CardEmbed
+	case r.Markdown != "":
+		r.Card = result.CardMarkdown
+	}
+	return r, false, false
+}
+
+func sameAsMapDecode(t *testing.T, body []byte, got result.Result, gotCard bool) {
+	t.Helper()
+	want, wantCard, invalid := mapFromJSON(body)
+	if invalid {
+		if !got.IsError || !strings.HasPrefix(got.Content, want.Content) {
+			t.Fatalf("invalid JSON %q gave %+v, want %q", body, got, want.Content)
+		}
+		return
+	}
+	if got != want || gotCard != wantCard {
+		t.Fatalf("%q gave %+v (card %v), encoding/json into a map gives %+v (card %v)", body, got, gotCard, want, wantCard)
+	}
 }

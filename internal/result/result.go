@@ -5,12 +5,16 @@ package result
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"mime"
 	"net/http"
 	"net/url"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Which channel a card shows.
@@ -66,55 +70,117 @@ func FromJSON(body []byte) Result {
 	return r
 }
 
+// jsonOptions read an answer as encoding/json reads it into a map: a
+// repeated member's last value wins, invalid UTF-8 becomes U+FFFD.
+var jsonOptions = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)}
+
+// member is one channel of a JSON answer as read: its kind ('"' for a
+// string, 'n' for null, 0 when absent) and its string value.
+type member struct {
+	kind  jsontext.Kind
+	value string
+}
+
+// fromJSON reads a JSON answer in one pass, without reflection: names are
+// matched exactly (after unescaping), other members are skipped.
 func fromJSON(body []byte) (Result, bool) {
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(body, &obj); err != nil {
-		if json.Valid(body) {
-			return Errorf("handler answered JSON that is not an object: a JSON answer needs a string \"content\""), false
+	var content, markdown, embed member
+	isCard := false
+	d := jsontext.NewDecoder(bytes.NewBuffer(body), jsonOptions...)
+	object := d.PeekKind() == '{'
+	err := func() error {
+		if !object {
+			return d.SkipValue()
 		}
+		if _, err := d.ReadToken(); err != nil {
+			return err
+		}
+		for d.PeekKind() != '}' {
+			name, err := d.ReadToken()
+			if err != nil {
+				return err
+			}
+			key := name.String()
+			var m *member
+			switch key {
+			case "content":
+				m = &content
+			case "markdown":
+				m = &markdown
+			case "embedUrl":
+				m = &embed
+			case "type":
+				m = new(member)
+			default:
+				if err := d.SkipValue(); err != nil {
+					return err
+				}
+				continue
+			}
+			*m = member{kind: d.PeekKind()}
+			if m.kind != '"' {
+				if err := d.SkipValue(); err != nil {
+					return err
+				}
+			} else {
+				v, err := d.ReadToken()
+				if err != nil {
+					return err
+				}
+				m.value = v.String()
+			}
+			if key == "type" {
+				isCard = m.kind == '"' && m.value == CardType
+			}
+		}
+		_, err := d.ReadToken()
+		return err
+	}()
+	if err == nil {
+		// One value only: what follows it, if anything, is an error.
+		if _, terr := d.ReadToken(); terr != io.EOF {
+			err = errors.New("invalid character after top-level value")
+		}
+	}
+	switch {
+	case err != nil:
 		return Errorf("handler answered invalid JSON: %v", err), false
-	}
-	if obj == nil {
+	case !object && bytes.Equal(bytes.TrimSpace(body), []byte("null")):
 		return Errorf("handler answered JSON null: a JSON answer needs a string \"content\""), false
-	}
-	if isCardObject(obj) {
+	case !object:
+		return Errorf("handler answered JSON that is not an object: a JSON answer needs a string \"content\""), false
+	case isCard:
 		return Errorf("handler answered an action-required card where a tool result was expected"), true
 	}
-	return fromObject(obj), false
+	return channels(content, markdown, embed), false
 }
 
-// isCardObject reports whether a decoded answer is a card. The type is
-// decoded, not compared raw: "action\u005frequired" is the same card.
-func isCardObject(obj map[string]json.RawMessage) bool {
-	var typ string
-	t, ok := obj["type"]
-	return ok && json.Unmarshal(t, &typ) == nil && typ == CardType
-}
-
-func fromObject(obj map[string]json.RawMessage) Result {
-	if isCardObject(obj) {
-		return Errorf("handler answered an action-required card where a tool result was expected")
-	}
-	raw, ok := obj["content"]
-	if !ok {
+// channels checks the channels of a JSON answer that is not a card.
+func channels(content, markdown, embed member) Result {
+	switch content.kind {
+	case 0:
 		return Errorf("handler answered JSON without \"content\": a JSON answer needs a string \"content\" for the model")
-	}
-	var r Result
-	if err := json.Unmarshal(raw, &r.Content); err != nil || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+	case '"':
+	default:
 		return Errorf("handler answered a \"content\" that is not a string")
 	}
-	if raw, ok := obj["markdown"]; ok && string(raw) != "null" {
-		if err := json.Unmarshal(raw, &r.Markdown); err != nil {
-			return Errorf("handler answered a \"markdown\" that is not a string")
-		}
+	r := Result{Content: content.value}
+	switch markdown.kind {
+	case 0, 'n':
+	case '"':
+		r.Markdown = markdown.value
+	default:
+		return Errorf("handler answered a \"markdown\" that is not a string")
 	}
-	if raw, ok := obj["embedUrl"]; ok && string(raw) != "null" {
-		if err := json.Unmarshal(raw, &r.EmbedURL); err != nil {
-			return Errorf("handler answered an \"embedUrl\" that is not a string")
-		}
+	switch embed.kind {
+	case 0, 'n':
+	case '"':
+		r.EmbedURL = embed.value
 		if err := CheckEmbedURL(r.EmbedURL); err != nil {
 			return Errorf("handler answered an invalid \"embedUrl\": %v", err)
 		}
+	default:
+		return Errorf("handler answered an \"embedUrl\" that is not a string")
 	}
 	r.Card = cardOf(r)
 	return r
