@@ -8,15 +8,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"go.uber.org/zap"
 
 	"github.com/toolgate/toolgate/internal/clienttools"
@@ -419,7 +422,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 
 // envelope is the body of an invoke.
 type envelope struct {
-	Input    json.RawMessage   `json:"input"`
+	Input    jsontext.Value    `json:"input"`
 	CallID   string            `json:"callId"`
 	Context  *gateway.Context  `json:"context"`
 	Identity *gateway.Identity `json:"identity"`
@@ -436,7 +439,7 @@ func (h *Handler) serveInvoke(w http.ResponseWriter, r *http.Request, c caller, 
 		writeError(w, http.StatusBadRequest, "invalid_call_id", err.Error())
 		return nil
 	}
-	call := gateway.Call{Tool: name, CallID: env.CallID, Input: env.Input}
+	call := gateway.Call{Tool: name, CallID: env.CallID, Input: json.RawMessage(env.Input)}
 	if env.Context != nil {
 		call.Context = *env.Context
 	}
@@ -461,8 +464,28 @@ func writeAnswer(w http.ResponseWriter, ans *gateway.Answer, err error) error {
 		writeError(w, gateway.StatusOf(err), code, err.Error())
 		return nil
 	}
-	return writeJSON(w, http.StatusOK, ans)
+	bp := answerBuffers.Get().(*[]byte)
+	b := ans.AppendJSON((*bp)[:0])
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(http.StatusOK)
+	_, err = w.Write(b)
+	// A writer does not keep what it was given; a buffer grown by an
+	// unusually large answer is left to the collector.
+	if cap(b) <= maxPooledAnswer {
+		*bp = b
+		answerBuffers.Put(bp)
+	}
+	return err
 }
+
+// answerBuffers hold answers being written; most fit in 4 KiB.
+var answerBuffers = sync.Pool{New: func() any {
+	b := make([]byte, 0, 4<<10)
+	return &b
+}}
+
+const maxPooledAnswer = 64 << 10
 
 // resumeBody is the body of POST /calls/{callId}/resume.
 type resumeBody struct {
@@ -512,18 +535,15 @@ func (h *Handler) serveCalls(w http.ResponseWriter, r *http.Request, rest string
 	return writeAnswer(w, ans, err)
 }
 
+// bodyOptions make request bodies strict: unknown and repeated members are
+// refused, names match exactly. Invalid UTF-8 becomes U+FFFD, as a page's
+// JSON.stringify may escape a lone surrogate.
+var bodyOptions = jsonv2.JoinOptions(jsonv2.RejectUnknownMembers(true), jsontext.AllowInvalidUTF8(true))
+
 // decodeBody reads a strict JSON object body within MaxRequestSize; it
 // writes the refusal itself and reports false.
 func (h *Handler) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, h.MaxRequestSize))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil {
-		// More() would miss a stray ']' or '}': only the end may follow.
-		if _, terr := dec.Token(); terr != io.EOF {
-			err = errors.New("trailing data after the JSON body")
-		}
-	}
+	err := jsonv2.UnmarshalRead(http.MaxBytesReader(w, r.Body, h.MaxRequestSize), v, bodyOptions)
 	if err == nil {
 		return true
 	}
@@ -580,14 +600,7 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) error {
-	var b []byte
-	var err error
-	if m, ok := v.(json.Marshaler); ok {
-		// Called directly: json.Marshal would compact the output again.
-		b, err = m.MarshalJSON()
-	} else {
-		b, err = json.Marshal(v)
-	}
+	b, err := json.Marshal(v)
 	if err != nil {
 		return caddyhttp.Error(http.StatusInternalServerError, err)
 	}

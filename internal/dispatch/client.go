@@ -32,9 +32,11 @@ type Error struct {
 func (e *Error) Error() string { return e.Msg }
 
 // Client sends target requests. Redirects are not followed: a target is the
-// address its author wrote.
+// address its author wrote. Requests go to the transport directly, as
+// reverse_proxy sends them: an http.Client would copy each request's
+// headers for redirects that are never followed.
 type Client struct {
-	http            *http.Client
+	transport       *http.Transport
 	timeout         time.Duration
 	maxResponseSize int64
 }
@@ -61,12 +63,7 @@ func NewClient(timeout time.Duration, maxResponseSize int64) *Client {
 		ExpectContinueTimeout: time.Second,
 	}
 	return &Client{
-		http: &http.Client{
-			Transport: tr,
-			CheckRedirect: func(*http.Request, []*http.Request) error {
-				return http.ErrUseLastResponse
-			},
-		},
+		transport:       tr,
 		timeout:         timeout,
 		maxResponseSize: maxResponseSize,
 	}
@@ -82,7 +79,7 @@ func (c *Client) MaxResponseSize() int64 { return c.maxResponseSize }
 func (c *Client) Do(req *http.Request) (*Response, error) {
 	ctx, cancel := context.WithTimeout(req.Context(), c.timeout)
 	defer cancel()
-	resp, err := c.http.Do(req.WithContext(ctx))
+	resp, err := c.transport.RoundTrip(req.WithContext(ctx))
 	if err != nil {
 		return nil, c.classify(ctx, err, false)
 	}
@@ -118,10 +115,6 @@ func (c *Client) classify(ctx context.Context, err error, reading bool) *Error {
 	if reading {
 		return &Error{Kind: "cut", Msg: fmt.Sprintf("the upstream connection broke while reading the answer: %v", err)}
 	}
-	var uerr interface{ Unwrap() error }
-	if errors.As(err, &uerr) {
-		err = uerr.Unwrap()
-	}
 	return &Error{Kind: "unreachable", Msg: fmt.Sprintf("the upstream could not be reached: %v", err)}
 }
 
@@ -148,4 +141,4 @@ func readAll(r io.Reader, size int64) ([]byte, error) {
 }
 
 // CloseIdleConnections closes the idle upstream connections.
-func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
+func (c *Client) CloseIdleConnections() { c.transport.CloseIdleConnections() }

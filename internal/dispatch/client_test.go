@@ -364,6 +364,10 @@ func TestClientUnreachable(t *testing.T) {
 	if !errors.As(err, &de) || de.Kind != "unreachable" {
 		t.Fatalf("Do error %v (%T), want a *dispatch.Error of kind unreachable", err, err)
 	}
+	// The model reads where the call went and why it failed.
+	if !strings.Contains(de.Msg, addr) || !strings.Contains(de.Msg, "refused") {
+		t.Errorf("message %q: want the address %s and the cause", de.Msg, addr)
+	}
 }
 
 func TestClientCallerCancel(t *testing.T) {

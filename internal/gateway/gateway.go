@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -78,27 +79,37 @@ type Answer struct {
 // MarshalJSON writes the shape of the status: the result's fields only
 // when done, the card object only when action_required.
 func (a *Answer) MarshalJSON() ([]byte, error) {
+	return a.AppendJSON(nil), nil
+}
+
+// AppendJSON appends the answer's JSON (MarshalJSON) to dst. A done answer,
+// the one on every call's path, is written without reflection.
+func (a *Answer) AppendJSON(dst []byte) []byte {
+	dst = append(dst, `{"callId":`...)
+	dst = appendString(dst, a.CallID)
+	dst = append(dst, `,"tool":`...)
+	dst = appendString(dst, a.Tool)
+	dst = append(dst, `,"status":`...)
+	dst = appendString(dst, a.Status)
 	switch a.Status {
 	case StatusDone:
-		return json.Marshal(struct {
-			CallID string `json:"callId"`
-			Tool   string `json:"tool"`
-			Status string `json:"status"`
-			result.Result
-		}{a.CallID, a.Tool, a.Status, a.Result})
+		return a.Result.AppendFields(dst)
 	case StatusActionRequired:
-		return json.Marshal(struct {
-			CallID string          `json:"callId"`
-			Tool   string          `json:"tool"`
-			Status string          `json:"status"`
-			Card   json.RawMessage `json:"card"`
-		}{a.CallID, a.Tool, a.Status, a.Card})
+		card := a.Card
+		if !json.Valid(card) {
+			card = json.RawMessage("null")
+		}
+		dst = append(dst, `,"card":`...)
+		dst = append(dst, card...)
 	}
-	return json.Marshal(struct {
-		CallID string `json:"callId"`
-		Tool   string `json:"tool"`
-		Status string `json:"status"`
-	}{a.CallID, a.Tool, a.Status})
+	return append(dst, '}')
+}
+
+// appendString appends s as a JSON string; invalid UTF-8 becomes U+FFFD,
+// as encoding/json writes it.
+func appendString(dst []byte, s string) []byte {
+	dst, _ = jsontext.AppendQuote(dst, s)
+	return dst
 }
 
 // Errors that are the caller's mistakes, not the tool's failures.

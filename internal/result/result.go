@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -31,6 +32,26 @@ type Result struct {
 	EmbedURL string `json:"embedUrl,omitempty"`
 	// Card says which channel the card shows: embedUrl wins over markdown.
 	Card string `json:"card,omitempty"`
+}
+
+// AppendFields appends the result's members, each after a comma, and the
+// closing brace of the object they belong to: the JSON of a Result as
+// encoding/json writes it, without its opening brace, and without
+// reflection.
+func (r *Result) AppendFields(dst []byte) []byte {
+	dst = append(dst, `,"isError":`...)
+	dst = strconv.AppendBool(dst, r.IsError)
+	dst = append(dst, `,"content":`...)
+	dst, _ = jsontext.AppendQuote(dst, r.Content)
+	for _, m := range [...]struct{ name, value string }{
+		{`,"markdown":`, r.Markdown}, {`,"embedUrl":`, r.EmbedURL}, {`,"card":`, r.Card},
+	} {
+		if m.value != "" {
+			dst = append(dst, m.name...)
+			dst, _ = jsontext.AppendQuote(dst, m.value)
+		}
+	}
+	return append(dst, '}')
 }
 
 // Errorf builds an error result whose content the model reads.
