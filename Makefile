@@ -8,6 +8,7 @@ FUZZ := \
 	./internal/refs:FuzzParse \
 	./internal/refs:FuzzResolveOnePass \
 	./internal/result:FuzzNormalize \
+	./internal/gateway:FuzzDecodeInput \
 	./internal/pagecontext:FuzzRender
 
 .PHONY: test check unit js browser mcp bench-build fuzz tools build

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
-	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -469,18 +468,6 @@ func contextHeader(c Context) string {
 		return string(b)
 	}
 	return `{"source":"api"}`
-}
-
-// decodeInput decodes the input keeping numbers exact; absent means {}.
-func decodeInput(raw json.RawMessage) (any, error) {
-	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
-		return map[string]any{}, nil
-	}
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		return nil, err
-	}
-	return v, nil
 }
 
 // StatusOf maps a caller's mistake to its HTTP status.

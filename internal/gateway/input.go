@@ -1,0 +1,76 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// decodeInput decodes a call's input into the values a JSON Schema
+// validator and the references read: map[string]any, []any, string, bool,
+// nil and json.Number, which keeps numbers exact. Absent or null is {}.
+// A name repeated in an object is an error: which one the schema checked
+// would be anyone's guess.
+func decodeInput(raw json.RawMessage) (any, error) {
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 || string(trimmed) == "null" {
+		return map[string]any{}, nil
+	}
+	d := jsontext.NewDecoder(bytes.NewBuffer(raw), jsontext.AllowInvalidUTF8(true))
+	v, err := readValue(d)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := d.ReadToken(); err != io.EOF {
+		return nil, errors.New("invalid character after top-level value")
+	}
+	return v, nil
+}
+
+func readValue(d *jsontext.Decoder) (any, error) {
+	tok, err := d.ReadToken()
+	if err != nil {
+		return nil, err
+	}
+	switch tok.Kind() {
+	case 'n':
+		return nil, nil
+	case 't', 'f':
+		return tok.Bool(), nil
+	case '"':
+		return tok.String(), nil
+	case '0':
+		return json.Number(tok.String()), nil
+	case '{':
+		obj := map[string]any{}
+		for d.PeekKind() != '}' {
+			name, err := d.ReadToken()
+			if err != nil {
+				return nil, err
+			}
+			key := name.String()
+			v, err := readValue(d)
+			if err != nil {
+				return nil, err
+			}
+			obj[key] = v
+		}
+		_, err := d.ReadToken()
+		return obj, err
+	case '[':
+		arr := []any{}
+		for d.PeekKind() != ']' {
+			v, err := readValue(d)
+			if err != nil {
+				return nil, err
+			}
+			arr = append(arr, v)
+		}
+		_, err := d.ReadToken()
+		return arr, err
+	}
+	return nil, errors.New("unexpected token")
+}
