@@ -193,7 +193,29 @@ func TestClientTools(t *testing.T) {
 
 func TestNewCallID(t *testing.T) {
 	a, b := NewCallID(), NewCallID()
-	if a == b || !strings.HasPrefix(a, "call_") || len(a) != len("call_")+22 {
+	if a == b || !strings.HasPrefix(a, "call_") || len(a) != len("call_")+26 {
 		t.Errorf("call ids %q %q", a, b)
 	}
+	if err := checkPrintable(a); err != nil {
+		t.Errorf("call id %q: %v", a, err)
+	}
+	// Ids made in a later millisecond sort after earlier ones.
+	prev := NewCallID()
+	for range 3 {
+		time.Sleep(2 * time.Millisecond)
+		next := NewCallID()
+		if next <= prev {
+			t.Errorf("call id %q made after %q sorts before it", next, prev)
+		}
+		prev = next
+	}
+}
+
+func checkPrintable(id string) error {
+	for i := 0; i < len(id); i++ {
+		if id[i] <= ' ' || id[i] > '~' {
+			return fmt.Errorf("byte %d is %q", i, id[i])
+		}
+	}
+	return nil
 }

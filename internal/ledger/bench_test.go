@@ -3,13 +3,13 @@ package ledger_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/ledger"
 	"github.com/toolgate/toolgate/internal/redistest"
 	"github.com/toolgate/toolgate/internal/result"
@@ -19,13 +19,26 @@ import (
 // to done with a 1 KiB result. "serial" is one connection at a time, where
 // every write pays its own commit; "parallel" runs 16 goroutines per CPU
 // (32 on the 2-CPU target, the connection count of the throughput budget in
-// DESIGN.md), where bbolt batches writes into shared commits.
+// DESIGN.md), where bbolt batches writes into shared commits. Call ids are
+// the gateway's, which sort by time ("time-ids"), or random like a model's
+// tool call ids ("random-ids").
 func benchCall(b *testing.B, l ledger.Ledger) {
+	for _, ids := range []struct {
+		name string
+		next func() string
+	}{
+		{"time-ids", gateway.NewCallID},
+		{"random-ids", func() string { return fmt.Sprintf("toolu_%016x%016x", rand.Uint64(), rand.Uint64()) }},
+	} {
+		b.Run(ids.name, func(b *testing.B) { benchCallIDs(b, l, ids.next) })
+	}
+}
+
+func benchCallIDs(b *testing.B, l ledger.Ledger, nextID func() string) {
 	res := &result.Result{Content: strings.Repeat("x", 1024)}
 	now := time.Now()
-	var seq atomic.Int64
 	one := func(ctx context.Context) error {
-		id := strconv.FormatInt(seq.Add(1), 10)
+		id := nextID()
 		c := &ledger.Call{
 			Key:      ledger.Key("user-1", "install-1", id),
 			CallID:   id,

@@ -3,11 +3,12 @@ package ledger
 import (
 	"bytes"
 	"context"
-	"encoding/json"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,8 +53,75 @@ type Bolt struct {
 	closeErr  error
 }
 
-// callsBucket holds key → JSON of Call.
+// callsBucket holds key → stored call (boltValue).
 var callsBucket = []byte("calls")
+
+// A stored call is a header and the call's JSON (encodeCall). The header
+// lets a write check the state, and the sweeper the age, without decoding
+// the JSON:
+//
+//	[0]     boltFormat
+//	[1]     the state: its index in boltStates plus one
+//	[2:10]  Updated in Unix nanoseconds, big-endian
+//
+// A value that starts with '{' is a call stored before the header: JSON
+// only. Such calls are read as they are and get the header when written.
+const (
+	boltFormat     = 1
+	boltHeaderSize = 10
+)
+
+var boltStates = [...]State{Running, AwaitingClient, ActionRequired, Done}
+
+// boltValue is c as stored.
+func boltValue(c *Call) ([]byte, error) {
+	code := slices.Index(boltStates[:], c.State) + 1
+	if code == 0 {
+		return nil, fmt.Errorf("ledger: storing call %q in unknown state %q", c.Key, c.State)
+	}
+	v := make([]byte, boltHeaderSize, boltHeaderSize+callSize(c))
+	v[0], v[1] = boltFormat, byte(code)
+	binary.BigEndian.PutUint64(v[2:], uint64(c.Updated.UnixNano()))
+	return appendCall(v, c)
+}
+
+// boltCall decodes a stored call.
+func boltCall(key string, v []byte) (*Call, error) {
+	if len(v) > 0 && v[0] == boltFormat {
+		if len(v) < boltHeaderSize {
+			return nil, fmt.Errorf("ledger: decoding call %q: %d bytes, shorter than a header", key, len(v))
+		}
+		v = v[boltHeaderSize:]
+	}
+	return decodeCall(key, v)
+}
+
+// boltState reads only the state of a stored call.
+func boltState(key string, v []byte) (State, error) {
+	if len(v) >= boltHeaderSize && v[0] == boltFormat {
+		if code := int(v[1]); code >= 1 && code <= len(boltStates) {
+			return boltStates[code-1], nil
+		}
+		return "", fmt.Errorf("ledger: decoding call %q: unknown state code %d", key, v[1])
+	}
+	c, err := boltCall(key, v)
+	if err != nil {
+		return "", err
+	}
+	return c.State, nil
+}
+
+// boltUpdated reads only the Updated time of a stored call.
+func boltUpdated(v []byte) (time.Time, error) {
+	if len(v) >= boltHeaderSize && v[0] == boltFormat {
+		return time.Unix(0, int64(binary.BigEndian.Uint64(v[2:]))), nil
+	}
+	c, err := boltCall("", v)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return c.Updated, nil
+}
 
 // OutcomeUnknown is the result given to a call that was in flight when its
 // gateway stopped: it may or may not have reached its target, and running it
@@ -155,17 +223,21 @@ func (b *Bolt) closeInFlight() error {
 		// A bucket must not change under ForEach: collect, then put.
 		var keys, values [][]byte
 		err = bk.ForEach(func(k, v []byte) error {
-			var c Call
-			if err := json.Unmarshal(v, &c); err != nil {
-				return fmt.Errorf("decoding call %q: %w", k, err)
+			st, err := boltState(string(k), v)
+			if err != nil {
+				return err
 			}
-			if c.State != Running && c.State != AwaitingClient {
+			if st != Running && st != AwaitingClient {
 				return nil
+			}
+			c, err := boltCall(string(k), v)
+			if err != nil {
+				return err
 			}
 			c.State = Done
 			c.Result = &result.Result{IsError: true, Content: OutcomeUnknown}
 			c.Updated = now
-			data, err := encodeCall(&c)
+			data, err := boltValue(c)
 			if err != nil {
 				return err
 			}
@@ -194,7 +266,7 @@ func (b *Bolt) Create(ctx context.Context, c *Call) (*Call, bool, error) {
 	if err := checkCreate(c); err != nil {
 		return nil, false, err
 	}
-	data, err := encodeCall(stamp(c, b.now))
+	data, err := boltValue(stamp(c, b.now))
 	if err != nil {
 		return nil, false, err
 	}
@@ -214,7 +286,7 @@ func (b *Bolt) Create(ctx context.Context, c *Call) (*Call, bool, error) {
 		return nil, false, fmt.Errorf("%w: recording call %q in %s: %w", ErrUnavailable, c.Key, b.path, err)
 	}
 	if existing != nil {
-		cur, err := decodeCall(c.Key, existing)
+		cur, err := boltCall(c.Key, existing)
 		if err != nil {
 			return nil, false, err
 		}
@@ -241,16 +313,7 @@ func (b *Bolt) Get(ctx context.Context, key string) (*Call, error) {
 	if data == nil {
 		return nil, ErrNotFound
 	}
-	return decodeCall(key, data)
-}
-
-// storedState reads only the state of a stored call.
-func storedState(data []byte) (State, error) {
-	var s struct {
-		State State `json:"state"`
-	}
-	err := json.Unmarshal(data, &s)
-	return s.State, err
+	return boltCall(key, data)
 }
 
 // Update implements Ledger. The state check and the put share one
@@ -261,7 +324,7 @@ func (b *Bolt) Update(ctx context.Context, c *Call, from State) (*Call, error) {
 		return nil, err
 	}
 	rec := stamp(c, b.now)
-	data, err := encodeCall(rec)
+	data, err := boltValue(rec)
 	if err != nil {
 		return nil, err
 	}
@@ -276,9 +339,9 @@ func (b *Bolt) Update(ctx context.Context, c *Call, from State) (*Call, error) {
 			missing = true
 			return nil
 		}
-		st, err := storedState(v)
+		st, err := boltState(c.Key, v)
 		if err != nil {
-			return fmt.Errorf("decoding call %q: %w", c.Key, err)
+			return err
 		}
 		if st != from {
 			current = bytes.Clone(v)
@@ -293,7 +356,7 @@ func (b *Bolt) Update(ctx context.Context, c *Call, from State) (*Call, error) {
 		return nil, ErrNotFound
 	}
 	if current != nil {
-		cur, err := decodeCall(c.Key, current)
+		cur, err := boltCall(c.Key, current)
 		if err != nil {
 			return nil, err
 		}
@@ -314,12 +377,10 @@ func (b *Bolt) Wait(ctx context.Context, key string, state State) (*Call, error)
 func (b *Bolt) Sweep(now time.Time) (int, error) {
 	cutoff := now.Add(-b.retention)
 	expired := func(v []byte) bool {
-		var u struct {
-			Updated time.Time `json:"updated"`
-		}
 		// A call that cannot be read is kept: losing a record is worse
 		// than keeping a broken one.
-		return json.Unmarshal(v, &u) == nil && u.Updated.Before(cutoff)
+		updated, err := boltUpdated(v)
+		return err == nil && updated.Before(cutoff)
 	}
 
 	// Find candidates in a read transaction, which does not hold up

@@ -34,12 +34,11 @@ type Result struct {
 	Card string `json:"card,omitempty"`
 }
 
-// AppendFields appends the result's members, each after a comma, and the
-// closing brace of the object they belong to: the JSON of a Result as
-// encoding/json writes it, without its opening brace, and without
-// reflection.
+// AppendFields appends the result's members as encoding/json writes them
+// from the struct tags, separated by commas, without the braces of the
+// object they go in, and without reflection.
 func (r *Result) AppendFields(dst []byte) []byte {
-	dst = append(dst, `,"isError":`...)
+	dst = append(dst, `"isError":`...)
 	dst = strconv.AppendBool(dst, r.IsError)
 	dst = append(dst, `,"content":`...)
 	dst, _ = jsontext.AppendQuote(dst, r.Content)
@@ -51,7 +50,7 @@ func (r *Result) AppendFields(dst []byte) []byte {
 			dst, _ = jsontext.AppendQuote(dst, m.value)
 		}
 	}
-	return append(dst, '}')
+	return dst
 }
 
 // Errorf builds an error result whose content the model reads.
