@@ -7,17 +7,21 @@
 #   c  toolgate, an app target, ledger off
 #   d  toolgate with the bbolt ledger
 #   e  toolgate with the Redis ledger
-# at each concurrency, and writes bench/RESULTS.md.
+# at each concurrency, and writes bench/RESULTS.md. The five take turns:
+# ROUNDS rounds of DURATION each, so that drift in the machine (other load,
+# clock speed) falls on all of them alike. req/s is the mean of the rounds,
+# p50 and p99 their median.
 #
-#   bench/run.sh                      # 30 s per run, 1 32 256 connections
-#   DURATION=5s CONNS="32" bench/run.sh
+#   bench/run.sh                      # 3 rounds of 10 s: 30 s per target
+#   DURATION=5s ROUNDS=1 CONNS="32" bench/run.sh
 #   BUILD_ONLY=1 bench/run.sh         # build and check the harness (CI)
 #
 # Needs wrk and redis-server (Debian packages).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-DURATION=${DURATION:-30s}
+DURATION=${DURATION:-10s}
+ROUNDS=${ROUNDS:-3}
 CONNS=${CONNS:-"1 32 256"}
 OUT=${OUT:-bench/RESULTS.md}
 
@@ -83,28 +87,46 @@ ms() {
 }
 
 declare -A RPS P50 P99
-run() { # run NAME CONNS URL [wrk args...]
-	local name=$1 c=$2 url=$3
-	shift 3
+run() { # run NAME CONNS ROUND URL [wrk args...]
+	local name=$1 c=$2 r=$3 url=$4
+	shift 4
 	local t=2
 	((c < t)) && t=$c
 	local out
 	out=$(wrk -t"$t" -c"$c" -d"$DURATION" --latency "$@" "$url")
-	RPS[$name,$c]=$(awk '/^Requests\/sec/ {printf "%.0f", $2}' <<<"$out")
-	P50[$name,$c]=$(ms "$(awk '$1 == "50%" {print $2}' <<<"$out")")
-	P99[$name,$c]=$(ms "$(awk '$1 == "99%" {print $2}' <<<"$out")")
+	RPS[$name,$c,$r]=$(awk '/^Requests\/sec/ {printf "%.0f", $2}' <<<"$out")
+	P50[$name,$c,$r]=$(ms "$(awk '$1 == "50%" {print $2}' <<<"$out")")
+	P99[$name,$c,$r]=$(ms "$(awk '$1 == "99%" {print $2}' <<<"$out")")
 	local errs
 	errs=$(awk '/Non-2xx|Socket errors/' <<<"$out")
 	[[ -z $errs ]] || echo "bench: $name c=$c: $errs" >&2
-	printf '%-22s c=%-4s %9s req/s  p50 %8s ms  p99 %8s ms\n' "$name" "$c" "${RPS[$name,$c]}" "${P50[$name,$c]}" "${P99[$name,$c]}"
+	printf '%-22s c=%-4s round %s %9s req/s  p50 %8s ms  p99 %8s ms\n' "$name" "$c" "$r" "${RPS[$name,$c,$r]}" "${P50[$name,$c,$r]}" "${P99[$name,$c,$r]}"
 }
 
+NAMES="a_upstream b_reverse_proxy c_toolgate_off d_toolgate_bolt e_toolgate_redis"
 for c in $CONNS; do
-	run a_upstream "$c" "http://$UP/items/b1"
-	run b_reverse_proxy "$c" "http://127.0.0.1:9811/items/b1"
-	run c_toolgate_off "$c" "http://127.0.0.1:9812/tools/get_item" -s "$work/post.lua"
-	run d_toolgate_bolt "$c" "http://127.0.0.1:9813/tools/get_item" -s "$work/post.lua"
-	run e_toolgate_redis "$c" "http://127.0.0.1:9814/tools/get_item" -s "$work/post.lua"
+	for r in $(seq "$ROUNDS"); do
+		run a_upstream "$c" "$r" "http://$UP/items/b1"
+		run b_reverse_proxy "$c" "$r" "http://127.0.0.1:9811/items/b1"
+		run c_toolgate_off "$c" "$r" "http://127.0.0.1:9812/tools/get_item" -s "$work/post.lua"
+		run d_toolgate_bolt "$c" "$r" "http://127.0.0.1:9813/tools/get_item" -s "$work/post.lua"
+		run e_toolgate_redis "$c" "$r" "http://127.0.0.1:9814/tools/get_item" -s "$work/post.lua"
+	done
+done
+
+# rounds ARRAY NAME CONNS prints the rounds' values of one run, one a line.
+rounds() {
+	local -n arr=$1
+	for r in $(seq "$ROUNDS"); do echo "${arr[$2,$3,$r]}"; done
+}
+mean() { awk '{ s += $1; n++ } END { printf "%.0f", s / n }'; }
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+for c in $CONNS; do
+	for n in $NAMES; do
+		RPS[$n,$c]=$(rounds RPS "$n" "$c" | mean)
+		P50[$n,$c]=$(rounds P50 "$n" "$c" | median)
+		P99[$n,$c]=$(rounds P99 "$n" "$c" | median)
+	done
 done
 
 ratio() { awk -v x="$1" -v y="$2" 'BEGIN { if (y > 0) printf "%.2f", x / y; else print "n/a" }'; }
@@ -112,13 +134,14 @@ ratio() { awk -v x="$1" -v y="$2" 'BEGIN { if (y > 0) printf "%.2f", x / y; else
 {
 	echo "# Load harness results"
 	echo
-	echo "Command: \`DURATION=$DURATION CONNS=\"$CONNS\" bench/run.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores,"
-	echo "$(go version | cut -d' ' -f3), wrk on the same machine (loopback), 1 KiB JSON answers."
+	echo "Command: \`DURATION=$DURATION ROUNDS=$ROUNDS CONNS=\"$CONNS\" bench/run.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores,"
+	echo "$(go version | cut -d' ' -f3), wrk on the same machine (loopback), 1 KiB JSON answers. The runs take"
+	echo "turns, $ROUNDS rounds of $DURATION each: req/s is the mean of the rounds, p50 and p99 the median."
 	echo
 	echo "| run | conns | req/s | p50 ms | p99 ms |"
 	echo "|---|---|---|---|---|"
 	for c in $CONNS; do
-		for n in a_upstream b_reverse_proxy c_toolgate_off d_toolgate_bolt e_toolgate_redis; do
+		for n in $NAMES; do
 			echo "| $n | $c | ${RPS[$n,$c]} | ${P50[$n,$c]} | ${P99[$n,$c]} |"
 		done
 	done

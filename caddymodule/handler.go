@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -541,9 +542,19 @@ func (h *Handler) serveCalls(w http.ResponseWriter, r *http.Request, rest string
 var bodyOptions = jsonv2.JoinOptions(jsonv2.RejectUnknownMembers(true), jsontext.AllowInvalidUTF8(true))
 
 // decodeBody reads a strict JSON object body within MaxRequestSize; it
-// writes the refusal itself and reports false.
+// writes the refusal itself and reports false. The body is read whole into
+// a pooled buffer first: decoding from a stream reads it in small pieces
+// through every layer of readers.
 func (h *Handler) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
-	err := jsonv2.UnmarshalRead(http.MaxBytesReader(w, r.Body, h.MaxRequestSize), v, bodyOptions)
+	bp := bodyBuffers.Get().(*[]byte)
+	body, err := readBody(http.MaxBytesReader(w, r.Body, h.MaxRequestSize), (*bp)[:0], min(r.ContentLength, h.MaxRequestSize))
+	if err == nil {
+		err = jsonv2.Unmarshal(body, v, bodyOptions)
+	}
+	if cap(body) <= maxPooledBody {
+		*bp = body[:0]
+		bodyBuffers.Put(bp)
+	}
 	if err == nil {
 		return true
 	}
@@ -554,6 +565,35 @@ func (h *Handler) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool
 	}
 	writeError(w, http.StatusBadRequest, "malformed_envelope", "the body is not the expected JSON object: "+err.Error())
 	return false
+}
+
+// bodyBuffers hold request bodies being decoded.
+var bodyBuffers = sync.Pool{New: func() any {
+	b := make([]byte, 0, 4<<10)
+	return &b
+}}
+
+const maxPooledBody = 64 << 10
+
+// readBody appends all of r to buf, growing it once to the announced size
+// (when there is one) rather than step by step.
+func readBody(r io.Reader, buf []byte, size int64) ([]byte, error) {
+	if size > 0 && int(size)+1 > cap(buf) {
+		buf = make([]byte, 0, int(size)+1)
+	}
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
 }
 
 func checkCallID(id string) error {
