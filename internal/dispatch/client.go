@@ -75,11 +75,23 @@ func (c *Client) Timeout() time.Duration { return c.timeout }
 // MaxResponseSize is the hard limit on an answer's body.
 func (c *Client) MaxResponseSize() int64 { return c.maxResponseSize }
 
-// Do sends req and reads the whole answer. Failures are *Error.
+// WithTimeout limits ctx to the client's timeout. A request built with it
+// is sent by Do as it is; any other gets the limit, and is copied for it.
+func (c *Client) WithTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.timeout)
+}
+
+// Do sends req and reads the whole answer within the client's timeout.
+// Failures are *Error.
 func (c *Client) Do(req *http.Request) (*Response, error) {
-	ctx, cancel := context.WithTimeout(req.Context(), c.timeout)
-	defer cancel()
-	resp, err := c.transport.RoundTrip(req.WithContext(ctx))
+	ctx := req.Context()
+	if d, ok := ctx.Deadline(); !ok || time.Until(d) > c.timeout {
+		var cancel context.CancelFunc
+		ctx, cancel = c.WithTimeout(ctx)
+		defer cancel()
+		req = req.WithContext(ctx)
+	}
+	resp, err := c.transport.RoundTrip(req)
 	if err != nil {
 		return nil, c.classify(ctx, err, false)
 	}

@@ -395,6 +395,40 @@ func TestClientCallerCancel(t *testing.T) {
 	}
 }
 
+// The client's timeout holds whatever deadline the request's context has:
+// a later one, none, or the client's own from WithTimeout.
+func TestClientTimeoutUnderCallerDeadline(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { stall(r) }))
+	defer srv.Close()
+	c := dispatch.NewClient(100*time.Millisecond, testLimit)
+	defer c.CloseIdleConnections()
+	for name, newCtx := range map[string]func() (context.Context, context.CancelFunc){
+		"later deadline": func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 10*time.Second)
+		},
+		"no deadline": func() (context.Context, context.CancelFunc) { return context.Background(), func() {} },
+		"WithTimeout":  func() (context.Context, context.CancelFunc) { return c.WithTimeout(context.Background()) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := newCtx()
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, "GET", srv.URL, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			_, err = c.Do(req)
+			var de *dispatch.Error
+			if !errors.As(err, &de) || de.Kind != "timeout" {
+				t.Fatalf("Do error %v, want a *dispatch.Error of kind timeout", err)
+			}
+			if elapsed := time.Since(start); elapsed < 90*time.Millisecond || elapsed > 3*time.Second {
+				t.Errorf("Do took %v, want about the client's 100ms", elapsed)
+			}
+		})
+	}
+}
+
 // TestClientTargetRequest sends compiled targets to a server and checks
 // what the server receives.
 func TestClientTargetRequest(t *testing.T) {

@@ -442,6 +442,8 @@ func (g *Gateway) send(ctx context.Context, t *dispatch.Target, input any, call 
 	if t.Spec.Type == dispatch.TypeKazzle {
 		return nil, result.Errorf("client tool %s runs in the user's page, not over HTTP", t.Spec.Name), false
 	}
+	ctx, cancel := g.client.WithTimeout(ctx)
+	defer cancel()
 	req, err := t.Request(ctx, input)
 	if err != nil {
 		return nil, result.Errorf("the call could not be built: %v", err), false
