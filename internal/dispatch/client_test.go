@@ -407,7 +407,7 @@ func TestClientTimeoutUnderCallerDeadline(t *testing.T) {
 			return context.WithTimeout(context.Background(), 10*time.Second)
 		},
 		"no deadline": func() (context.Context, context.CancelFunc) { return context.Background(), func() {} },
-		"WithTimeout":  func() (context.Context, context.CancelFunc) { return c.WithTimeout(context.Background()) },
+		"WithTimeout": func() (context.Context, context.CancelFunc) { return c.WithTimeout(context.Background()) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := newCtx()
