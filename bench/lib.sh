@@ -21,7 +21,8 @@ build() {
 # start_upstream runs the fixed upstream on $UP.
 start_upstream() {
 	"$work/upstream" -addr "$UP" >"$work/upstream.log" 2>&1 &
-	pids+=($!)
+	up=$!
+	pids+=($up)
 }
 
 # globals prints the Caddyfile's global options: admin (for pprof and
@@ -66,6 +67,12 @@ start_toolgate() {
 	echo "bench: toolgate did not answer $1:" >&2
 	cat "$work/toolgate.log" >&2
 	exit 1
+}
+
+# cputicks PID prints the CPU time the process has used, user and system,
+# in clock ticks (getconf CLK_TCK a second).
+cputicks() {
+	awk '{ print $14 + $15 }' "/proc/$1/stat"
 }
 
 # The invoke every toolgate run sends.

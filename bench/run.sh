@@ -86,21 +86,29 @@ ms() {
 		else print v }'
 }
 
-declare -A RPS P50 P99
+declare -A RPS P50 P99 CPU_GW CPU_UP
+TICK=$(getconf CLK_TCK)
 run() { # run NAME CONNS ROUND URL [wrk args...]
 	local name=$1 c=$2 r=$3 url=$4
 	shift 4
 	local t=2
 	((c < t)) && t=$c
-	local out
+	local out gw0 up0 gw1 up1 n
+	gw0=$(cputicks "$tg")
+	up0=$(cputicks "$up")
 	out=$(wrk -t"$t" -c"$c" -d"$DURATION" --latency "$@" "$url")
+	gw1=$(cputicks "$tg")
+	up1=$(cputicks "$up")
+	n=$(awk '/requests in/ {print $1}' <<<"$out")
+	CPU_GW[$name,$c,$r]=$(awk -v d=$((gw1 - gw0)) -v n="$n" -v k="$TICK" 'BEGIN { printf "%.0f", d * 1e6 / k / n }')
+	CPU_UP[$name,$c,$r]=$(awk -v d=$((up1 - up0)) -v n="$n" -v k="$TICK" 'BEGIN { printf "%.0f", d * 1e6 / k / n }')
 	RPS[$name,$c,$r]=$(awk '/^Requests\/sec/ {printf "%.0f", $2}' <<<"$out")
 	P50[$name,$c,$r]=$(ms "$(awk '$1 == "50%" {print $2}' <<<"$out")")
 	P99[$name,$c,$r]=$(ms "$(awk '$1 == "99%" {print $2}' <<<"$out")")
 	local errs
 	errs=$(awk '/Non-2xx|Socket errors/' <<<"$out")
 	[[ -z $errs ]] || echo "bench: $name c=$c: $errs" >&2
-	printf '%-22s c=%-4s round %s %9s req/s  p50 %8s ms  p99 %8s ms\n' "$name" "$c" "$r" "${RPS[$name,$c,$r]}" "${P50[$name,$c,$r]}" "${P99[$name,$c,$r]}"
+	printf '%-22s c=%-4s round %s %9s req/s  p50 %8s ms  p99 %8s ms  CPU µs/req gateway %4s upstream %4s\n' "$name" "$c" "$r" "${RPS[$name,$c,$r]}" "${P50[$name,$c,$r]}" "${P99[$name,$c,$r]}" "${CPU_GW[$name,$c,$r]}" "${CPU_UP[$name,$c,$r]}"
 }
 
 NAMES="a_upstream b_reverse_proxy c_toolgate_off d_toolgate_bolt e_toolgate_redis"
@@ -126,6 +134,8 @@ for c in $CONNS; do
 		RPS[$n,$c]=$(rounds RPS "$n" "$c" | mean)
 		P50[$n,$c]=$(rounds P50 "$n" "$c" | median)
 		P99[$n,$c]=$(rounds P99 "$n" "$c" | median)
+		CPU_GW[$n,$c]=$(rounds CPU_GW "$n" "$c" | median)
+		CPU_UP[$n,$c]=$(rounds CPU_UP "$n" "$c" | median)
 	done
 done
 
@@ -138,13 +148,16 @@ ratio() { awk -v x="$1" -v y="$2" 'BEGIN { if (y > 0) printf "%.2f", x / y; else
 	echo "$(go version | cut -d' ' -f3), wrk on the same machine (loopback), 1 KiB JSON answers. The runs take"
 	echo "turns, $ROUNDS rounds of $DURATION each: req/s is the mean of the rounds, p50 and p99 the median."
 	echo
-	echo "| run | conns | req/s | p50 ms | p99 ms |"
-	echo "|---|---|---|---|---|"
+	echo "| run | conns | req/s | p50 ms | p99 ms | CPU µs/req, gateway | CPU µs/req, upstream |"
+	echo "|---|---|---|---|---|---|---|"
 	for c in $CONNS; do
 		for n in $NAMES; do
-			echo "| $n | $c | ${RPS[$n,$c]} | ${P50[$n,$c]} | ${P99[$n,$c]} |"
+			echo "| $n | $c | ${RPS[$n,$c]} | ${P50[$n,$c]} | ${P99[$n,$c]} | ${CPU_GW[$n,$c]} | ${CPU_UP[$n,$c]} |"
 		done
 	done
+	echo
+	echo "CPU µs/req is the CPU time (user and system) a process used during the run over the"
+	echo "requests served, median of the rounds: \"gateway\" is the one Caddy process that serves b to e."
 	echo
 	echo "Throughput ratios (b = plain Caddy reverse_proxy, a = the upstream directly):"
 	echo

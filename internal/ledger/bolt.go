@@ -47,6 +47,14 @@ type Bolt struct {
 	now       func() time.Time
 	waiters   *waiters
 
+	// Calls created here and still in flight live in memory and in the
+	// journal, not in the B+tree (see journal). finishing holds the keys
+	// of those being written to the B+tree: a change waits for it.
+	mu        sync.Mutex
+	flying    map[string]*Call
+	finishing map[string]chan struct{}
+	journal   *journal
+
 	stop      chan struct{}
 	swept     chan struct{}
 	closeOnce sync.Once
@@ -198,10 +206,19 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 		retention: opts.Retention,
 		now:       opts.Now,
 		waiters:   newWaiters(),
+		flying:    map[string]*Call{},
+		finishing: map[string]chan struct{}{},
 		stop:      make(chan struct{}),
 		swept:     make(chan struct{}),
 	}
-	if err := b.closeInFlight(); err != nil {
+	journaled, err := readJournal(path + ".journal")
+	if err == nil {
+		err = b.closeInFlight(journaled)
+	}
+	if err == nil {
+		b.journal, err = createJournal(path+".journal", opts.Fsync, nil)
+	}
+	if err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("opening ledger %s: %w", path, err)
 	}
@@ -211,14 +228,31 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 	return b, nil
 }
 
-// closeInFlight marks every call left Running or AwaitingClient as Done
-// with OutcomeUnknown.
-func (b *Bolt) closeInFlight() error {
+// closeInFlight marks every call left in flight as Done with
+// OutcomeUnknown: those in the journal that the B+tree does not hold, and
+// those the B+tree holds as Running or AwaitingClient (a resumed card's
+// call, or a call recorded before the journal).
+func (b *Bolt) closeInFlight(journaled map[string]*Call) error {
 	now := b.now()
 	return b.db.Update(func(tx *bbolt.Tx) error {
 		bk, err := tx.CreateBucketIfNotExists(callsBucket)
 		if err != nil {
 			return fmt.Errorf("creating bucket: %w", err)
+		}
+		for key, c := range journaled {
+			if bk.Get([]byte(key)) != nil {
+				continue
+			}
+			c.State = Done
+			c.Result = &result.Result{IsError: true, Content: OutcomeUnknown}
+			c.Updated = now
+			data, err := boltValue(c)
+			if err != nil {
+				return err
+			}
+			if err := bk.Put([]byte(key), data); err != nil {
+				return fmt.Errorf("closing call %q: %w", key, err)
+			}
 		}
 		// A bucket must not change under ForEach: collect, then put.
 		var keys, values [][]byte
@@ -257,8 +291,9 @@ func (b *Bolt) closeInFlight() error {
 	})
 }
 
-// Create implements Ledger. The check and the put share one transaction,
-// so of several concurrent Creates of a key exactly one records it.
+// Create implements Ledger. A new call goes to the journal and to memory;
+// the check and the write hold one lock, so of several concurrent Creates
+// of a key exactly one records it (bbolt locks the file to one process).
 func (b *Bolt) Create(ctx context.Context, c *Call) (*Call, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, false, err
@@ -266,40 +301,53 @@ func (b *Bolt) Create(ctx context.Context, c *Call) (*Call, bool, error) {
 	if err := checkCreate(c); err != nil {
 		return nil, false, err
 	}
-	data, err := boltValue(stamp(c, b.now))
+	rec := stamp(c, b.now)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if cur := b.flying[c.Key]; cur != nil {
+		cp := *cur
+		return &cp, false, nil
+	}
+	stored, err := b.stored(c.Key)
 	if err != nil {
 		return nil, false, err
 	}
-	key := []byte(c.Key)
-	var existing []byte
-	err = b.write(func(tx *bbolt.Tx) error {
-		// bbolt may run this function more than once; start clean.
-		existing = nil
-		bk := tx.Bucket(callsBucket)
-		if v := bk.Get(key); v != nil {
-			existing = bytes.Clone(v)
-			return nil
-		}
-		return bk.Put(key, data)
-	})
-	if err != nil {
-		return nil, false, fmt.Errorf("%w: recording call %q in %s: %w", ErrUnavailable, c.Key, b.path, err)
-	}
-	if existing != nil {
-		cur, err := boltCall(c.Key, existing)
+	if stored != nil {
+		cur, err := boltCall(c.Key, stored)
 		if err != nil {
 			return nil, false, err
 		}
 		return cur, false, nil
 	}
+	if b.journal.size > journalRotateSize {
+		if err := b.rotate(); err != nil {
+			return nil, false, fmt.Errorf("%w: recording call %q in %s: %w", ErrUnavailable, c.Key, b.path, err)
+		}
+	}
+	if err := b.journal.append(rec); err != nil {
+		return nil, false, fmt.Errorf("%w: recording call %q in %s: %w", ErrUnavailable, c.Key, b.path, err)
+	}
+	b.flying[c.Key] = rec
 	return nil, true, nil
 }
 
-// Get implements Ledger.
-func (b *Bolt) Get(ctx context.Context, key string) (*Call, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
+// rotate starts the journal afresh with the calls in flight. b.mu is held.
+func (b *Bolt) rotate() error {
+	live := make([]*Call, 0, len(b.flying))
+	for _, c := range b.flying {
+		live = append(live, c)
 	}
+	j, err := createJournal(b.journal.path, b.journal.fsync, live)
+	if err != nil {
+		return err
+	}
+	_ = b.journal.close()
+	b.journal = j
+	return nil
+}
+
+// stored reads the B+tree's value under key, or nil.
+func (b *Bolt) stored(key string) ([]byte, error) {
 	var data []byte
 	err := b.db.View(func(tx *bbolt.Tx) error {
 		if v := tx.Bucket(callsBucket).Get([]byte(key)); v != nil {
@@ -309,6 +357,25 @@ func (b *Bolt) Get(ctx context.Context, key string) (*Call, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: reading call %q from %s: %w", ErrUnavailable, key, b.path, err)
+	}
+	return data, nil
+}
+
+// Get implements Ledger.
+func (b *Bolt) Get(ctx context.Context, key string) (*Call, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	if cur := b.flying[key]; cur != nil {
+		cp := *cur
+		b.mu.Unlock()
+		return &cp, nil
+	}
+	b.mu.Unlock()
+	data, err := b.stored(key)
+	if err != nil {
+		return nil, err
 	}
 	if data == nil {
 		return nil, ErrNotFound
@@ -324,6 +391,9 @@ func (b *Bolt) Update(ctx context.Context, c *Call, from State) (*Call, error) {
 		return nil, err
 	}
 	rec := stamp(c, b.now)
+	if cur, err, ok := b.updateFlying(rec, from); ok {
+		return cur, err
+	}
 	data, err := boltValue(rec)
 	if err != nil {
 		return nil, err
@@ -366,6 +436,67 @@ func (b *Bolt) Update(ctx context.Context, c *Call, from State) (*Call, error) {
 	return rec, nil
 }
 
+// updateFlying is Update for a call in flight in memory; ok is false when
+// the call is not one (it is in the B+tree, or missing).
+func (b *Bolt) updateFlying(rec *Call, from State) (cur *Call, err error, ok bool) {
+	b.mu.Lock()
+	for {
+		done, busy := b.finishing[rec.Key]
+		if !busy {
+			break
+		}
+		b.mu.Unlock()
+		<-done
+		b.mu.Lock()
+	}
+	fly := b.flying[rec.Key]
+	if fly == nil {
+		b.mu.Unlock()
+		return nil, nil, false
+	}
+	if fly.State != from {
+		cp := *fly
+		b.mu.Unlock()
+		return &cp, ErrConflict, true
+	}
+	if rec.State == Running || rec.State == AwaitingClient {
+		// Still in flight: the journal takes the change.
+		defer b.mu.Unlock()
+		if err := b.journal.append(rec); err != nil {
+			return nil, fmt.Errorf("%w: updating call %q in %s: %w", ErrUnavailable, rec.Key, b.path, err), true
+		}
+		b.flying[rec.Key] = rec
+		b.waiters.notify(rec.Key)
+		return rec, nil, true
+	}
+	// Finished or paused: into the B+tree. Other changes of the call wait
+	// for the commit; readers see it in flight until then.
+	done := make(chan struct{})
+	b.finishing[rec.Key] = done
+	b.mu.Unlock()
+
+	data, err := boltValue(rec)
+	if err == nil {
+		key := []byte(rec.Key)
+		err = b.write(func(tx *bbolt.Tx) error { return tx.Bucket(callsBucket).Put(key, data) })
+		if err != nil {
+			err = fmt.Errorf("%w: updating call %q in %s: %w", ErrUnavailable, rec.Key, b.path, err)
+		}
+	}
+	b.mu.Lock()
+	if err == nil {
+		delete(b.flying, rec.Key)
+	}
+	delete(b.finishing, rec.Key)
+	close(done)
+	b.mu.Unlock()
+	if err != nil {
+		return nil, err, true
+	}
+	b.waiters.notify(rec.Key)
+	return rec, nil, true
+}
+
 // Wait implements Ledger.
 func (b *Bolt) Wait(ctx context.Context, key string, state State) (*Call, error) {
 	return b.waiters.wait(ctx, key, state, b.Get)
@@ -399,7 +530,18 @@ func (b *Bolt) Sweep(now time.Time) (int, error) {
 		return 0, fmt.Errorf("sweeping ledger %s: %w", b.path, err)
 	}
 
+	// Calls in flight in memory that have not changed for the retention
+	// were given up long ago (their deadline is minutes): let them go.
 	removed := 0
+	b.mu.Lock()
+	for key, c := range b.flying {
+		if _, busy := b.finishing[key]; !busy && c.Updated.Before(cutoff) {
+			delete(b.flying, key)
+			removed++
+		}
+	}
+	b.mu.Unlock()
+
 	for len(old) > 0 {
 		chunk := old[:min(len(old), sweepChunk)]
 		old = old[len(chunk):]
@@ -450,6 +592,11 @@ func (b *Bolt) Close() error {
 		if err := b.db.Close(); err != nil {
 			b.closeErr = fmt.Errorf("closing ledger %s: %w", b.path, err)
 		}
+		b.mu.Lock()
+		if err := b.journal.close(); err != nil && b.closeErr == nil {
+			b.closeErr = fmt.Errorf("closing ledger journal %s: %w", b.journal.path, err)
+		}
+		b.mu.Unlock()
 	})
 	return b.closeErr
 }
