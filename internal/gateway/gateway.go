@@ -449,12 +449,12 @@ func (g *Gateway) send(ctx context.Context, t *dispatch.Target, input any, call 
 		return nil, result.Errorf("the call could not be built: %v", err), false
 	}
 	if t.Spec.Type == dispatch.TypeApp {
-		tok, err := g.issuer.Token(call.Identity.User, call.Identity.Install, t.Component.Name)
+		auth, err := g.issuer.Authorization(call.Identity.User, call.Identity.Install, t.Component.Name)
 		if err != nil {
 			g.logger.Error("signing identity token", zap.Error(err))
 			return nil, result.Errorf("the gateway could not sign the identity token"), false
 		}
-		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Authorization", auth)
 		req.Header.Set("Kazzle-Tool-Context", contextHeader(call.Context))
 		req.Header.Set("Idempotency-Key", call.CallID)
 	}

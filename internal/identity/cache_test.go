@@ -71,6 +71,9 @@ func TestTokenCached(t *testing.T) {
 		if got := mustToken(t, iss, "u_1", "in_1", "notes"); got != first {
 			t.Errorf("at +%v: a new token, want the cached one", d)
 		}
+		if auth, err := iss.Authorization("u_1", "in_1", "notes"); err != nil || auth != "Bearer "+first {
+			t.Errorf("at +%v: Authorization = %q, %v; want Bearer and the cached token", d, auth, err)
+		}
 		if d >= time.Second {
 			fresh, err := iss.Sign("u_1", "in_1", "notes")
 			if err != nil {

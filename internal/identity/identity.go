@@ -105,6 +105,7 @@ type tokenKey struct{ user, install, audience string }
 
 type cachedToken struct {
 	token     string
+	header    string // "Bearer " + token
 	refreshAt time.Time
 }
 
@@ -127,17 +128,29 @@ func NewIssuer(issuer string, ttl time.Duration, key Key, others ...Key) *Issuer
 // and the gateway signs once per (user, install, component) per period
 // instead of once per call.
 func (i *Issuer) Token(user, install, audience string) (string, error) {
+	c, err := i.cached(user, install, audience)
+	return c.token, err
+}
+
+// Authorization is Token as the value of an Authorization header,
+// "Bearer " and the token, cached with it.
+func (i *Issuer) Authorization(user, install, audience string) (string, error) {
+	c, err := i.cached(user, install, audience)
+	return c.header, err
+}
+
+func (i *Issuer) cached(user, install, audience string) (cachedToken, error) {
 	k := tokenKey{user, install, audience}
 	now := i.now()
 	i.mu.Lock()
 	c, ok := i.cache[k]
 	i.mu.Unlock()
 	if ok && now.Before(c.refreshAt) {
-		return c.token, nil
+		return c, nil
 	}
 	tok, err := i.sign(user, install, audience, now)
 	if err != nil {
-		return "", err
+		return cachedToken{}, err
 	}
 	i.mu.Lock()
 	defer i.mu.Unlock()
@@ -151,8 +164,9 @@ func (i *Issuer) Token(user, install, audience string) (string, error) {
 			clear(i.cache)
 		}
 	}
-	i.cache[k] = cachedToken{token: tok, refreshAt: now.Add(i.ttl * 3 / 4)}
-	return tok, nil
+	c = cachedToken{token: tok, header: "Bearer " + tok, refreshAt: now.Add(i.ttl * 3 / 4)}
+	i.cache[k] = c
+	return c, nil
 }
 
 // Sign signs a new token, bypassing the cache.
