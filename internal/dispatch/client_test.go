@@ -370,60 +370,44 @@ func TestClientUnreachable(t *testing.T) {
 	}
 }
 
-func TestClientCallerCancel(t *testing.T) {
+// A call ends at the earlier of the client's timeout and the caller's
+// deadline, whatever deadline the request's context has: a later one, none,
+// the client's own from WithTimeout, or an earlier one.
+func TestClientTimeoutAndCallerDeadline(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { stall(r) }))
 	defer srv.Close()
-	c := dispatch.NewClient(5*time.Second, testLimit)
-	defer c.CloseIdleConnections()
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "GET", srv.URL, nil)
-	if err != nil {
-		t.Fatal(err)
+	short := dispatch.NewClient(100*time.Millisecond, testLimit)
+	defer short.CloseIdleConnections()
+	long := dispatch.NewClient(5*time.Second, testLimit)
+	defer long.CloseIdleConnections()
+	deadline := func(d time.Duration) func() (context.Context, context.CancelFunc) {
+		return func() (context.Context, context.CancelFunc) { return context.WithTimeout(context.Background(), d) }
 	}
-	start := time.Now()
-	_, err = c.Do(req)
-	if err == nil {
-		t.Fatal("Do succeeded, want the caller's deadline to end it")
-	}
-	if elapsed := time.Since(start); elapsed > 3*time.Second {
-		t.Errorf("Do took %v: the caller's deadline was not honoured", elapsed)
-	}
-	var de *dispatch.Error
-	if !errors.As(err, &de) || de.Kind != "timeout" {
-		t.Fatalf("Do error %v, want a *dispatch.Error of kind timeout", err)
-	}
-}
-
-// The client's timeout holds whatever deadline the request's context has:
-// a later one, none, or the client's own from WithTimeout.
-func TestClientTimeoutUnderCallerDeadline(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { stall(r) }))
-	defer srv.Close()
-	c := dispatch.NewClient(100*time.Millisecond, testLimit)
-	defer c.CloseIdleConnections()
-	for name, newCtx := range map[string]func() (context.Context, context.CancelFunc){
-		"later deadline": func() (context.Context, context.CancelFunc) {
-			return context.WithTimeout(context.Background(), 10*time.Second)
-		},
-		"no deadline": func() (context.Context, context.CancelFunc) { return context.Background(), func() {} },
-		"WithTimeout": func() (context.Context, context.CancelFunc) { return c.WithTimeout(context.Background()) },
+	for _, tc := range []struct {
+		name   string
+		client *dispatch.Client
+		ctx    func() (context.Context, context.CancelFunc)
+	}{
+		{"later caller deadline", short, deadline(10 * time.Second)},
+		{"no caller deadline", short, func() (context.Context, context.CancelFunc) { return context.Background(), func() {} }},
+		{"WithTimeout", short, func() (context.Context, context.CancelFunc) { return short.WithTimeout(context.Background()) }},
+		{"earlier caller deadline", long, deadline(100 * time.Millisecond)},
 	} {
-		t.Run(name, func(t *testing.T) {
-			ctx, cancel := newCtx()
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := tc.ctx()
 			defer cancel()
 			req, err := http.NewRequestWithContext(ctx, "GET", srv.URL, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			start := time.Now()
-			_, err = c.Do(req)
+			_, err = tc.client.Do(req)
 			var de *dispatch.Error
 			if !errors.As(err, &de) || de.Kind != "timeout" {
 				t.Fatalf("Do error %v, want a *dispatch.Error of kind timeout", err)
 			}
 			if elapsed := time.Since(start); elapsed < 90*time.Millisecond || elapsed > 3*time.Second {
-				t.Errorf("Do took %v, want about the client's 100ms", elapsed)
+				t.Errorf("Do took %v, want about 100ms", elapsed)
 			}
 		})
 	}

@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/go-json-experiment/json/jsontext"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -85,11 +84,11 @@ func (a *Answer) MarshalJSON() ([]byte, error) {
 // the one on every call's path, is written without reflection.
 func (a *Answer) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"callId":`...)
-	dst = appendString(dst, a.CallID)
+	dst = result.AppendString(dst, a.CallID)
 	dst = append(dst, `,"tool":`...)
-	dst = appendString(dst, a.Tool)
+	dst = result.AppendString(dst, a.Tool)
 	dst = append(dst, `,"status":`...)
-	dst = appendString(dst, a.Status)
+	dst = result.AppendString(dst, a.Status)
 	switch a.Status {
 	case StatusDone:
 		dst = append(dst, ',')
@@ -103,13 +102,6 @@ func (a *Answer) AppendJSON(dst []byte) []byte {
 		dst = append(dst, card...)
 	}
 	return append(dst, '}')
-}
-
-// appendString appends s as a JSON string; invalid UTF-8 becomes U+FFFD,
-// as encoding/json writes it.
-func appendString(dst []byte, s string) []byte {
-	dst, _ = jsontext.AppendQuote(dst, s)
-	return dst
 }
 
 // Errors that are the caller's mistakes, not the tool's failures.

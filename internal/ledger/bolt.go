@@ -244,10 +244,7 @@ func (b *Bolt) closeInFlight(journaled map[string]*Call) error {
 			if bk.Get([]byte(key)) != nil {
 				continue
 			}
-			c.State = Done
-			c.Result = &result.Result{IsError: true, Content: OutcomeUnknown}
-			c.Updated = now
-			data, err := boltValue(c)
+			data, err := closedValue(c, now)
 			if err != nil {
 				return err
 			}
@@ -269,10 +266,7 @@ func (b *Bolt) closeInFlight(journaled map[string]*Call) error {
 			if err != nil {
 				return err
 			}
-			c.State = Done
-			c.Result = &result.Result{IsError: true, Content: OutcomeUnknown}
-			c.Updated = now
-			data, err := boltValue(c)
+			data, err := closedValue(c, now)
 			if err != nil {
 				return err
 			}
@@ -290,6 +284,14 @@ func (b *Bolt) closeInFlight(journaled map[string]*Call) error {
 		}
 		return nil
 	})
+}
+
+// closedValue is c closed as outcome unknown at now, as stored.
+func closedValue(c *Call, now time.Time) ([]byte, error) {
+	c.State = Done
+	c.Result = &result.Result{IsError: true, Content: OutcomeUnknown}
+	c.Updated = now
+	return boltValue(c)
 }
 
 // Create implements Ledger. A new call goes to the journal and to memory;

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/go-json-experiment/json/jsontext"
+	"github.com/toolgate/toolgate/internal/result"
 )
 
 // stamp returns the call to store: c with its zero times set, so a call
@@ -70,19 +70,19 @@ func callSize(c *Call) int {
 // appendCall appends c's JSON to dst (see encodeCall).
 func appendCall(dst []byte, c *Call) ([]byte, error) {
 	dst = append(dst, `{"key":`...)
-	dst = appendString(dst, c.Key)
+	dst = result.AppendString(dst, c.Key)
 	dst = append(dst, `,"callId":`...)
-	dst = appendString(dst, c.CallID)
+	dst = result.AppendString(dst, c.CallID)
 	dst = append(dst, `,"tool":`...)
-	dst = appendString(dst, c.Tool)
+	dst = result.AppendString(dst, c.Tool)
 	dst = appendOptional(dst, `,"user":`, c.User)
 	dst = appendOptional(dst, `,"install":`, c.Install)
 	dst = appendOptional(dst, `,"source":`, c.Source)
 	dst = appendOptional(dst, `,"threadId":`, c.ThreadID)
 	dst = append(dst, `,"digest":`...)
-	dst = appendString(dst, c.Digest)
+	dst = result.AppendString(dst, c.Digest)
 	dst = append(dst, `,"state":`...)
-	dst = appendString(dst, string(c.State))
+	dst = result.AppendString(dst, string(c.State))
 	if c.Result != nil {
 		dst = append(dst, `,"result":{`...)
 		dst = c.Result.AppendFields(dst)
@@ -109,7 +109,7 @@ func appendCall(dst []byte, c *Call) ([]byte, error) {
 				dst = append(dst, ',')
 			}
 			dst = append(dst, m.name...)
-			dst = appendString(dst, m.value)
+			dst = result.AppendString(dst, m.value)
 		}
 		dst = append(dst, '}')
 	}
@@ -127,16 +127,11 @@ func appendCall(dst []byte, c *Call) ([]byte, error) {
 	return append(dst, '}'), nil
 }
 
-func appendString(dst []byte, s string) []byte {
-	dst, _ = jsontext.AppendQuote(dst, s)
-	return dst
-}
-
 func appendOptional(dst []byte, name, s string) []byte {
 	if s == "" {
 		return dst
 	}
-	return appendString(append(dst, name...), s)
+	return result.AppendString(append(dst, name...), s)
 }
 
 // appendTime writes t as time.Time's MarshalJSON does, with its checks.

@@ -41,15 +41,23 @@ func (r *Result) AppendFields(dst []byte) []byte {
 	dst = append(dst, `"isError":`...)
 	dst = strconv.AppendBool(dst, r.IsError)
 	dst = append(dst, `,"content":`...)
-	dst, _ = jsontext.AppendQuote(dst, r.Content)
+	dst = AppendString(dst, r.Content)
 	for _, m := range [...]struct{ name, value string }{
 		{`,"markdown":`, r.Markdown}, {`,"embedUrl":`, r.EmbedURL}, {`,"card":`, r.Card},
 	} {
 		if m.value != "" {
 			dst = append(dst, m.name...)
-			dst, _ = jsontext.AppendQuote(dst, m.value)
+			dst = AppendString(dst, m.value)
 		}
 	}
+	return dst
+}
+
+// AppendString appends s as a JSON string, invalid UTF-8 as U+FFFD, as
+// encoding/json writes it (but for HTML characters and U+2028/9, which it
+// escapes and JSON does not need escaped).
+func AppendString(dst []byte, s string) []byte {
+	dst, _ = jsontext.AppendQuote(dst, s)
 	return dst
 }
 
