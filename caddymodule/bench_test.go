@@ -105,18 +105,8 @@ func BenchmarkInvoke(b *testing.B) {
 func BenchmarkServer(b *testing.B) {
 	up := benchUpstream(b)
 	tc := caddytest.NewTester(b)
-	tc.InitServer(fmt.Sprintf(`{
-	admin localhost:2999
-	http_port 9080
-	https_port 9443
-	grace_period 1ns
-	skip_install_trust
-	storage file_system %[1]s
-	log {
-		level ERROR
-	}
-}
-http://127.0.0.1:9080 {
+	dir := b.TempDir()
+	tc.InitServer(testGlobals(dir, "log {\n\t\tlevel ERROR\n\t}")+fmt.Sprintf(`http://127.0.0.1:9080 {
 	bind 127.0.0.1
 	handle_path /toolgate/* {
 		toolgate {
@@ -143,7 +133,7 @@ http://127.0.0.1:9080 {
 	handle_path /proxy/* {
 		reverse_proxy %[3]s
 	}
-}`, b.TempDir(), up.URL, strings.TrimPrefix(up.URL, "http://")), "caddyfile")
+}`, dir, up.URL, strings.TrimPrefix(up.URL, "http://")), "caddyfile")
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
 	run := func(b *testing.B, method, url, body string) {
 		b.ReportAllocs()

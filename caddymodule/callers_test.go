@@ -92,16 +92,8 @@ func goodClaims(user, role string) jwt.MapClaims {
 }
 
 func callersConfig(t *testing.T, upstream, jwksURL string) string {
-	return fmt.Sprintf(`
-{
-	admin localhost:2999
-	http_port 9080
-	https_port 9443
-	grace_period 1ns
-	skip_install_trust
-	storage file_system %[3]s
-}
-http://127.0.0.1:9080 {
+	dir := dataDir(t)
+	return testGlobals(dir) + fmt.Sprintf(`http://127.0.0.1:9080 {
 	bind 127.0.0.1
 	handle_path /toolgate/* {
 		toolgate {
@@ -142,7 +134,7 @@ http://127.0.0.1:9080 {
 		}
 	}
 }
-`, upstream, jwksURL, dataDir(t))
+`, upstream, jwksURL, dir)
 }
 
 func get(t *testing.T, tc *caddytest.Tester, url string, header ...string) (*http.Response, string) {
@@ -335,24 +327,16 @@ func TestIdentityKeyRotation(t *testing.T) {
 	rec := newRecorder(t)
 	k1, k2, k3 := writeKey(t), writeKey(t), writeKey(t)
 	cfg := func(keys, signing string) string {
-		return fmt.Sprintf(`{
-	admin localhost:2999
-	http_port 9080
-	https_port 9443
-	grace_period 1ns
-	skip_install_trust
-	storage file_system %[1]s
-}
-http://127.0.0.1:9080 {
+		return testGlobals(dataDir(t)) + fmt.Sprintf(`http://127.0.0.1:9080 {
 	bind 127.0.0.1
 	handle_path /toolgate/* {
 		toolgate {
-			component api %[2]s
+			component api %[1]s
 			ledger off
 			identity {
 				issuer https://tools.test
-				%[3]s
-				signing_key %[4]s
+				%[2]s
+				signing_key %[3]s
 			}
 			tool md {
 				description "Markdown."
@@ -361,7 +345,7 @@ http://127.0.0.1:9080 {
 			}
 		}
 	}
-}`, dataDir(t), rec.srv.URL, keys, signing)
+}`, rec.srv.URL, keys, signing)
 	}
 	tc := caddytest.NewTester(t)
 	for _, step := range []struct {

@@ -165,16 +165,7 @@ func testConfig(t *testing.T, upstream, dataDir string) string {
 	if err := os.WriteFile(manifestPath, []byte(manifest), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return fmt.Sprintf(`
-{
-	admin localhost:2999
-	http_port 9080
-	https_port 9443
-	grace_period 1ns
-	skip_install_trust
-	storage file_system %[3]s
-}
-http://127.0.0.1:9080 {
+	return testGlobals(dataDir) + fmt.Sprintf(`http://127.0.0.1:9080 {
 	bind 127.0.0.1
 	handle_path /toolgate/* {
 		toolgate {
@@ -285,6 +276,21 @@ func dataDir(t *testing.T) string {
 }
 
 var testRoot string
+
+// testGlobals is the global options block of the caddytest configs here:
+// the admin endpoint and ports caddytest expects, a short grace period, no
+// trust store, storage in dir, and any extra lines.
+func testGlobals(dir string, extra ...string) string {
+	var b strings.Builder
+	b.WriteString("{\n\tadmin localhost:2999\n\thttp_port 9080\n\thttps_port 9443\n\tgrace_period 1ns\n\tskip_install_trust\n\tstorage file_system ")
+	b.WriteString(dir)
+	b.WriteString("\n")
+	for _, e := range extra {
+		b.WriteString("\t" + e + "\n")
+	}
+	b.WriteString("}\n")
+	return b.String()
+}
 
 func TestMain(m *testing.M) {
 	var err error
@@ -652,15 +658,7 @@ func TestLoadErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := func(inner string) string {
-		return `{
-	admin localhost:2999
-	http_port 9080
-	https_port 9443
-	grace_period 1ns
-	skip_install_trust
-	storage file_system ` + dataDir(t) + `
-}
-http://127.0.0.1:9080 {
+		return testGlobals(dataDir(t)) + `http://127.0.0.1:9080 {
 	bind 127.0.0.1
 	toolgate {
 		component api http://127.0.0.1:1

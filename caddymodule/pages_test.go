@@ -26,16 +26,7 @@ const (
 )
 
 func pagesConfig(t *testing.T, dataDir string) string {
-	return fmt.Sprintf(`
-{
-	admin localhost:2999
-	http_port 9080
-	https_port 9443
-	grace_period 1ns
-	skip_install_trust
-	storage file_system %[1]s
-}
-http://127.0.0.1:9080 {
+	return testGlobals(dataDir) + fmt.Sprintf(`http://127.0.0.1:9080 {
 	bind 127.0.0.1
 	handle_path /toolgate/* {
 		toolgate {
