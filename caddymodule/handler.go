@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -547,7 +546,7 @@ var bodyOptions = jsonv2.JoinOptions(jsonv2.RejectUnknownMembers(true), jsontext
 // through every layer of readers.
 func (h *Handler) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	bp := bodyBuffers.Get().(*[]byte)
-	body, err := readBody(http.MaxBytesReader(w, r.Body, h.MaxRequestSize), (*bp)[:0], min(r.ContentLength, h.MaxRequestSize))
+	body, err := dispatch.ReadAll(http.MaxBytesReader(w, r.Body, h.MaxRequestSize), (*bp)[:0], min(r.ContentLength, h.MaxRequestSize))
 	if err == nil {
 		err = jsonv2.Unmarshal(body, v, bodyOptions)
 	}
@@ -574,27 +573,6 @@ var bodyBuffers = sync.Pool{New: func() any {
 }}
 
 const maxPooledBody = 64 << 10
-
-// readBody appends all of r to buf, growing it once to the announced size
-// (when there is one) rather than step by step.
-func readBody(r io.Reader, buf []byte, size int64) ([]byte, error) {
-	if size > 0 && int(size)+1 > cap(buf) {
-		buf = make([]byte, 0, int(size)+1)
-	}
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, nil
-		}
-		if err != nil {
-			return buf, err
-		}
-	}
-}
 
 func checkCallID(id string) error {
 	if len(id) > maxCallIDLen {

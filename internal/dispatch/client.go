@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 )
 
@@ -99,11 +100,13 @@ func (c *Client) Do(req *http.Request) (*Response, error) {
 	if resp.ContentLength > c.maxResponseSize {
 		return nil, c.tooLarge()
 	}
-	size := c.maxResponseSize + 1
+	// Room for the announced length, or at first 64 KiB when none is:
+	// the limit may be far larger than most answers.
+	size := min(c.maxResponseSize, 64<<10)
 	if resp.ContentLength >= 0 {
-		size = resp.ContentLength + 1
+		size = min(resp.ContentLength, size)
 	}
-	body, err := readAll(io.LimitReader(resp.Body, c.maxResponseSize+1), size)
+	body, err := ReadAll(io.LimitReader(resp.Body, c.maxResponseSize+1), nil, size)
 	if err != nil {
 		return nil, c.classify(ctx, err, true)
 	}
@@ -130,24 +133,25 @@ func (c *Client) classify(ctx context.Context, err error, reading bool) *Error {
 	return &Error{Kind: "unreachable", Msg: fmt.Sprintf("the upstream could not be reached: %v", err)}
 }
 
-// readAll reads r into a buffer sized for the expected length, growing past
-// it only as io.ReadAll would.
-func readAll(r io.Reader, size int64) ([]byte, error) {
-	if size > 64<<10 {
-		size = 64 << 10
+// ReadAll appends all of r to buf. It first makes room in buf for size
+// bytes and one more, so a body of the announced size is read without
+// growing buf and its end is seen without a copy; past that buf grows as
+// append grows it.
+func ReadAll(r io.Reader, buf []byte, size int64) ([]byte, error) {
+	if size > 0 && int(size)+1 > cap(buf)-len(buf) {
+		buf = slices.Grow(buf, int(size)+1)
 	}
-	buf := make([]byte, 0, size)
 	for {
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err != nil {
-			if err == io.EOF {
-				return buf, nil
-			}
-			return buf, err
-		}
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
 		}
 	}
 }

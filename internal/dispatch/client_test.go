@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/dispatch"
@@ -519,5 +520,28 @@ func TestClientTargetRequest(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestReadAll(t *testing.T) {
+	body := strings.Repeat("x", 5000)
+	for _, c := range []struct {
+		name string
+		size int64
+	}{
+		{"announced", 5000}, {"none announced", 0}, {"announced short", 100}, {"announced long", 9000}, {"unknown", -1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// One byte a read: the loop, not a lucky single read, must
+			// gather it all, after what buf already held.
+			got, err := dispatch.ReadAll(iotest.OneByteReader(strings.NewReader(body)), []byte("head:"), c.size)
+			if err != nil || string(got) != "head:"+body {
+				t.Fatalf("ReadAll = %d bytes, %v; want head: and the %d-byte body", len(got), err, len(body))
+			}
+		})
+	}
+	_, err := dispatch.ReadAll(iotest.ErrReader(errors.New("cut")), nil, 10)
+	if err == nil || err.Error() != "cut" {
+		t.Fatalf("ReadAll of a failing reader: %v, want its error", err)
 	}
 }
