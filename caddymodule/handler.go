@@ -464,28 +464,32 @@ func writeAnswer(w http.ResponseWriter, ans *gateway.Answer, err error) error {
 		writeError(w, gateway.StatusOf(err), code, err.Error())
 		return nil
 	}
-	bp := answerBuffers.Get().(*[]byte)
+	bp := buffers.Get().(*[]byte)
 	b := ans.AppendJSON((*bp)[:0])
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(http.StatusOK)
 	_, err = w.Write(b)
-	// A writer does not keep what it was given; a buffer grown by an
-	// unusually large answer is left to the collector.
-	if cap(b) <= maxPooledAnswer {
-		*bp = b
-		answerBuffers.Put(bp)
-	}
+	// A writer does not keep what it was given.
+	putBuffer(bp, b)
 	return err
 }
 
-// answerBuffers hold answers being written; most fit in 4 KiB.
-var answerBuffers = sync.Pool{New: func() any {
+// buffers hold request bodies being decoded and answers being written;
+// most fit in 4 KiB.
+var buffers = sync.Pool{New: func() any {
 	b := make([]byte, 0, 4<<10)
 	return &b
 }}
 
-const maxPooledAnswer = 64 << 10
+// putBuffer returns b, got from buffers as bp, for reuse; a buffer grown
+// past 64 KiB by an unusually large body is left to the collector.
+func putBuffer(bp *[]byte, b []byte) {
+	if cap(b) <= 64<<10 {
+		*bp = b[:0]
+		buffers.Put(bp)
+	}
+}
 
 // resumeBody is the body of POST /calls/{callId}/resume.
 type resumeBody struct {
@@ -545,15 +549,14 @@ var bodyOptions = jsonv2.JoinOptions(jsonv2.RejectUnknownMembers(true), jsontext
 // a pooled buffer first: decoding from a stream reads it in small pieces
 // through every layer of readers.
 func (h *Handler) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
-	bp := bodyBuffers.Get().(*[]byte)
+	bp := buffers.Get().(*[]byte)
 	body, err := dispatch.ReadAll(http.MaxBytesReader(w, r.Body, h.MaxRequestSize), (*bp)[:0], min(r.ContentLength, h.MaxRequestSize))
 	if err == nil {
 		err = jsonv2.Unmarshal(body, v, bodyOptions)
 	}
-	if cap(body) <= maxPooledBody {
-		*bp = body[:0]
-		bodyBuffers.Put(bp)
-	}
+	// Nothing decoded keeps body's bytes (v2 copies into jsontext.Value
+	// and json.RawMessage): the buffer can go back.
+	putBuffer(bp, body)
 	if err == nil {
 		return true
 	}
@@ -565,14 +568,6 @@ func (h *Handler) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool
 	writeError(w, http.StatusBadRequest, "malformed_envelope", "the body is not the expected JSON object: "+err.Error())
 	return false
 }
-
-// bodyBuffers hold request bodies being decoded.
-var bodyBuffers = sync.Pool{New: func() any {
-	b := make([]byte, 0, 4<<10)
-	return &b
-}}
-
-const maxPooledBody = 64 << 10
 
 func checkCallID(id string) error {
 	if len(id) > maxCallIDLen {
