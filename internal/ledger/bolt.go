@@ -212,12 +212,13 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 		stop:      make(chan struct{}),
 		swept:     make(chan struct{}),
 	}
-	journaled, err := readJournal(path + ".journal")
+	journalPath := path + ".journal"
+	journaled, err := readJournal(journalPath)
 	if err == nil {
 		err = b.closeInFlight(journaled)
 	}
 	if err == nil {
-		b.journal, err = createJournal(path+".journal", opts.Fsync, nil)
+		b.journal, err = createJournal(journalPath, opts.Fsync, nil)
 	}
 	if err != nil {
 		_ = db.Close()
@@ -324,11 +325,11 @@ func (b *Bolt) Create(ctx context.Context, c *Call) (*Call, bool, error) {
 	}
 	if b.journal.size > journalRotateSize {
 		if err := b.rotate(); err != nil {
-			return nil, false, fmt.Errorf("%w: recording call %q in %s: %w", ErrUnavailable, c.Key, b.path, err)
+			return nil, false, b.unavailable("recording", c.Key, err)
 		}
 	}
 	if err := b.journal.append(rec); err != nil {
-		return nil, false, fmt.Errorf("%w: recording call %q in %s: %w", ErrUnavailable, c.Key, b.path, err)
+		return nil, false, b.unavailable("recording", c.Key, err)
 	}
 	b.flying[c.Key] = rec
 	return nil, true, nil
@@ -359,7 +360,7 @@ func (b *Bolt) stored(key string) ([]byte, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: reading call %q from %s: %w", ErrUnavailable, key, b.path, err)
+		return nil, b.unavailable("reading", key, err)
 	}
 	return data, nil
 }
@@ -394,7 +395,7 @@ func (b *Bolt) Update(ctx context.Context, c *Call, from State) (*Call, error) {
 		return nil, err
 	}
 	rec := stamp(c, b.now)
-	if cur, err, ok := b.updateFlying(rec, from); ok {
+	if cur, handled, err := b.updateFlying(rec, from); handled {
 		return cur, err
 	}
 	data, err := boltValue(rec)
@@ -423,7 +424,7 @@ func (b *Bolt) Update(ctx context.Context, c *Call, from State) (*Call, error) {
 		return bk.Put(key, data)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: updating call %q in %s: %w", ErrUnavailable, c.Key, b.path, err)
+		return nil, b.unavailable("updating", c.Key, err)
 	}
 	if missing {
 		return nil, ErrNotFound
@@ -439,9 +440,9 @@ func (b *Bolt) Update(ctx context.Context, c *Call, from State) (*Call, error) {
 	return rec, nil
 }
 
-// updateFlying is Update for a call in flight in memory; ok is false when
-// the call is not one (it is in the B+tree, or missing).
-func (b *Bolt) updateFlying(rec *Call, from State) (cur *Call, err error, ok bool) {
+// updateFlying is Update for a call in flight in memory; handled is false
+// when the call is not one (it is in the B+tree, or missing).
+func (b *Bolt) updateFlying(rec *Call, from State) (cur *Call, handled bool, err error) {
 	b.mu.Lock()
 	for {
 		done, busy := b.finishing[rec.Key]
@@ -455,22 +456,22 @@ func (b *Bolt) updateFlying(rec *Call, from State) (cur *Call, err error, ok boo
 	fly := b.flying[rec.Key]
 	if fly == nil {
 		b.mu.Unlock()
-		return nil, nil, false
+		return nil, false, nil
 	}
 	if fly.State != from {
 		cp := *fly
 		b.mu.Unlock()
-		return &cp, ErrConflict, true
+		return &cp, true, ErrConflict
 	}
 	if rec.State == Running || rec.State == AwaitingClient {
 		// Still in flight: the journal takes the change.
 		defer b.mu.Unlock()
 		if err := b.journal.append(rec); err != nil {
-			return nil, fmt.Errorf("%w: updating call %q in %s: %w", ErrUnavailable, rec.Key, b.path, err), true
+			return nil, true, b.unavailable("updating", rec.Key, err)
 		}
 		b.flying[rec.Key] = rec
 		b.waiters.notify(rec.Key)
-		return rec, nil, true
+		return rec, true, nil
 	}
 	// Finished or paused: into the B+tree. Other changes of the call wait
 	// for the commit; readers see it in flight until then.
@@ -483,7 +484,7 @@ func (b *Bolt) updateFlying(rec *Call, from State) (cur *Call, err error, ok boo
 		key := []byte(rec.Key)
 		err = b.write(func(tx *bbolt.Tx) error { return tx.Bucket(callsBucket).Put(key, data) })
 		if err != nil {
-			err = fmt.Errorf("%w: updating call %q in %s: %w", ErrUnavailable, rec.Key, b.path, err)
+			err = b.unavailable("updating", rec.Key, err)
 		}
 	}
 	b.mu.Lock()
@@ -494,10 +495,15 @@ func (b *Bolt) updateFlying(rec *Call, from State) (cur *Call, err error, ok boo
 	close(done)
 	b.mu.Unlock()
 	if err != nil {
-		return nil, err, true
+		return nil, true, err
 	}
 	b.waiters.notify(rec.Key)
-	return rec, nil, true
+	return rec, true, nil
+}
+
+// unavailable wraps a failure of the file or the journal as ErrUnavailable.
+func (b *Bolt) unavailable(doing, key string, err error) error {
+	return fmt.Errorf("%w: %s call %q in %s: %w", ErrUnavailable, doing, key, b.path, err)
 }
 
 // Wait implements Ledger.
