@@ -75,10 +75,10 @@ func appendCall(dst []byte, c *Call) ([]byte, error) {
 	dst = result.AppendString(dst, c.CallID)
 	dst = append(dst, `,"tool":`...)
 	dst = result.AppendString(dst, c.Tool)
-	dst = appendOptional(dst, `,"user":`, c.User)
-	dst = appendOptional(dst, `,"install":`, c.Install)
-	dst = appendOptional(dst, `,"source":`, c.Source)
-	dst = appendOptional(dst, `,"threadId":`, c.ThreadID)
+	dst = result.AppendOptional(dst, `,"user":`, c.User)
+	dst = result.AppendOptional(dst, `,"install":`, c.Install)
+	dst = result.AppendOptional(dst, `,"source":`, c.Source)
+	dst = result.AppendOptional(dst, `,"threadId":`, c.ThreadID)
 	dst = append(dst, `,"digest":`...)
 	dst = result.AppendString(dst, c.Digest)
 	dst = append(dst, `,"state":`...)
@@ -113,7 +113,7 @@ func appendCall(dst []byte, c *Call) ([]byte, error) {
 		}
 		dst = append(dst, '}')
 	}
-	dst = appendOptional(dst, `,"owner":`, c.Owner)
+	dst = result.AppendOptional(dst, `,"owner":`, c.Owner)
 	for _, m := range [...]struct {
 		name string
 		t    time.Time
@@ -125,13 +125,6 @@ func appendCall(dst []byte, c *Call) ([]byte, error) {
 		}
 	}
 	return append(dst, '}'), nil
-}
-
-func appendOptional(dst []byte, name, s string) []byte {
-	if s == "" {
-		return dst
-	}
-	return result.AppendString(append(dst, name...), s)
 }
 
 // appendTime writes t as time.Time's MarshalJSON does, with its checks.

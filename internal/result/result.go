@@ -42,15 +42,18 @@ func (r *Result) AppendFields(dst []byte) []byte {
 	dst = strconv.AppendBool(dst, r.IsError)
 	dst = append(dst, `,"content":`...)
 	dst = AppendString(dst, r.Content)
-	for _, m := range [...]struct{ name, value string }{
-		{`,"markdown":`, r.Markdown}, {`,"embedUrl":`, r.EmbedURL}, {`,"card":`, r.Card},
-	} {
-		if m.value != "" {
-			dst = append(dst, m.name...)
-			dst = AppendString(dst, m.value)
-		}
+	dst = AppendOptional(dst, `,"markdown":`, r.Markdown)
+	dst = AppendOptional(dst, `,"embedUrl":`, r.EmbedURL)
+	return AppendOptional(dst, `,"card":`, r.Card)
+}
+
+// AppendOptional appends name (`,"key":`) and s as a JSON string, unless s
+// is empty: a string member tagged omitempty.
+func AppendOptional(dst []byte, name, s string) []byte {
+	if s == "" {
+		return dst
 	}
-	return dst
+	return AppendString(append(dst, name...), s)
 }
 
 // AppendString appends s as a JSON string, invalid UTF-8 as U+FFFD, as
