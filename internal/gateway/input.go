@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/toolgate/toolgate/internal/jsonread"
 )
 
 // decodeInput decodes a call's input into the values a JSON Schema
@@ -19,13 +19,13 @@ func decodeInput(raw json.RawMessage) (any, error) {
 	if len(trimmed) == 0 || string(trimmed) == "null" {
 		return map[string]any{}, nil
 	}
-	d := jsontext.NewDecoder(bytes.NewBuffer(raw), jsontext.AllowInvalidUTF8(true))
-	v, err := readValue(d)
+	var v any
+	err := jsonread.One(raw, func(d *jsontext.Decoder) (err error) {
+		v, err = readValue(d)
+		return err
+	}, jsontext.AllowInvalidUTF8(true))
 	if err != nil {
 		return nil, err
-	}
-	if _, err := d.ReadToken(); err != io.EOF {
-		return nil, errors.New("invalid character after top-level value")
 	}
 	return v, nil
 }

@@ -5,9 +5,7 @@ package result
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"net/url"
@@ -16,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/toolgate/toolgate/internal/jsonread"
 )
 
 // Which channel a card shows.
@@ -117,9 +116,9 @@ type member struct {
 func fromJSON(body []byte) (Result, bool) {
 	var content, markdown, embed member
 	isCard := false
-	d := jsontext.NewDecoder(bytes.NewBuffer(body), jsonOptions...)
-	object := d.PeekKind() == '{'
-	err := func() error {
+	object := false
+	err := jsonread.One(body, func(d *jsontext.Decoder) error {
+		object = d.PeekKind() == '{'
 		if !object {
 			return d.SkipValue()
 		}
@@ -166,13 +165,7 @@ func fromJSON(body []byte) (Result, bool) {
 		}
 		_, err := d.ReadToken()
 		return err
-	}()
-	if err == nil {
-		// One value only: what follows it, if anything, is an error.
-		if _, terr := d.ReadToken(); terr != io.EOF {
-			err = errors.New("invalid character after top-level value")
-		}
-	}
+	}, jsonOptions...)
 	switch {
 	case err != nil:
 		return Errorf("handler answered invalid JSON: %v", err), false
