@@ -3,11 +3,14 @@
 # upstream, in one run, on this machine. It builds toolgate and a fixed
 # loopback upstream (1 KiB JSON answers), then measures with wrk:
 #   a  the upstream directly
-#   b  plain Caddy reverse_proxy to it
+#   b  plain Caddy reverse_proxy to it, sent the same POST as toolgate
+#      (the envelope is its body, which it forwards)
+#   g  plain Caddy reverse_proxy sent a bare GET, for reference
 #   c  toolgate, an app target, ledger off
 #   d  toolgate with the bbolt ledger
 #   e  toolgate with the Redis ledger
-# at each concurrency, and writes bench/RESULTS.md. The five take turns:
+# at each concurrency, and writes bench/RESULTS.md with the budgets of
+# DESIGN.md "Performance" checked against b. The six take turns:
 # ROUNDS rounds of DURATION each, so that drift in the machine (other load,
 # clock speed) falls on all of them alike. req/s is the mean of the rounds,
 # p50 and p99 their median.
@@ -73,6 +76,7 @@ check() {
 }
 check "http://$UP/items/b1"
 check "http://127.0.0.1:9811/items/b1"
+check -X POST -H 'Content-Type: application/json' -d '{"input":{"id":"b1"},"identity":{"user":"u_1","install":"in_1"}}' "http://127.0.0.1:9811/items/b1"
 for port in 9812 9813 9814; do
 	check -X POST -H 'Content-Type: application/json' -d '{"input":{"id":"b1"},"identity":{"user":"u_1","install":"in_1"}}' "http://127.0.0.1:$port/tools/get_item"
 done
@@ -111,11 +115,12 @@ run() { # run NAME CONNS ROUND URL [wrk args...]
 	printf '%-22s c=%-4s round %s %9s req/s  p50 %8s ms  p99 %8s ms  CPU µs/req gateway %4s upstream %4s\n' "$name" "$c" "$r" "${RPS[$name,$c,$r]}" "${P50[$name,$c,$r]}" "${P99[$name,$c,$r]}" "${CPU_GW[$name,$c,$r]}" "${CPU_UP[$name,$c,$r]}"
 }
 
-NAMES="a_upstream b_reverse_proxy c_toolgate_off d_toolgate_bolt e_toolgate_redis"
+NAMES="a_upstream b_reverse_proxy g_reverse_proxy_get c_toolgate_off d_toolgate_bolt e_toolgate_redis"
 for c in $CONNS; do
 	for r in $(seq "$ROUNDS"); do
 		run a_upstream "$c" "$r" "http://$UP/items/b1"
-		run b_reverse_proxy "$c" "$r" "http://127.0.0.1:9811/items/b1"
+		run b_reverse_proxy "$c" "$r" "http://127.0.0.1:9811/items/b1" -s "$work/post.lua"
+		run g_reverse_proxy_get "$c" "$r" "http://127.0.0.1:9811/items/b1"
 		run c_toolgate_off "$c" "$r" "http://127.0.0.1:9812/tools/get_item" -s "$work/post.lua"
 		run d_toolgate_bolt "$c" "$r" "http://127.0.0.1:9813/tools/get_item" -s "$work/post.lua"
 		run e_toolgate_redis "$c" "$r" "http://127.0.0.1:9814/tools/get_item" -s "$work/post.lua"
@@ -139,6 +144,15 @@ for c in $CONNS; do
 	done
 done
 
+# budget TEXT X Y G COND prints a row of the budgets table: COND is an awk
+# condition on x (toolgate) and y (the reverse_proxy it is held against),
+# checked against b (Y) and, for reference, g (G).
+budget() {
+	local ok okg
+	ok=$(awk -v x="$2" -v y="$3" "BEGIN { print ($5) ? \"yes\" : \"no\" }")
+	okg=$(awk -v x="$2" -v y="$4" "BEGIN { print ($5) ? \"yes\" : \"no\" }")
+	echo "| $1 | $2 | $3 | $ok | $4: $okg |"
+}
 ratio() { awk -v x="$1" -v y="$2" 'BEGIN { if (y > 0) printf "%.2f", x / y; else print "n/a" }'; }
 
 {
@@ -157,15 +171,27 @@ ratio() { awk -v x="$1" -v y="$2" 'BEGIN { if (y > 0) printf "%.2f", x / y; else
 	done
 	echo
 	echo "CPU µs/req is the CPU time (user and system) a process used during the run over the"
-	echo "requests served, median of the rounds: \"gateway\" is the one Caddy process that serves b to e."
+	echo "requests served, median of the rounds: \"gateway\" is the one Caddy process that serves b to g."
 	echo
-	echo "Throughput ratios (b = plain Caddy reverse_proxy, a = the upstream directly):"
+	echo "Throughput ratios (b = plain Caddy reverse_proxy sent the same POST, g = sent a bare GET,"
+	echo "a = the upstream directly):"
 	echo
-	echo "| conns | c/b | d/b | e/b | c/a |"
-	echo "|---|---|---|---|---|"
+	echo "| conns | c/b | d/b | e/b | c/g | c/a |"
+	echo "|---|---|---|---|---|---|"
 	for c in $CONNS; do
-		echo "| $c | $(ratio "${RPS[c_toolgate_off,$c]}" "${RPS[b_reverse_proxy,$c]}") | $(ratio "${RPS[d_toolgate_bolt,$c]}" "${RPS[b_reverse_proxy,$c]}") | $(ratio "${RPS[e_toolgate_redis,$c]}" "${RPS[b_reverse_proxy,$c]}") | $(ratio "${RPS[c_toolgate_off,$c]}" "${RPS[a_upstream,$c]}") |"
+		echo "| $c | $(ratio "${RPS[c_toolgate_off,$c]}" "${RPS[b_reverse_proxy,$c]}") | $(ratio "${RPS[d_toolgate_bolt,$c]}" "${RPS[b_reverse_proxy,$c]}") | $(ratio "${RPS[e_toolgate_redis,$c]}" "${RPS[b_reverse_proxy,$c]}") | $(ratio "${RPS[c_toolgate_off,$c]}" "${RPS[g_reverse_proxy_get,$c]}") | $(ratio "${RPS[c_toolgate_off,$c]}" "${RPS[a_upstream,$c]}") |"
 	done
+	if [[ " $CONNS " == *" 1 "* && " $CONNS " == *" 32 "* ]]; then
+		echo
+		echo "Budgets (DESIGN.md \"Performance\"), against b:"
+		echo
+		echo "| budget | toolgate | reverse_proxy (b) | met | against g |"
+		echo "|---|---|---|---|---|"
+		budget "throughput, ledger off, 32 conns: c/b ≥ 1.0" "${RPS[c_toolgate_off,32]}" "${RPS[b_reverse_proxy,32]}" "${RPS[g_reverse_proxy_get,32]}" 'x >= y'
+		budget "throughput, bbolt, 32 conns: d/b ≥ 0.7" "${RPS[d_toolgate_bolt,32]}" "${RPS[b_reverse_proxy,32]}" "${RPS[g_reverse_proxy_get,32]}" 'x >= 0.7 * y'
+		budget "p50 ms, ledger off, 1 conn: c ≤ b" "${P50[c_toolgate_off,1]}" "${P50[b_reverse_proxy,1]}" "${P50[g_reverse_proxy_get,1]}" 'x <= y'
+		budget "p99 ms, ledger off, 32 conns: c ≤ b + 1 ms" "${P99[c_toolgate_off,32]}" "${P99[b_reverse_proxy,32]}" "${P99[g_reverse_proxy_get,32]}" 'x <= y + 1'
+	fi
 } >"$OUT"
 echo
 cat "$OUT"
