@@ -150,11 +150,12 @@ const (
 	// connections the gateway's CPU per call was 288-325 µs at 100 µs,
 	// 275-303 µs at 400 µs, and no better at 1 ms.
 	boltBatchDelay = 400 * time.Microsecond
-
-	// sweepChunk bounds the deletions in one write transaction so a large
-	// sweep does not hold up the calls being recorded.
-	sweepChunk = 1000
 )
+
+// sweepChunk bounds the deletions in one write transaction, so that a large
+// sweep does not hold up the calls being recorded, and the keys a sweep
+// holds at a time.
+var sweepChunk = 1000
 
 // OpenBolt opens (creating it if needed) the ledger file at path. Calls
 // that were in flight when the previous process stopped are closed as
@@ -523,22 +524,6 @@ func (b *Bolt) Sweep(now time.Time) (int, error) {
 		return err == nil && updated.Before(cutoff)
 	}
 
-	// Find candidates in a read transaction, which does not hold up
-	// writers, then delete in chunks, checking each again since it may
-	// have been updated in between.
-	var old [][]byte
-	err := b.db.View(func(tx *bbolt.Tx) error {
-		return tx.Bucket(callsBucket).ForEach(func(k, v []byte) error {
-			if expired(v) {
-				old = append(old, bytes.Clone(k))
-			}
-			return nil
-		})
-	})
-	if err != nil {
-		return 0, fmt.Errorf("sweeping ledger %s: %w", b.path, err)
-	}
-
 	// Calls in flight in memory that have not changed for the retention
 	// were given up long ago (their deadline is minutes): let them go.
 	removed := 0
@@ -551,11 +536,38 @@ func (b *Bolt) Sweep(now time.Time) (int, error) {
 	}
 	b.mu.Unlock()
 
-	for len(old) > 0 {
-		chunk := old[:min(len(old), sweepChunk)]
-		old = old[len(chunk):]
+	// Find up to sweepChunk candidates in a read transaction, which does
+	// not hold up writers, then delete them, checking each again since it
+	// may have been updated in between; go on from the last one. Only a
+	// chunk's keys are held at a time: a sweep after hours of calls finds
+	// millions.
+	var after []byte
+	for {
+		var chunk [][]byte
+		err := b.db.View(func(tx *bbolt.Tx) error {
+			c := tx.Bucket(callsBucket).Cursor()
+			var k, v []byte
+			if after == nil {
+				k, v = c.First()
+			} else if k, v = c.Seek(after); bytes.Equal(k, after) {
+				k, v = c.Next()
+			}
+			for ; k != nil && len(chunk) < sweepChunk; k, v = c.Next() {
+				if expired(v) {
+					chunk = append(chunk, bytes.Clone(k))
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return removed, fmt.Errorf("sweeping ledger %s: %w", b.path, err)
+		}
+		if len(chunk) == 0 {
+			return removed, nil
+		}
+		after = chunk[len(chunk)-1]
 		n := 0
-		err := b.db.Update(func(tx *bbolt.Tx) error {
+		err = b.db.Update(func(tx *bbolt.Tx) error {
 			bk := tx.Bucket(callsBucket)
 			for _, k := range chunk {
 				if v := bk.Get(k); v == nil || !expired(v) {
@@ -573,7 +585,6 @@ func (b *Bolt) Sweep(now time.Time) (int, error) {
 		}
 		removed += n
 	}
-	return removed, nil
 }
 
 func (b *Bolt) sweepEvery(every time.Duration) {
