@@ -229,12 +229,11 @@ func (s *Stream) Close() {
 func (b *Bridge) Claim(user, thread, callID string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.sweep()
-	p, ok := b.calls[callKey{threadKey{user, thread}, callID}]
-	switch {
-	case !ok:
-		return ErrNotFound
-	case p.claimed || !p.finished.IsZero():
+	p, err := b.unfinished(user, thread, callID)
+	if err != nil {
+		return err
+	}
+	if p.claimed {
 		return ErrConflict
 	}
 	p.claimed = true
@@ -245,15 +244,26 @@ func (b *Bridge) Claim(user, thread, callID string) error {
 func (b *Bridge) Post(user, thread, callID string, o Outcome) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.sweep()
-	p, ok := b.calls[callKey{threadKey{user, thread}, callID}]
-	switch {
-	case !ok:
-		return ErrNotFound
-	case !p.finished.IsZero():
-		return ErrConflict
+	p, err := b.unfinished(user, thread, callID)
+	if err != nil {
+		return err
 	}
 	p.finished = b.Now()
 	p.done <- o
 	return nil
+}
+
+// unfinished finds a call of the page's user and thread that has no
+// outcome yet: ErrNotFound if there is no such call, ErrConflict if it has
+// finished. Callers hold b.mu.
+func (b *Bridge) unfinished(user, thread, callID string) (*pending, error) {
+	b.sweep()
+	p, ok := b.calls[callKey{threadKey{user, thread}, callID}]
+	switch {
+	case !ok:
+		return nil, ErrNotFound
+	case !p.finished.IsZero():
+		return nil, ErrConflict
+	}
+	return p, nil
 }
