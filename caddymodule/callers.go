@@ -134,11 +134,8 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (caller, 
 		}
 		return caller{}, true
 	}
-	auth := r.Header.Get("Authorization")
-	token, ok := strings.CutPrefix(auth, "Bearer ")
-	if !ok || token == "" {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="toolgate"`)
-		writeError(w, http.StatusUnauthorized, "unauthorized", "a caller token is required: Authorization: Bearer <JWT>")
+	token, ok := bearerToken(w, r, "toolgate", "caller")
+	if !ok {
 		return caller{}, false
 	}
 	claims, err := h.verifier.Verify(r.Context(), token)
@@ -154,4 +151,17 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (caller, 
 	w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer realm="toolgate", error="invalid_token", error_description=%q`, err.Error()))
 	writeError(w, http.StatusUnauthorized, "invalid_token", err.Error())
 	return caller{}, false
+}
+
+// bearerToken reads the token of an "Authorization: Bearer" header. Without
+// one it answers 401 with a challenge for realm, naming the token required
+// (what: "caller", "page").
+func bearerToken(w http.ResponseWriter, r *http.Request, realm, what string) (string, bool) {
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || token == "" {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="`+realm+`"`)
+		writeError(w, http.StatusUnauthorized, "unauthorized", "a "+what+" token is required: Authorization: Bearer <JWT>")
+		return "", false
+	}
+	return token, true
 }

@@ -122,10 +122,8 @@ func (h *Handler) authenticatePage(w http.ResponseWriter, r *http.Request) (page
 		writeError(w, http.StatusNotFound, "pages_not_configured", "client tools need a pages block in the toolgate config")
 		return page{}, false
 	}
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || token == "" {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="toolgate-page"`)
-		writeError(w, http.StatusUnauthorized, "unauthorized", "a page token is required: Authorization: Bearer <JWT>")
+	token, ok := bearerToken(w, r, "toolgate-page", "page")
+	if !ok {
 		return page{}, false
 	}
 	claims, err := h.pageVerifier.Verify(r.Context(), token)
