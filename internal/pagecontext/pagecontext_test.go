@@ -3,6 +3,7 @@ package pagecontext
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 )
@@ -324,5 +325,28 @@ func TestRenderKeepsInput(t *testing.T) {
 	}
 	if after, _ := json.Marshal(items); string(after) != string(before) {
 		t.Error("Render changed its input")
+	}
+}
+
+// TestRenderedSizes checks the sizes in testdata/sizes.json, which the
+// browser client's tests (internal/web) check too: the page counts its
+// readables as the server does, so both drop the same items.
+func TestRenderedSizes(t *testing.T) {
+	data, err := os.ReadFile("testdata/sizes.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []struct {
+		Name  string          `json:"name"`
+		Value json.RawMessage `json:"value"`
+		Bytes int             `json:"bytes"`
+	}
+	if err := json.Unmarshal(data, &cases); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		if got := renderedSize(t, Item{Name: c.Name, Value: c.Value}); got != c.Bytes {
+			t.Errorf("%s %s: %d bytes rendered, want %d", c.Name, c.Value, got, c.Bytes)
+		}
 	}
 }
