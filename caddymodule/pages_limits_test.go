@@ -16,31 +16,29 @@ import (
 )
 
 // startLimitedPages starts the pages config with small caps and a short
-// client tool timeout.
-func startLimitedPages(t *testing.T, timeout string) *caddytest.Tester {
+// client tool timeout. It returns the bridge the config holds.
+func startLimitedPages(t *testing.T, timeout string) (*caddytest.Tester, *clienttools.Bridge) {
 	t.Helper()
-	cfg := strings.Replace(pagesConfig(t, dataDir(t)), "origins "+pageOrigin, "origins "+pageOrigin+`
+	dir := dataDir(t)
+	cfg := strings.Replace(pagesConfig(t, dir), "origins "+pageOrigin, "origins "+pageOrigin+`
 				max_pending_per_thread 2
 				max_pending 3
 				max_streams_per_token 2`, 1)
 	cfg = strings.Replace(cfg, "client_tool_timeout 2s", "client_tool_timeout "+timeout, 1)
 	tc := caddytest.NewTester(t)
 	tc.InitServer(cfg, "caddyfile")
-	return tc
-}
-
-// liveBridge is the one bridge the running config holds.
-func liveBridge(t *testing.T) *clienttools.Bridge {
-	t.Helper()
+	// The bridge is keyed by its ledger, whose key names the ledger file.
 	var found []*clienttools.Bridge
-	bridges.Range(func(_, v any) bool {
-		found = append(found, v.(openBridge).Bridge)
+	bridges.Range(func(k, v any) bool {
+		if strings.Contains(k.(string), dir) {
+			found = append(found, v.(openBridge).Bridge)
+		}
 		return true
 	})
 	if len(found) != 1 {
-		t.Fatalf("%d bridges in the pool, want 1", len(found))
+		t.Fatalf("%d bridges for this config's ledger, want 1", len(found))
 	}
-	return found[0]
+	return tc, found[0]
 }
 
 // waitCounts polls the bridge until it holds calls and streams, or fails
@@ -70,8 +68,7 @@ func invokeIn(tc *caddytest.Tester, thread, callID string) <-chan invokeResult {
 // reaches a page: it is not offered on the thread's stream and cannot be
 // claimed.
 func TestPendingLimitsHTTP(t *testing.T) {
-	tc := startLimitedPages(t, "5s")
-	b := liveBridge(t)
+	tc, b := startLimitedPages(t, "5s")
 	tok := pageToken(t, "u_1", "th_1")
 	page, status, body := openStream(t, tok, "th_1")
 	if page == nil {
@@ -133,8 +130,7 @@ func TestPendingLimitsHTTP(t *testing.T) {
 // spelling the token's signature another way does not make it another
 // token.
 func TestStreamsPerTokenHTTP(t *testing.T) {
-	startLimitedPages(t, "5s")
-	b := liveBridge(t)
+	_, b := startLimitedPages(t, "5s")
 	tok := pageToken(t, "u_1", "th_1")
 	s1, _, _ := openStream(t, tok, "th_1")
 	s2, _, _ := openStream(t, tok, "th_1")
@@ -203,8 +199,7 @@ func TestStreamsPerTokenHTTP(t *testing.T) {
 // call: the call waits for its page until client_tool_timeout, then ends
 // as timed out and frees its place; nothing is offered afterwards.
 func TestCallerGoneHTTP(t *testing.T) {
-	tc := startLimitedPages(t, "400ms")
-	b := liveBridge(t)
+	tc, b := startLimitedPages(t, "400ms")
 	tok := pageToken(t, "u_1", "th_1")
 	page, _, _ := openStream(t, tok, "th_1")
 
