@@ -236,8 +236,9 @@ func (h *Handler) serveClient(w http.ResponseWriter, r *http.Request, rest strin
 const keepAlive = 15 * time.Second
 
 // streamRetry is the Retry-After of a stream refused over
-// max_streams_per_token: a page's streams close when it leaves, and the
-// browser client retries at most this far apart anyway.
+// max_streams_per_token: streams are freed only as pages leave, so asking
+// sooner is pointless; it is also where the browser client's backoff tops
+// out.
 const streamRetry = 10 * time.Second
 
 // streamKey is what streams are counted by: a digest of the page token's
