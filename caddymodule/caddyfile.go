@@ -56,6 +56,9 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			issuer   <iss>
 //			audience <aud>
 //			origins  <origin...>
+//			max_pending_per_thread <n>
+//			max_pending            <n>
+//			max_streams_per_token  <n>
 //		}
 //		client_tool_timeout <duration>
 //		mcp_allowed_hosts <host...>
@@ -240,6 +243,19 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					h.Pages.Issuer = args[0]
 				case "audience":
 					h.Pages.Audience = args[0]
+				case "max_pending_per_thread", "max_pending", "max_streams_per_token":
+					n, err := strconv.Atoi(args[0])
+					if err != nil || n <= 0 {
+						return d.Errf("bad %s %s: want a positive integer", sub, args[0])
+					}
+					switch sub {
+					case "max_pending_per_thread":
+						h.Pages.MaxPendingPerThread = n
+					case "max_pending":
+						h.Pages.MaxPending = n
+					default:
+						h.Pages.MaxStreamsPerToken = n
+					}
 				default:
 					return d.Errf("unrecognized pages subdirective %s", sub)
 				}

@@ -263,6 +263,10 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) error {
 			return err
 		}
 	}
+	limits, err := h.Pages.limits()
+	if err != nil {
+		return err
+	}
 	// One bridge per ledger: a page and the call it answers meet on it
 	// across reloads.
 	h.bridgeKey = "bridge:" + ledgerKey
@@ -273,6 +277,7 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) error {
 		return err
 	}
 	h.bridge = val.(openBridge).Bridge
+	h.bridge.SetLimits(limits)
 
 	h.client = dispatch.NewClient(time.Duration(h.UpstreamTimeout), h.MaxResponseSize)
 	h.gw = gateway.New(gateway.Config{

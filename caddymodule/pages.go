@@ -1,11 +1,13 @@
 package caddymodule
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,6 +39,44 @@ type Pages struct {
 	// use the page endpoints and client.js; toolgate answers CORS for
 	// them, preflight included.
 	Origins []string `json:"origins,omitempty"`
+
+	// MaxPendingPerThread caps the client tool calls of one user's thread
+	// that wait for a page. A call over it ends at once with the error
+	// result "too many client tool calls waiting in this thread" (a done
+	// answer, isError true). Default: 64.
+	MaxPendingPerThread int `json:"max_pending_per_thread,omitempty"`
+
+	// MaxPending caps the client tool calls that wait for a page in all,
+	// across users and threads. A call over it ends at once with the error
+	// result "too many client tool calls waiting on this gateway".
+	// Default: 10000.
+	MaxPending int `json:"max_pending,omitempty"`
+
+	// MaxStreamsPerToken caps the open call streams (GET /client/calls)
+	// of one page token. A stream over it is refused with 429 and
+	// Retry-After. Default: 16.
+	MaxStreamsPerToken int `json:"max_streams_per_token,omitempty"`
+}
+
+// limits maps the caps onto the bridge's limits; p may be nil (defaults).
+func (p *Pages) limits() (clienttools.Limits, error) {
+	if p == nil {
+		return clienttools.Limits{}, nil
+	}
+	for name, n := range map[string]int{
+		"max_pending_per_thread": p.MaxPendingPerThread,
+		"max_pending":            p.MaxPending,
+		"max_streams_per_token":  p.MaxStreamsPerToken,
+	} {
+		if n < 0 {
+			return clienttools.Limits{}, fmt.Errorf("pages: %s must not be negative", name)
+		}
+	}
+	return clienttools.Limits{
+		PendingPerThread: p.MaxPendingPerThread,
+		Pending:          p.MaxPending,
+		StreamsPerToken:  p.MaxStreamsPerToken,
+	}, nil
 }
 
 func (p *Pages) verifier() (*identity.Verifier, error) {
@@ -195,13 +235,40 @@ func (h *Handler) serveClient(w http.ResponseWriter, r *http.Request, rest strin
 // and the browser keep it open.
 const keepAlive = 15 * time.Second
 
+// streamRetry is the Retry-After of a stream refused over
+// max_streams_per_token: streams are freed only as pages leave, so asking
+// sooner is pointless; it is also where the browser client's backoff tops
+// out.
+const streamRetry = 10 * time.Second
+
+// streamKey is what streams are counted by: a digest of the page token's
+// signed part (header.payload). The signature is left out because one
+// token has several spellings of it — base64's unused low bits, ECDSA's
+// (r, n-s) — that all verify.
+func streamKey(r *http.Request) string {
+	token := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if i := strings.LastIndexByte(token, '.'); i >= 0 {
+		token = token[:i]
+	}
+	sum := sha256.Sum256([]byte(token))
+	return string(sum[:])
+}
+
 // serveStream sends the thread's client calls as Server-Sent Events.
 func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, p page) error {
 	if q := r.URL.Query().Get("threadId"); q != p.thread {
 		writeError(w, http.StatusNotFound, "unknown_thread", "the page token is for another thread")
 		return nil
 	}
-	stream, waiting := h.bridge.Open(p.user, p.thread)
+	stream, waiting, err := h.bridge.Open(p.user, p.thread, streamKey(r))
+	if errors.Is(err, clienttools.ErrTooManyStreams) {
+		w.Header().Set("Retry-After", strconv.Itoa(int(streamRetry/time.Second)))
+		writeError(w, http.StatusTooManyRequests, "too_many_streams", err.Error())
+		return nil
+	}
+	if err != nil {
+		return err
+	}
 	defer stream.Close()
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")

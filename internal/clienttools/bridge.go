@@ -83,21 +83,74 @@ type pending struct {
 	done     chan Outcome
 }
 
+// thread is what one (user, thread) holds: its open streams and its calls
+// that wait for a page. It exists while it holds either.
+type thread struct {
+	streams map[*Stream]struct{}
+	waiting map[string]*pending // by call id
+}
+
+// ended is a finished call in the order calls finished.
+type ended struct {
+	k callKey
+	p *pending
+}
+
 // Stream is an open event stream of one page.
 type Stream struct {
 	// C delivers new calls of the stream's thread.
-	C  <-chan Offer
-	c  chan Offer
-	b  *Bridge
-	tk threadKey
+	C     <-chan Offer
+	c     chan Offer
+	b     *Bridge
+	tk    threadKey
+	token string
 }
+
+// Limits bound what the pages and their waiting calls hold in memory. A
+// zero field takes its default.
+type Limits struct {
+	// PendingPerThread caps the calls of one (user, thread) that wait for
+	// a page. Default: 64.
+	PendingPerThread int
+	// Pending caps the calls that wait for a page in all. It also bounds
+	// how many finished calls are remembered to answer 409. Default: 10000.
+	Pending int
+	// StreamsPerToken caps the open streams of one page token. Default: 16.
+	StreamsPerToken int
+}
+
+// Default limits.
+const (
+	DefaultPendingPerThread = 64
+	DefaultPending          = 10000
+	DefaultStreamsPerToken  = 16
+)
+
+// Errors of a bridge over its limits.
+var (
+	// ErrThreadFull: Run of a call whose thread has PendingPerThread
+	// calls waiting.
+	ErrThreadFull = errors.New("too many client tool calls waiting in this thread")
+	// ErrFull: Run of a call while Pending calls wait in all.
+	ErrFull = errors.New("too many client tool calls waiting on this gateway")
+	// ErrTooManyStreams: Open for a page token with StreamsPerToken
+	// streams open.
+	ErrTooManyStreams = errors.New("too many open call streams for this page token")
+)
 
 // Bridge holds the client calls in flight and the pages' open streams.
 type Bridge struct {
 	mu      sync.Mutex
 	seq     uint64
-	calls   map[callKey]*pending
-	streams map[threadKey]map[*Stream]struct{}
+	limits  Limits
+	calls   map[callKey]*pending // waiting, and finished for keepFinished
+	threads map[threadKey]*thread
+	waiting int            // calls that wait for a page
+	streams int            // open streams
+	tokens  map[string]int // open streams by page token
+	// ended holds the finished calls oldest first: they expire from its
+	// front, so no operation scans every call.
+	ended []ended
 
 	// After is the clock's timer, replaceable in tests.
 	After func(time.Duration) <-chan time.Time
@@ -108,34 +161,76 @@ type Bridge struct {
 // keepFinished is how long a finished call answers 409 rather than 404.
 const keepFinished = 10 * time.Minute
 
-// NewBridge returns an empty bridge.
+// NewBridge returns an empty bridge with the default limits.
 func NewBridge() *Bridge {
-	return &Bridge{
+	b := &Bridge{
 		calls:   map[callKey]*pending{},
-		streams: map[threadKey]map[*Stream]struct{}{},
+		threads: map[threadKey]*thread{},
+		tokens:  map[string]int{},
 		After:   time.After,
 		Now:     time.Now,
 	}
+	b.SetLimits(Limits{})
+	return b
+}
+
+// SetLimits sets the limits for what comes next; what the bridge holds
+// already stays. One bridge outlives config reloads: the config loaded
+// last sets them.
+func (b *Bridge) SetLimits(l Limits) {
+	if l.PendingPerThread <= 0 {
+		l.PendingPerThread = DefaultPendingPerThread
+	}
+	if l.Pending <= 0 {
+		l.Pending = DefaultPending
+	}
+	if l.StreamsPerToken <= 0 {
+		l.StreamsPerToken = DefaultStreamsPerToken
+	}
+	b.mu.Lock()
+	b.limits = l
+	b.mu.Unlock()
+}
+
+// Waiting reports how many calls wait for a page and how many streams are
+// open, in all.
+func (b *Bridge) Waiting() (calls, streams int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.waiting, b.streams
 }
 
 // ErrTimeout is Run's error when no page answered in time.
 var ErrTimeout = errors.New("client tool timed out")
 
 // Run offers a call to the pages of its thread and waits for the outcome,
-// at most timeout, or until ctx is done.
+// at most timeout, or until ctx is done. Over a limit it returns
+// ErrThreadFull or ErrFull at once.
 func (b *Bridge) Run(ctx context.Context, user, thread string, offer Offer, timeout time.Duration) (Outcome, error) {
 	k := callKey{threadKey{user, thread}, offer.CallID}
 	p := &pending{offer: offer, done: make(chan Outcome, 1)}
 	b.mu.Lock()
-	b.sweep()
+	b.expire()
 	if old, ok := b.calls[k]; ok && old.finished.IsZero() {
 		b.mu.Unlock()
 		return Outcome{}, errors.New("this client call is already waiting for its page")
 	}
+	th := b.threads[k.threadKey]
+	switch {
+	case th != nil && len(th.waiting) >= b.limits.PendingPerThread:
+		b.mu.Unlock()
+		return Outcome{}, ErrThreadFull
+	case b.waiting >= b.limits.Pending:
+		b.mu.Unlock()
+		return Outcome{}, ErrFull
+	}
+	th = b.thread(k.threadKey)
 	b.seq++
 	p.seq = b.seq
 	b.calls[k] = p
-	for s := range b.streams[k.threadKey] {
+	th.waiting[k.callID] = p
+	b.waiting++
+	for s := range th.streams {
 		s.send(offer)
 	}
 	b.mu.Unlock()
@@ -153,7 +248,7 @@ func (b *Bridge) Run(ctx context.Context, user, thread string, offer Offer, time
 	}
 	b.mu.Lock()
 	if err != nil && p.finished.IsZero() {
-		p.finished = b.Now()
+		b.finish(k, p)
 	} else if err != nil {
 		// The page answered as the timer fired: its answer wins.
 		out, err = <-p.done, nil
@@ -162,31 +257,71 @@ func (b *Bridge) Run(ctx context.Context, user, thread string, offer Offer, time
 	return out, err
 }
 
-// sweep forgets finished calls past keepFinished. Callers hold b.mu.
-func (b *Bridge) sweep() {
+// thread returns tk's thread, made if need be. Callers hold b.mu.
+func (b *Bridge) thread(tk threadKey) *thread {
+	th := b.threads[tk]
+	if th == nil {
+		th = &thread{streams: map[*Stream]struct{}{}, waiting: map[string]*pending{}}
+		b.threads[tk] = th
+	}
+	return th
+}
+
+// finish ends a waiting call: it stops counting against the limits and is
+// remembered, without its input, for keepFinished. Callers hold b.mu.
+func (b *Bridge) finish(k callKey, p *pending) {
+	p.finished = b.Now()
+	p.offer.Input = nil
+	b.waiting--
+	if th := b.threads[k.threadKey]; th != nil {
+		delete(th.waiting, k.callID)
+		if len(th.waiting) == 0 && len(th.streams) == 0 {
+			delete(b.threads, k.threadKey)
+		}
+	}
+	b.ended = append(b.ended, ended{k, p})
+	b.expire()
+}
+
+// expire forgets the finished calls past keepFinished, and the oldest
+// beyond Pending of them (those answer 404 rather than 409 sooner). It
+// looks only at the front of b.ended. Callers hold b.mu.
+func (b *Bridge) expire() {
 	now := b.Now()
-	for k, p := range b.calls {
-		if !p.finished.IsZero() && now.Sub(p.finished) > keepFinished {
-			delete(b.calls, k)
+	for len(b.ended) > 0 {
+		e := b.ended[0]
+		if now.Sub(e.p.finished) <= keepFinished && len(b.ended) <= b.limits.Pending {
+			return
+		}
+		b.ended[0] = ended{} // let the call go before the array does
+		b.ended = b.ended[1:]
+		// The id may have run again since: forget only this run.
+		if b.calls[e.k] == e.p {
+			delete(b.calls, e.k)
 		}
 	}
 }
 
-// Open opens a stream for a page of (user, thread). It returns the calls
-// waiting now that no open stream has claimed.
-func (b *Bridge) Open(user, thread string) (*Stream, []Offer) {
+// Open opens a stream for a page of (user, thread), counted against the
+// page token it was opened with (token is any key of it, e.g. a digest).
+// It returns the calls waiting now that no open stream has claimed, or
+// ErrTooManyStreams.
+func (b *Bridge) Open(user, thread, token string) (*Stream, []Offer, error) {
 	tk := threadKey{user, thread}
-	c := make(chan Offer, 64)
-	s := &Stream{C: c, c: c, b: b, tk: tk}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.streams[tk] == nil {
-		b.streams[tk] = map[*Stream]struct{}{}
+	if b.tokens[token] >= b.limits.StreamsPerToken {
+		return nil, nil, ErrTooManyStreams
 	}
-	b.streams[tk][s] = struct{}{}
-	var waiting []*pending
-	for k, p := range b.calls {
-		if k.threadKey == tk && p.finished.IsZero() && !p.claimed {
+	b.tokens[token]++
+	b.streams++
+	c := make(chan Offer, 64)
+	s := &Stream{C: c, c: c, b: b, tk: tk, token: token}
+	th := b.thread(tk)
+	th.streams[s] = struct{}{}
+	waiting := make([]*pending, 0, len(th.waiting))
+	for _, p := range th.waiting {
+		if !p.claimed {
 			waiting = append(waiting, p)
 		}
 	}
@@ -195,7 +330,7 @@ func (b *Bridge) Open(user, thread string) (*Stream, []Offer) {
 	for i, p := range waiting {
 		offers[i] = p.offer
 	}
-	return s, offers
+	return s, offers, nil
 }
 
 // send offers a call without blocking; a page too slow to read gets the
@@ -207,21 +342,33 @@ func (s *Stream) send(o Offer) {
 	}
 }
 
-// Close closes the stream. When it was the thread's last, claims without
-// a result lapse: the calls are offered again to the next stream.
+// Close closes the stream; closing it again does nothing. When it was the
+// thread's last, claims without a result lapse: the calls are offered
+// again to the next stream.
 func (s *Stream) Close() {
 	b := s.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	delete(b.streams[s.tk], s)
-	if len(b.streams[s.tk]) > 0 {
+	th := b.threads[s.tk]
+	if th == nil {
 		return
 	}
-	delete(b.streams, s.tk)
-	for k, p := range b.calls {
-		if k.threadKey == s.tk && p.finished.IsZero() {
-			p.claimed = false
-		}
+	if _, ok := th.streams[s]; !ok {
+		return
+	}
+	delete(th.streams, s)
+	b.streams--
+	if b.tokens[s.token]--; b.tokens[s.token] <= 0 {
+		delete(b.tokens, s.token)
+	}
+	if len(th.streams) > 0 {
+		return
+	}
+	for _, p := range th.waiting {
+		p.claimed = false
+	}
+	if len(th.waiting) == 0 {
+		delete(b.threads, s.tk)
 	}
 }
 
@@ -248,7 +395,7 @@ func (b *Bridge) Post(user, thread, callID string, o Outcome) error {
 	if err != nil {
 		return err
 	}
-	p.finished = b.Now()
+	b.finish(callKey{threadKey{user, thread}, callID}, p)
 	p.done <- o
 	return nil
 }
@@ -257,7 +404,7 @@ func (b *Bridge) Post(user, thread, callID string, o Outcome) error {
 // outcome yet: ErrNotFound if there is no such call, ErrConflict if it has
 // finished. Callers hold b.mu.
 func (b *Bridge) unfinished(user, thread, callID string) (*pending, error) {
-	b.sweep()
+	b.expire()
 	p, ok := b.calls[callKey{threadKey{user, thread}, callID}]
 	switch {
 	case !ok:

@@ -113,6 +113,16 @@ func notYet(t *testing.T, done <-chan runResult) {
 
 func strp(s string) *string { return &s }
 
+// open opens a stream with a page token of its own.
+func open(t *testing.T, b *Bridge, user, thread string) (*Stream, []Offer) {
+	t.Helper()
+	s, offers, err := b.Open(user, thread, t.Name()+user+thread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, offers
+}
+
 func TestTimeout(t *testing.T) {
 	b := NewBridge()
 	clk := newFakeClock(b)
@@ -131,7 +141,7 @@ func TestTimeout(t *testing.T) {
 		t.Errorf("late post: %v, want ErrConflict", err)
 	}
 	// Nor is it offered to a page that opens now.
-	s, waiting := b.Open("u_1", "th_1")
+	s, waiting := open(t, b, "u_1", "th_1")
 	defer s.Close()
 	if len(waiting) != 0 {
 		t.Errorf("a timed-out call is offered: %+v", waiting)
@@ -240,7 +250,7 @@ func TestOpenOffersWaitingUnclaimed(t *testing.T) {
 	}
 	wait(t, done4)
 
-	s, waiting := b.Open("u_1", "th_1")
+	s, waiting := open(t, b, "u_1", "th_1")
 	defer s.Close()
 	if got := offerIDs(waiting); !equal(got, []string{"c1", "c3"}) {
 		t.Errorf("Open offered %v, want the waiting unclaimed [c1 c3]", got)
@@ -270,11 +280,11 @@ func TestPushToThreadStreams(t *testing.T) {
 	b := NewBridge()
 	clk := newFakeClock(b)
 	defer clk.fireAll()
-	a1, _ := b.Open("u_1", "th_1")
-	a2, _ := b.Open("u_1", "th_1")
-	other, _ := b.Open("u_1", "th_2")
-	otherUser, _ := b.Open("u_2", "th_1")
-	closed, _ := b.Open("u_1", "th_1")
+	a1, _ := open(t, b, "u_1", "th_1")
+	a2, _ := open(t, b, "u_1", "th_1")
+	other, _ := open(t, b, "u_1", "th_2")
+	otherUser, _ := open(t, b, "u_2", "th_1")
+	closed, _ := open(t, b, "u_1", "th_1")
 	closed.Close()
 	for _, s := range []*Stream{a1, a2, other, otherUser} {
 		defer s.Close()
@@ -303,7 +313,7 @@ func TestClaimLapse(t *testing.T) {
 	clk := newFakeClock(b)
 	defer clk.fireAll()
 
-	a, _ := b.Open("u_1", "th_1")
+	a, _ := open(t, b, "u_1", "th_1")
 	done := start(t, context.Background(), b, clk, "u_1", "th_1", "c1")
 	if got := drain(a); !equal(got, []string{"c1"}) {
 		t.Fatalf("stream got %v", got)
@@ -312,7 +322,7 @@ func TestClaimLapse(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A second page of the thread is open: closing the first keeps the claim.
-	keep, waiting := b.Open("u_1", "th_1")
+	keep, waiting := open(t, b, "u_1", "th_1")
 	if len(waiting) != 0 {
 		t.Errorf("a claimed call is offered: %+v", waiting)
 	}
@@ -321,9 +331,9 @@ func TestClaimLapse(t *testing.T) {
 		t.Errorf("claim while another stream is open: %v, want ErrConflict", err)
 	}
 	// Another thread's last stream closing does not touch this thread.
-	o, _ := b.Open("u_1", "th_2")
+	o, _ := open(t, b, "u_1", "th_2")
 	o.Close()
-	third, waiting := b.Open("u_1", "th_1")
+	third, waiting := open(t, b, "u_1", "th_1")
 	if len(waiting) != 0 {
 		t.Errorf("offered while the claim holds: %+v", waiting)
 	}
@@ -331,7 +341,7 @@ func TestClaimLapse(t *testing.T) {
 
 	// The last stream closes with no result: the claim lapses.
 	keep.Close()
-	b2, waiting := b.Open("u_1", "th_1")
+	b2, waiting := open(t, b, "u_1", "th_1")
 	defer b2.Close()
 	if got := offerIDs(waiting); !equal(got, []string{"c1"}) {
 		t.Fatalf("after the lapse Open offered %v, want [c1]", got)
@@ -347,7 +357,7 @@ func TestClaimLapse(t *testing.T) {
 	}
 	// An answered call does not come back when the streams close.
 	b2.Close()
-	s, waiting := b.Open("u_1", "th_1")
+	s, waiting := open(t, b, "u_1", "th_1")
 	defer s.Close()
 	if len(waiting) != 0 {
 		t.Errorf("an answered call is offered again: %+v", waiting)
@@ -543,7 +553,7 @@ func TestOpenOffersOldestFirst(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}
-	s, offers := b.Open("u", "t")
+	s, offers := open(t, b, "u", "t")
 	defer s.Close()
 	var got []string
 	for _, o := range offers {
@@ -551,5 +561,204 @@ func TestOpenOffersOldestFirst(t *testing.T) {
 	}
 	if strings.Join(got, ",") != strings.Join(ids, ",") {
 		t.Errorf("offered %v, want arrival order %v", got, ids)
+	}
+}
+
+// refused runs a call that the limits must refuse. Its context is done
+// already: a call let in ends with context.Canceled instead.
+func refused(b *Bridge, user, thread, id string) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := b.Run(ctx, user, thread, Offer{CallID: id, Name: "where"}, time.Second)
+	return err
+}
+
+func counts(t *testing.T, b *Bridge, calls, streams int) {
+	t.Helper()
+	if c, s := b.Waiting(); c != calls || s != streams {
+		t.Errorf("Waiting() = %d calls, %d streams; want %d, %d", c, s, calls, streams)
+	}
+}
+
+func TestPendingPerThreadLimit(t *testing.T) {
+	b := NewBridge()
+	b.SetLimits(Limits{PendingPerThread: 2})
+	clk := newFakeClock(b)
+	defer clk.fireAll()
+	s, _ := open(t, b, "u_1", "th_1")
+	defer s.Close()
+	ctx := context.Background()
+	done1 := start(t, ctx, b, clk, "u_1", "th_1", "c1")
+	start(t, ctx, b, clk, "u_1", "th_1", "c2")
+
+	if err := refused(b, "u_1", "th_1", "c3"); !errors.Is(err, ErrThreadFull) {
+		t.Fatalf("a third call in the thread: %v, want ErrThreadFull", err)
+	}
+	if err := b.Claim("u_1", "th_1", "c3"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("the refused call can be claimed: %v", err)
+	}
+	if got := drain(s); !equal(got, []string{"c1", "c2"}) {
+		t.Errorf("the stream got %v; the refused call must not be offered", got)
+	}
+	counts(t, b, 2, 1)
+	// Other threads, and the same thread id of another user, are apart.
+	start(t, ctx, b, clk, "u_1", "th_2", "c3")
+	start(t, ctx, b, clk, "u_2", "th_1", "c3")
+	counts(t, b, 4, 1)
+
+	// An answer frees its place.
+	if err := b.Post("u_1", "th_1", "c1", Outcome{}); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, done1)
+	start(t, ctx, b, clk, "u_1", "th_1", "c3")
+	if err := refused(b, "u_1", "th_1", "c4"); !errors.Is(err, ErrThreadFull) {
+		t.Errorf("a third call again: %v, want ErrThreadFull", err)
+	}
+}
+
+func TestPendingLimit(t *testing.T) {
+	b := NewBridge()
+	b.SetLimits(Limits{Pending: 3})
+	clk := newFakeClock(b)
+	ctx := context.Background()
+	var runs []<-chan runResult
+	for _, th := range []string{"th_1", "th_2", "th_3"} {
+		runs = append(runs, start(t, ctx, b, clk, "u_1", th, "c1"))
+	}
+	if err := refused(b, "u_2", "th_9", "c9"); !errors.Is(err, ErrFull) {
+		t.Fatalf("a fourth call: %v, want ErrFull", err)
+	}
+	counts(t, b, 3, 0)
+	// A timeout frees places too.
+	clk.fireAll()
+	for _, r := range runs {
+		if r := wait(t, r); !errors.Is(r.err, ErrTimeout) {
+			t.Fatalf("%+v", r)
+		}
+	}
+	counts(t, b, 0, 0)
+	done := start(t, ctx, b, clk, "u_2", "th_9", "c9")
+	clk.fireAll()
+	wait(t, done)
+}
+
+func TestStreamsPerTokenLimit(t *testing.T) {
+	b := NewBridge()
+	b.SetLimits(Limits{StreamsPerToken: 2})
+	s1, _, err1 := b.Open("u_1", "th_1", "tokA")
+	s2, _, err2 := b.Open("u_1", "th_1", "tokA")
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	if _, _, err := b.Open("u_1", "th_1", "tokA"); !errors.Is(err, ErrTooManyStreams) {
+		t.Fatalf("a third stream of one token: %v, want ErrTooManyStreams", err)
+	}
+	// The limit is per token, not per thread.
+	s3, _, err := b.Open("u_1", "th_1", "tokB")
+	if err != nil {
+		t.Fatalf("another token of the thread: %v", err)
+	}
+	counts(t, b, 0, 3)
+	// Closing twice frees one place, not two.
+	s1.Close()
+	s1.Close()
+	s4, _, err := b.Open("u_1", "th_1", "tokA")
+	if err != nil {
+		t.Fatalf("after a close: %v", err)
+	}
+	if _, _, err := b.Open("u_1", "th_1", "tokA"); !errors.Is(err, ErrTooManyStreams) {
+		t.Fatalf("a double close freed two places: %v", err)
+	}
+	for _, s := range []*Stream{s2, s3, s4} {
+		s.Close()
+	}
+	counts(t, b, 0, 0)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.tokens) != 0 || len(b.threads) != 0 {
+		t.Errorf("closed streams left %d tokens, %d threads", len(b.tokens), len(b.threads))
+	}
+}
+
+// TestCallerGone: the gateway runs a call without its caller's
+// cancellation, so a call whose caller went away still waits for its page,
+// ends at the timeout and then frees everything.
+func TestCallerGone(t *testing.T) {
+	b := NewBridge()
+	clk := newFakeClock(b)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := start(t, context.WithoutCancel(ctx), b, clk, "u_1", "th_1", "c1")
+	cancel()
+	notYet(t, done)
+	counts(t, b, 1, 0)
+
+	clk.fireAll()
+	if r := wait(t, done); !errors.Is(r.err, ErrTimeout) {
+		t.Fatalf("Run: %+v, want ErrTimeout", r)
+	}
+	counts(t, b, 0, 0)
+	if err := b.Claim("u_1", "th_1", "c1"); !errors.Is(err, ErrConflict) {
+		t.Errorf("claim after the timeout: %v, want ErrConflict", err)
+	}
+	b.mu.Lock()
+	if len(b.threads) != 0 || b.calls[callKey{threadKey{"u_1", "th_1"}, "c1"}].offer.Input != nil {
+		t.Error("a finished call still holds its thread or its input")
+	}
+	b.mu.Unlock()
+
+	clk.advance(keepFinished + time.Second)
+	if err := b.Claim("u_1", "th_1", "c1"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("claim past keepFinished: %v, want ErrNotFound", err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.calls) != 0 || len(b.ended) != 0 || len(b.threads) != 0 || b.waiting != 0 {
+		t.Errorf("left: %d calls, %d ended, %d threads, %d waiting", len(b.calls), len(b.ended), len(b.threads), b.waiting)
+	}
+}
+
+// TestForgetFinishedBeyondPending: the finished calls remembered for 409
+// are bounded by Pending, oldest forgotten first.
+func TestForgetFinishedBeyondPending(t *testing.T) {
+	b := NewBridge()
+	b.SetLimits(Limits{Pending: 2})
+	clk := newFakeClock(b)
+	for _, id := range []string{"c1", "c2", "c3"} {
+		done := start(t, context.Background(), b, clk, "u_1", "th_1", id)
+		if err := b.Post("u_1", "th_1", id, Outcome{}); err != nil {
+			t.Fatal(err)
+		}
+		wait(t, done)
+	}
+	if err := b.Claim("u_1", "th_1", "c1"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("the oldest finished call: %v, want ErrNotFound", err)
+	}
+	for _, id := range []string{"c2", "c3"} {
+		if err := b.Claim("u_1", "th_1", id); !errors.Is(err, ErrConflict) {
+			t.Errorf("%s: %v, want ErrConflict", id, err)
+		}
+	}
+}
+
+// TestRerunOutlivesItsFirstRun: an id run again after it finished is not
+// forgotten when its first run expires.
+func TestRerunOutlivesItsFirstRun(t *testing.T) {
+	b := NewBridge()
+	clk := newFakeClock(b)
+	done := start(t, context.Background(), b, clk, "u_1", "th_1", "c1")
+	clk.fireAll()
+	wait(t, done)
+	clk.advance(time.Minute)
+	done = start(t, context.Background(), b, clk, "u_1", "th_1", "c1")
+	clk.advance(keepFinished)
+	if err := b.Claim("u_1", "th_1", "c1"); err != nil {
+		t.Fatalf("the second run, once the first expired: %v", err)
+	}
+	if err := b.Post("u_1", "th_1", "c1", Outcome{}); err != nil {
+		t.Fatal(err)
+	}
+	if r := wait(t, done); r.err != nil {
+		t.Error(r.err)
 	}
 }

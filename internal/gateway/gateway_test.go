@@ -170,7 +170,10 @@ func TestClientTools(t *testing.T) {
 	}
 
 	// A page of the thread claims the call and answers it.
-	stream, waiting := gw.bridge.Open("u_1", "th_1")
+	stream, waiting, err := gw.bridge.Open("u_1", "th_1", "page token")
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer stream.Close()
 	if len(waiting) != 0 {
 		t.Fatalf("a timed-out call is offered again: %+v", waiting)

@@ -6,14 +6,24 @@ package pagecontext
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/toolgate/toolgate/internal/jsonread"
 )
 
 // Limits per message.
 const (
 	MaxItems = 32
+	// MaxBytes bounds the names plus the values as rendered, escapes
+	// included: what the model reads is what is counted.
 	MaxBytes = 4096
 )
 
@@ -22,7 +32,7 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
 // Item is one readable, in registration order (oldest first).
 type Item struct {
 	Name string `json:"name"`
-	// Value is a JSON string or any JSON value, kept as the page wrote it.
+	// Value is a JSON string or any JSON value, as the page wrote it.
 	Value json.RawMessage `json:"value"`
 }
 
@@ -35,29 +45,92 @@ type Snapshot struct {
 	Dropped []string `json:"dropped"`
 }
 
-// serialized is a value as it counts and renders: a string as is,
-// anything else as compact JSON in the order received.
-func serialized(v json.RawMessage) (string, error) {
-	// Only a JSON string is rendered as is: null would decode into a string
-	// too, but it serializes as "null".
-	var s string
-	if t := bytes.TrimLeft(v, " \t\r\n"); len(t) > 0 && t[0] == '"' && json.Unmarshal(v, &s) == nil {
-		return s, nil
+// Values are read leniently where nothing is lost by it: invalid UTF-8
+// becomes U+FFFD (safeText would do so anyway) and a repeated object name
+// is kept as sent.
+var readOpts = []jsontext.Options{jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true)}
+
+// plain is a value's text before it is made safe: a string decoded,
+// anything else compact JSON in the order received whose strings carry
+// only the escapes JSON requires (quote, backslash, control characters).
+// A page's \u003c is thus a '<' here, and safeText escapes it like any
+// other.
+func plain(v json.RawMessage) ([]byte, error) {
+	var out []byte
+	err := jsonread.One(v, func(d *jsontext.Decoder) error {
+		if d.PeekKind() == '"' {
+			tok, err := d.ReadToken()
+			out = []byte(tok.String())
+			return err
+		}
+		var buf bytes.Buffer
+		enc := jsontext.NewEncoder(&buf, readOpts...)
+		for {
+			tok, err := d.ReadToken()
+			if err != nil {
+				return err
+			}
+			if tok.Kind() == '"' {
+				// Write the decoded string, not the page's raw escapes.
+				tok = jsontext.String(tok.String())
+			}
+			if err := enc.WriteToken(tok); err != nil {
+				return err
+			}
+			if d.StackDepth() == 0 {
+				// The encoder ends a top-level value with a newline.
+				out = bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+				return nil
+			}
+		}
+	}, readOpts...)
+	return out, err
+}
+
+// appendSafe appends text so that it cannot close the block or pass for
+// anything but the page's words:
+//   - format characters (Unicode Cf: bidi controls, zero-width characters,
+//     tags, the BOM) are dropped: they change how text reads without
+//     being seen;
+//   - '<', '>', '&' and their compatibility forms (fullwidth and small,
+//     which NFKC folds to them) become &lt; &gt; &amp;;
+//   - a backslash that starts \u, \U, \x or \X becomes &#92;, so that
+//     \u003c and its kin never spell a '<' in any case;
+//   - invalid UTF-8 becomes U+FFFD.
+func appendSafe(dst []byte, text []byte) []byte {
+	start := len(dst)
+	for len(text) > 0 {
+		r, size := utf8.DecodeRune(text)
+		text = text[size:]
+		switch r {
+		case '<', '\uFF1C', '\uFE64':
+			dst = append(dst, "&lt;"...)
+			continue
+		case '>', '\uFF1E', '\uFE65':
+			dst = append(dst, "&gt;"...)
+			continue
+		case '&', '\uFF06', '\uFE60':
+			dst = append(dst, "&amp;"...)
+			continue
+		case 'u', 'U', 'x', 'X':
+			// The rune kept before this one: a dropped format character
+			// must not join a backslash to its u.
+			if len(dst) > start && dst[len(dst)-1] == '\\' {
+				dst = append(dst[:len(dst)-1], "&#92;"...)
+			}
+		}
+		if unicode.Is(unicode.Cf, r) {
+			continue
+		}
+		dst = utf8.AppendRune(dst, r)
 	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, v); err != nil {
-		return "", err
-	}
-	if buf.Len() == 0 {
-		return "", fmt.Errorf("no value")
-	}
-	return buf.String(), nil
+	return dst
 }
 
 // Render checks the items and renders those that fit: over a limit, the
 // oldest are dropped first until both hold.
 func Render(items []Item) (Snapshot, error) {
-	vals := make([]string, len(items))
+	vals := make([][]byte, len(items))
 	seen := make(map[string]bool, len(items))
 	for i, it := range items {
 		if !nameRE.MatchString(it.Name) {
@@ -67,11 +140,14 @@ func Render(items []Item) (Snapshot, error) {
 			return Snapshot{}, fmt.Errorf("items[%d]: name %q appears twice", i, it.Name)
 		}
 		seen[it.Name] = true
-		v, err := serialized(it.Value)
+		v, err := plain(it.Value)
+		if err == io.EOF {
+			err = errors.New("no value")
+		}
 		if err != nil {
 			return Snapshot{}, fmt.Errorf("items[%d] (%s): value is not JSON: %v", i, it.Name, err)
 		}
-		vals[i] = v
+		vals[i] = appendSafe(nil, v)
 	}
 
 	size := 0
@@ -96,13 +172,10 @@ func Render(items []Item) (Snapshot, error) {
 		b.WriteString(`<item name="`)
 		b.WriteString(items[i].Name) // the name pattern admits nothing to escape
 		b.WriteString(`">`)
-		b.WriteString(escape.Replace(vals[i]))
+		b.Write(vals[i])
 		b.WriteString("</item>\n")
 	}
 	b.WriteString("</page_context>")
 	snap.Text = b.String()
 	return snap, nil
 }
-
-// escape keeps a value from closing the block: &, < and > become entities.
-var escape = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")

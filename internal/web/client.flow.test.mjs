@@ -19,6 +19,13 @@ async function until(cond, what = 'condition', ms = 3000) {
 }
 const settle = () => new Promise((r) => setTimeout(r, 50));
 
+// The done memory in sessionStorage, per user and thread. Tokens that are not
+// JWTs (most tests' 'tok1') have no user: ''.
+const doneKey = (user, thread) => `toolgate:done:${JSON.stringify([user, thread])}`;
+const b64url = (s) => Buffer.from(s).toString('base64url');
+// A page token as the client reads it (unverified): a JWT whose payload names sub.
+const pageJWT = (claims) => `${b64url('{"alg":"HS256","typ":"JWT"}')}.${b64url(JSON.stringify(claims))}.c2ln`;
+
 class MemoryStorage {
   #m = new Map();
   getItem(k) { return this.#m.has(k) ? this.#m.get(k) : null; }
@@ -27,7 +34,7 @@ class MemoryStorage {
 }
 
 /** A fake toolgate. streamStatus(n) answers the n-th stream request; claim/result(id, req) give a status or an Error to throw. */
-function fakeServer({ streamStatus = () => 200, claim = () => 200, result = () => 200 } = {}) {
+function fakeServer({ streamStatus = () => 200, streamHeaders = {}, claim = () => 200, result = () => 200 } = {}) {
   const reqs = [];
   const streams = [];
   const fetch = async (url, init = {}) => {
@@ -37,7 +44,7 @@ function fakeServer({ streamStatus = () => 200, claim = () => 200, result = () =
     if (u.pathname.endsWith('/client/calls')) {
       const status = streamStatus(streams.length);
       streams.push(null);
-      if (status !== 200) return new Response('{"error":{"code":"x","message":"no"}}', { status });
+      if (status !== 200) return new Response('{"error":{"code":"x","message":"no"}}', { status, headers: streamHeaders });
       let ctrl;
       const body = new ReadableStream({ start(c) { ctrl = c; } });
       const s = {
@@ -133,7 +140,7 @@ test('a call runs once: claim, start, handler, result with the page key order, e
   ]);
   const ev = events.find((e) => e.type === 'change').ev;
   assert.ok(ev instanceof CustomEvent && ev.bubbles && ev.composed);
-  assert.deepEqual(JSON.parse(sessionStorage.getItem('toolgate:done:th_1')), [id]);
+  assert.deepEqual(JSON.parse(sessionStorage.getItem(doneKey('', 'th_1'))), [id]);
   // offered again on the same stream: not run again
   server.streams[0].send(callEvent(id, 'read_progress'));
   await settle();
@@ -233,8 +240,8 @@ test('the same id offered twice at once runs once', async () => {
 test('an id answered before a reload is skipped; one only claimed before runs again', async () => {
   const answered = newId();
   const claimedOnly = newId();
-  sessionStorage.setItem('toolgate:done:th_1', JSON.stringify([answered]));
-  sessionStorage.setItem('toolgate:done:th_other', JSON.stringify([claimedOnly]));
+  sessionStorage.setItem(doneKey('', 'th_1'), JSON.stringify([answered]));
+  sessionStorage.setItem(doneKey('', 'th_other'), JSON.stringify([claimedOnly]));
   start();
   const ranIds = [];
   el.onClientTool = ({ id }) => { ranIds.push(id); };
@@ -244,18 +251,18 @@ test('an id answered before a reload is skipped; one only claimed before runs ag
   await settle();
   assert.deepEqual(ranIds, [claimedOnly]);
   assert.equal(server.claims(answered).length, 0);
-  assert.deepEqual(JSON.parse(sessionStorage.getItem('toolgate:done:th_1')), [answered, claimedOnly]);
+  assert.deepEqual(JSON.parse(sessionStorage.getItem(doneKey('', 'th_1'))), [answered, claimedOnly]);
 });
 
 test('the done list is bounded to the last 500 ids', async () => {
-  sessionStorage.setItem('toolgate:done:th_1', JSON.stringify(Array.from({ length: 500 }, (_, i) => `old${i}`)));
+  sessionStorage.setItem(doneKey('', 'th_1'), JSON.stringify(Array.from({ length: 500 }, (_, i) => `old${i}`)));
   start();
   const id = newId();
   el.onClientTool = () => 'x';
   await until(() => server.streams[0], 'stream');
   server.streams[0].send(callEvent(id, 't'));
   await until(() => changes().length === 2, 'end');
-  const list = JSON.parse(sessionStorage.getItem('toolgate:done:th_1'));
+  const list = JSON.parse(sessionStorage.getItem(doneKey('', 'th_1')));
   assert.equal(list.length, 500);
   assert.equal(list[0], 'old1');
   assert.equal(list.at(-1), id);
@@ -340,7 +347,7 @@ test('a call running while the thread switches still posts its result', async ()
   release('late');
   await until(() => changes().length === 2, 'end');
   assert.equal(server.results(id)[0].body, '{"result":"late"}');
-  assert.deepEqual(JSON.parse(sessionStorage.getItem('toolgate:done:th_1')), [id]);
+  assert.deepEqual(JSON.parse(sessionStorage.getItem(doneKey('', 'th_1'))), [id]);
 });
 
 test('setOptions and onClientTool reject bad arguments', () => {
@@ -417,4 +424,63 @@ test('end to end with the real fetch against an HTTP server', async () => {
     srv.closeAllConnections();
     srv.close();
   }
+});
+
+test('the memory of calls run is per user, thread and call id', async () => {
+  let user = 'u_a';
+  start({}, { getToken: () => pageJWT({ sub: user, thread: 'th_1' }) });
+  const id = newId();
+  const ran = [];
+  el.onClientTool = ({ id: callId }) => { ran.push([user, callId]); return 'x'; };
+  await until(() => server.streams[0], 'stream');
+  server.streams[0].send(callEvent(id, 't'));
+  await until(() => server.results(id).length === 1, 'result');
+  assert.deepEqual(JSON.parse(sessionStorage.getItem(doneKey('u_a', 'th_1'))), [id]);
+  assert.equal(sessionStorage.getItem(doneKey('', 'th_1')), null);
+
+  // The same user and thread: offered again, not run again.
+  server.streams[0].send(callEvent(id, 't'));
+  await settle();
+  assert.equal(server.claims(id).length, 1);
+
+  // Another user signs in on this page, same thread, same call id: it is
+  // another call, and it runs.
+  user = 'u_b';
+  el.setOptions({ api: { url: 'http://gw.test/toolgate', getToken: () => pageJWT({ sub: user, thread: 'th_1' }) }, threadId: 'th_1' });
+  await until(() => server.streams[1], 'second stream');
+  server.streams[1].send(callEvent(id, 't'));
+  await until(() => server.results(id).length === 2, 'second result');
+  assert.deepEqual(ran, [['u_a', id], ['u_b', id]]);
+  assert.deepEqual(JSON.parse(sessionStorage.getItem(doneKey('u_b', 'th_1'))), [id]);
+
+  // The same call id in another thread of the same user runs too.
+  el.setOptions({ api: { url: 'http://gw.test/toolgate', getToken: () => pageJWT({ sub: user, thread: 'th_2' }) }, threadId: 'th_2' });
+  await until(() => server.streams[2], 'third stream');
+  server.streams[2].send(callEvent(id, 't'));
+  await until(() => server.results(id).length === 3, 'third result');
+  assert.equal(ran.length, 3);
+});
+
+test('a reload keeps the memory per user: another user\'s answered id runs', async () => {
+  const id = newId();
+  sessionStorage.setItem(doneKey('u_a', 'th_1'), JSON.stringify([id]));
+  start({}, { getToken: () => pageJWT({ sub: 'u_b', thread: 'th_1' }) });
+  el.onClientTool = () => 'x';
+  await until(() => server.streams[0], 'stream');
+  server.streams[0].send(callEvent(id, 't'));
+  await until(() => server.results(id).length === 1, 'result');
+  el.setOptions({ api: { url: 'http://gw.test/toolgate', getToken: () => pageJWT({ sub: 'u_a', thread: 'th_1' }) }, threadId: 'th_1' });
+  await until(() => server.streams[1], 'second stream');
+  server.streams[1].send(callEvent(id, 't'));
+  await settle();
+  assert.equal(server.claims(id).length, 1, 'u_a answered it before the reload');
+});
+
+test('429 on the stream: waits Retry-After and keeps the token', async () => {
+  let n = 0;
+  const begin = Date.now();
+  start({ streamStatus: (i) => (i === 0 ? 429 : 200), streamHeaders: { 'Retry-After': '1' } }, { getToken: () => `tok${++n}` });
+  await until(() => server.streams[1], 'second stream', 3000);
+  assert.ok(Date.now() - begin >= 950, `retried after ${Date.now() - begin}ms, before Retry-After`);
+  assert.equal(server.streams[1].req.headers.get('authorization'), 'Bearer tok1');
 });

@@ -30,19 +30,53 @@
 
 /** At most this many page context items go with one message. */
 export const MAX_READABLE_ITEMS = 32;
-/** At most this many UTF-8 bytes (names plus serialized values) go with one message. */
+/**
+ * At most this many bytes go with one message: each item's name plus its value as
+ * toolgate renders it (see {@link renderedBytes}). toolgate applies the same limit
+ * and is the authority; counting alike here means both drop the same items.
+ */
 export const MAX_READABLE_BYTES = 4096;
 /** What a readable's name must match. */
 export const READABLE_NAME_PATTERN = /^[A-Za-z0-9_.:-]{1,64}$/;
 
 const BACKOFF_MIN_MS = 500;
 const BACKOFF_MAX_MS = 10_000;
+const RETRY_AFTER_MAX_MS = 60_000;
 // The server pings well inside this; silence this long means a dead connection.
 const IDLE_TIMEOUT_MS = 60_000;
 const MAX_DONE_IDS = 500;
 const DONE_KEY = 'toolgate:done:';
 
 const utf8 = new TextEncoder();
+
+// What toolgate writes for a character of a value instead of the character.
+const ENTITY_BYTES = new Map([
+  ['<', 4], ['\uFF1C', 4], ['\uFE64', 4], // &lt;
+  ['>', 4], ['\uFF1E', 4], ['\uFE65', 4], // &gt;
+  ['&', 5], ['\uFF06', 5], ['\uFE60', 5], // &amp;
+]);
+const FORMAT_CHAR = /^\p{Cf}$/u;
+
+/**
+ * The bytes a value's text takes in the page context block as toolgate renders it:
+ * format characters (Unicode Cf: bidi controls, zero-width characters) dropped,
+ * `<` `>` `&` and their fullwidth and small forms written as `&lt;` `&gt;` `&amp;`,
+ * a backslash before `u`, `U`, `x` or `X` written as `&#92;`, the rest as UTF-8.
+ * @param {string} text a string value, or a JSON value's compact text
+ * @returns {number}
+ */
+export function renderedBytes(text) {
+  let n = 0;
+  let afterBackslash = false; // the last character kept was a backslash
+  for (const ch of text) {
+    if (FORMAT_CHAR.test(ch)) continue;
+    if (afterBackslash && (ch === 'u' || ch === 'U' || ch === 'x' || ch === 'X')) n += 4; // &#92; for its 1-byte \
+    afterBackslash = ch === '\\';
+    const cp = ch.codePointAt(0);
+    n += ENTITY_BYTES.get(ch) ?? (cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4);
+  }
+  return n;
+}
 
 /**
  * Compact JSON text of a value that JSON can carry without loss, keys in the
@@ -113,7 +147,7 @@ export class ReadableRegistry {
     } catch (err) {
       throw new TypeError(`readable ${name}: ${err.message}`);
     }
-    this.#entries.set(name, { text, isString, bytes: utf8.encode(name).length + utf8.encode(text).length });
+    this.#entries.set(name, { text, isString, bytes: utf8.encode(name).length + renderedBytes(text) });
   }
 
   /**
@@ -241,20 +275,43 @@ function storage() {
   }
 }
 
-function doneIds(threadId) {
+/**
+ * The `sub` claim of a page token, read without verifying it (toolgate verifies);
+ * '' when the token is not a JWT with a string `sub`.
+ * @param {string} token
+ * @returns {string}
+ */
+export function tokenSubject(token) {
   try {
-    const list = JSON.parse(storage()?.getItem(DONE_KEY + threadId) ?? '[]');
+    const b64 = token.split('.')[1].replace(/-/g, '+').replace(/_/g, '/');
+    const bin = atob(b64.padEnd(b64.length + ((4 - (b64.length % 4)) % 4), '='));
+    const claims = JSON.parse(new TextDecoder().decode(Uint8Array.from(bin, (c) => c.charCodeAt(0))));
+    return typeof claims?.sub === 'string' ? claims.sub : '';
+  } catch {
+    return '';
+  }
+}
+
+// The memory of calls already run is keyed by user, thread and call id: call ids
+// come from the agent runtime, and two users (a switched session in one tab) or
+// two threads may well share one.
+const callKey = (user, threadId, id) => JSON.stringify([user, threadId, id]);
+const doneKey = (user, threadId) => DONE_KEY + JSON.stringify([user, threadId]);
+
+function doneIds(user, threadId) {
+  try {
+    const list = JSON.parse(storage()?.getItem(doneKey(user, threadId)) ?? '[]');
     return Array.isArray(list) ? list : [];
   } catch {
     return [];
   }
 }
 
-function rememberDone(threadId, id) {
+function rememberDone(user, threadId, id) {
   try {
-    const list = doneIds(threadId).filter((x) => x !== id);
+    const list = doneIds(user, threadId).filter((x) => x !== id);
     list.push(id);
-    storage()?.setItem(DONE_KEY + threadId, JSON.stringify(list.slice(-MAX_DONE_IDS)));
+    storage()?.setItem(doneKey(user, threadId), JSON.stringify(list.slice(-MAX_DONE_IDS)));
   } catch {
     // Full or blocked storage: the server still refuses a second result.
   }
@@ -283,8 +340,8 @@ async function serverMessage(res) {
   return text.slice(0, 200);
 }
 
-// Call ids claimed or run in this page's life, shared by every element so a
-// remount or a second element never runs an id again.
+// Calls claimed or run in this page's life, by callKey, shared by every element so
+// a remount or a second element never runs a call again.
 const started = new Set();
 
 const Base = globalThis.HTMLElement ?? globalThis.EventTarget ?? class {};
@@ -449,8 +506,10 @@ export class ToolgateClient extends Base {
         clearTimeout(timer);
         timer = setTimeout(stop, IDLE_TIMEOUT_MS);
       };
+      let retryAfterMs = 0;
       try {
         const token = await this.#token(session, fresh);
+        const user = tokenSubject(token);
         fresh = false;
         arm();
         const res = await fetch(url, {
@@ -459,7 +518,9 @@ export class ToolgateClient extends Base {
           signal: conn.signal,
         });
         // 401: the token expired or is bad; 404: it names another thread. Ask for a new one.
-        if (res.status >= 400 && res.status < 500) fresh = true;
+        // 429: this token has too many streams open; wait as told, keep the token.
+        if (res.status === 429) retryAfterMs = Math.min(Number(res.headers.get('Retry-After')) * 1000 || 0, RETRY_AFTER_MAX_MS);
+        else if (res.status >= 400 && res.status < 500) fresh = true;
         if (!res.ok || !res.body) throw new Error(`call stream answered ${res.status} ${await serverMessage(res)}`.trim());
         delay = BACKOFF_MIN_MS;
         if (failing) this.#log('info', 'call stream reconnected', { threadId: session.threadId });
@@ -472,7 +533,7 @@ export class ToolgateClient extends Base {
           if (done) break;
           arm();
           for (const ev of parser.push(decoder.decode(value, { stream: true }))) {
-            if (ev.event === 'call') this.#offer(session, ev.data);
+            if (ev.event === 'call') this.#offer(session, user, ev.data);
           }
         }
       } catch (err) {
@@ -483,12 +544,12 @@ export class ToolgateClient extends Base {
         clearTimeout(timer);
         signal.removeEventListener('abort', stop);
       }
-      await sleep(delay, signal);
+      await sleep(Math.max(delay, retryAfterMs), signal);
       delay = Math.min(delay * 2, BACKOFF_MAX_MS);
     }
   }
 
-  #offer(session, data) {
+  #offer(session, user, data) {
     let call;
     try {
       call = JSON.parse(data);
@@ -501,29 +562,31 @@ export class ToolgateClient extends Base {
       this.#log('warn', 'call event without callId or name ignored', { data });
       return;
     }
-    if (started.has(id)) return; // running or ran in this page's life
-    if (doneIds(session.threadId).includes(id)) {
+    const key = callKey(user, session.threadId, id);
+    if (started.has(key)) return; // running or ran in this page's life
+    if (doneIds(user, session.threadId).includes(id)) {
       this.#log('info', `call ${id} already answered from this page, skipped`, { id, name });
       return;
     }
-    started.add(id);
-    this.#run(session, id, name, input).catch((err) => {
+    started.add(key);
+    this.#run(session, user, id, name, input).catch((err) => {
       this.#log('error', `call ${id} failed unexpectedly: ${errorText(err)}`, { id, name });
     });
   }
 
-  async #run(session, id, name, input) {
+  async #run(session, user, id, name, input) {
+    const key = callKey(user, session.threadId, id);
     const base = `/client/calls/${encodeURIComponent(id)}`;
     let res;
     try {
       res = await this.#post(session, `${base}/claim`);
     } catch (err) {
-      started.delete(id); // unclaimed: the server may offer it again
+      started.delete(key); // unclaimed: the server may offer it again
       this.#log('warn', `claim of call ${id} failed: ${errorText(err)}`, { id, name });
       return;
     }
     if (!res.ok) {
-      started.delete(id);
+      started.delete(key);
       const why = res.status === 409 ? 'claimed elsewhere or already answered' : res.status === 404 ? 'not for this page' : 'refused';
       const level = res.status === 409 || res.status === 404 ? 'info' : 'warn';
       this.#log(level, `call ${id} skipped: ${why}`, { id, name, status: res.status });
@@ -557,11 +620,11 @@ export class ToolgateClient extends Base {
     }
     if (out.ok) {
       out.body?.cancel().catch(() => {});
-      rememberDone(session.threadId, id);
+      rememberDone(user, session.threadId, id);
       if (handler) this.#emit('toolgate.tool.change', { id, name, status: 'end', isError });
       return;
     }
-    if (out.status === 409) rememberDone(session.threadId, id); // it has a result (or timed out) already
+    if (out.status === 409) rememberDone(user, session.threadId, id); // it has a result (or timed out) already
     const detail = await serverMessage(out);
     this.#log('error', `write-back of call ${id} failed: ${out.status} ${detail}`.trim(), { id, name, status: out.status });
   }

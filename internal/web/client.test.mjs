@@ -2,8 +2,9 @@
 // result body mapping (SPEC §7). Run: node --test
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import {
-  ReadableRegistry, SSEParser, resultBody,
+  ReadableRegistry, SSEParser, resultBody, renderedBytes, tokenSubject,
   MAX_READABLE_ITEMS, MAX_READABLE_BYTES, READABLE_NAME_PATTERN,
 } from './client.js';
 
@@ -370,5 +371,51 @@ test('result body: unserializable values throw', () => {
   cyclic.c = cyclic;
   for (const v of [() => 1, Symbol('s'), 1n, cyclic, { n: 2n }]) {
     assert.throws(() => resultBody(v), TypeError);
+  }
+});
+
+// The server's sizes (internal/pagecontext checks the same file): the page counts
+// what toolgate renders, so both drop the same items.
+const serverSizes = JSON.parse(readFileSync(new URL('../pagecontext/testdata/sizes.json', import.meta.url), 'utf8'));
+
+test('values count as the server renders them', () => {
+  assert.ok(serverSizes.length > 5);
+  for (const { name, value, bytes: want } of serverSizes) {
+    const text = typeof value === 'string' ? value : JSON.stringify(value);
+    assert.equal(bytes(name) + renderedBytes(text), want, `${name} ${JSON.stringify(value)}`);
+    // and the registry drops at the same point
+    const reg = new ReadableRegistry();
+    reg.set(name, value);
+    reg.set('pad', 'p'.repeat(MAX_READABLE_BYTES - want - 3));
+    assert.deepEqual(reg.snapshot().dropped, [], name);
+    reg.set('pad', 'p'.repeat(MAX_READABLE_BYTES - want - 3 + 1));
+    assert.deepEqual(reg.snapshot().dropped, [name], name);
+  }
+});
+
+test('rendered bytes: escapes, stripped format characters', () => {
+  assert.equal(renderedBytes('<'.repeat(1023) + 'xxx'), 4095);
+  assert.equal(renderedBytes('&'), 5);
+  assert.equal(renderedBytes('\\'), 1);
+  assert.equal(renderedBytes('\\u'), 6);
+  assert.equal(renderedBytes('\\\u200bu'), 6, 'a dropped character does not part \\ from u');
+  assert.equal(renderedBytes('\\\\u'), 7);
+  assert.equal(renderedBytes('\u202a\u202e\u2066\u2069\u200b\u200f\u2060\ufeff\u061c\u{E0041}'), 0);
+  assert.equal(renderedBytes('\ud800'), 3, 'a lone surrogate is sent as U+FFFD');
+  const reg = new ReadableRegistry();
+  reg.set('l', '<'.repeat(1023) + 'xxx'); // 1 + 4092 + 3 = 4096
+  assert.deepEqual(reg.snapshot().dropped, []);
+  reg.set('l', '<'.repeat(1023) + 'xxxx');
+  assert.deepEqual(reg.snapshot().dropped, ['l']);
+});
+
+test('tokenSubject reads sub without verifying; anything else is no user', () => {
+  const b64url = (x) => Buffer.from(x).toString('base64url');
+  const jwt = (payload) => `${b64url('{"alg":"none"}')}.${b64url(payload)}.sig`;
+  assert.equal(tokenSubject(jwt('{"sub":"u_1","thread":"th_1"}')), 'u_1');
+  assert.equal(tokenSubject(jwt('{"sub":"Zoë 名"}')), 'Zoë 名');
+  assert.equal(tokenSubject(jwt('{"sub":"a"}').replace(/=+/g, '')), 'a');
+  for (const bad of ['', 'opaque', 'a.b.c', jwt('{"sub":1}'), jwt('[]'), jwt('null'), jwt('{}'), '..', 'a.%%%.c']) {
+    assert.equal(tokenSubject(bad), '', bad);
   }
 });

@@ -1,0 +1,271 @@
+package caddymodule
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/caddytest"
+
+	"github.com/toolgate/toolgate/internal/clienttools"
+)
+
+// startLimitedPages starts the pages config with small caps and a short
+// client tool timeout. It returns the bridge the config holds.
+func startLimitedPages(t *testing.T, timeout string) (*caddytest.Tester, *clienttools.Bridge) {
+	t.Helper()
+	dir := dataDir(t)
+	cfg := strings.Replace(pagesConfig(t, dir), "origins "+pageOrigin, "origins "+pageOrigin+`
+				max_pending_per_thread 2
+				max_pending 3
+				max_streams_per_token 2`, 1)
+	cfg = strings.Replace(cfg, "client_tool_timeout 2s", "client_tool_timeout "+timeout, 1)
+	tc := caddytest.NewTester(t)
+	tc.InitServer(cfg, "caddyfile")
+	// The bridge is keyed by its ledger, whose key names the ledger file.
+	var found []*clienttools.Bridge
+	bridges.Range(func(k, v any) bool {
+		if strings.Contains(k.(string), dir) {
+			found = append(found, v.(openBridge).Bridge)
+		}
+		return true
+	})
+	if len(found) != 1 {
+		t.Fatalf("%d bridges for this config's ledger, want 1", len(found))
+	}
+	return tc, found[0]
+}
+
+// waitCounts polls the bridge until it holds calls and streams, or fails
+// after a few seconds: a stream is released when its request ends, which
+// the server sees a moment after the client closed it.
+func waitCounts(t *testing.T, b *clienttools.Bridge, calls, streams int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, s := b.Waiting()
+		if c == calls && s == streams {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bridge holds %d calls, %d streams; want %d, %d", c, s, calls, streams)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func invokeIn(tc *caddytest.Tester, thread, callID string) <-chan invokeResult {
+	return invokeAsync(tc, "where", fmt.Sprintf(`{"input":{},"callId":%q,"context":{"source":"thread","threadId":%q},%s}`, callID, thread, pageIdentity))
+}
+
+// TestPendingLimitsHTTP: a client tool call over max_pending_per_thread or
+// max_pending ends at once as a done error result, and nothing of it
+// reaches a page: it is not offered on the thread's stream and cannot be
+// claimed.
+func TestPendingLimitsHTTP(t *testing.T) {
+	tc, b := startLimitedPages(t, "5s")
+	tok := pageToken(t, "u_1", "th_1")
+	page, status, body := openStream(t, tok, "th_1")
+	if page == nil {
+		t.Fatalf("stream: %d %s", status, body)
+	}
+	inv1 := invokeIn(tc, "th_1", "lim_1")
+	inv2 := invokeIn(tc, "th_1", "lim_2")
+	page.next(t)
+	page.next(t)
+	waitCounts(t, b, 2, 1)
+
+	over := func(thread, callID, want string) {
+		t.Helper()
+		r := waitInvoke(t, invokeIn(tc, thread, callID))
+		if r.status != http.StatusOK || r.a.Status != "done" || !r.a.IsError || !strings.Contains(r.a.Content, want) {
+			t.Errorf("call %s over a limit: %d %s; want a done error result %q", callID, r.status, r.raw, want)
+		}
+		if status, body := claim(t, tc, pageToken(t, "u_1", thread), callID); status != http.StatusNotFound {
+			t.Errorf("claim of the refused %s: %d %s, want 404", callID, status, body)
+		}
+	}
+	over("th_1", "lim_3", "too many client tool calls waiting in this thread")
+	page.none(t, 100*time.Millisecond)
+	waitCounts(t, b, 2, 1)
+
+	// Another thread has room of its own, up to max_pending in all.
+	inv4 := invokeIn(tc, "th_2", "lim_4")
+	waitCounts(t, b, 3, 1)
+	over("th_3", "lim_5", "too many client tool calls waiting on this gateway")
+	page.none(t, 100*time.Millisecond)
+
+	// Answers free the places.
+	for id, inv := range map[string]<-chan invokeResult{"lim_1": inv1, "lim_2": inv2} {
+		if status, body := postResult(t, tc, tok, id, `{"result":"ok"}`); status != http.StatusOK {
+			t.Fatalf("%s: %d %s", id, status, body)
+		}
+		if r := waitInvoke(t, inv); r.a.Content != "ok" || r.a.IsError {
+			t.Errorf("%s: %s", id, r.raw)
+		}
+	}
+	tok2 := pageToken(t, "u_1", "th_2")
+	if status, body := postResult(t, tc, tok2, "lim_4", `{"result":"ok"}`); status != http.StatusOK {
+		t.Fatalf("lim_4: %d %s", status, body)
+	}
+	waitInvoke(t, inv4)
+	waitCounts(t, b, 0, 1)
+	inv6 := invokeIn(tc, "th_1", "lim_6")
+	if o := page.next(t); o.CallID != "lim_6" {
+		t.Errorf("offered %+v, want lim_6", o)
+	}
+	if status, body := postResult(t, tc, tok, "lim_6", `{}`); status != http.StatusOK {
+		t.Fatalf("lim_6: %d %s", status, body)
+	}
+	waitInvoke(t, inv6)
+}
+
+// TestStreamsPerTokenHTTP: a page token holds at most
+// max_streams_per_token streams; the next is 429 with Retry-After, and
+// spelling the token's signature another way does not make it another
+// token.
+func TestStreamsPerTokenHTTP(t *testing.T) {
+	_, b := startLimitedPages(t, "5s")
+	tok := pageToken(t, "u_1", "th_1")
+	s1, _, _ := openStream(t, tok, "th_1")
+	s2, _, _ := openStream(t, tok, "th_1")
+	if s1 == nil || s2 == nil {
+		t.Fatal("the first two streams of a token were refused")
+	}
+
+	refused := func(token, what string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, base+"/client/calls?threadId=th_1", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := streamClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "10" ||
+			resp.Header.Get("Content-Type") != "application/json" || errCode(string(body)) != "too_many_streams" {
+			t.Errorf("%s: %d, Retry-After %q, %s; want 429, Retry-After 10, too_many_streams",
+				what, resp.StatusCode, resp.Header.Get("Retry-After"), body)
+		}
+	}
+	refused(tok, "a third stream")
+
+	// The signature's last character carries 2 unused bits: flipping one
+	// gives a token that still verifies.
+	sig := tok[strings.LastIndexByte(tok, '.')+1:]
+	raw, err := base64.RawURLEncoding.DecodeString(sig)
+	if err != nil || base64.RawURLEncoding.EncodeToString(raw) != sig {
+		t.Fatalf("the test token's signature is not canonical base64: %v", err)
+	}
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	last := strings.IndexByte(alphabet, sig[len(sig)-1])
+	respelled := tok[:len(tok)-1] + string(alphabet[last^1])
+	if _, status, _ := openStream(t, respelled, "th_1"); status == http.StatusOK {
+		t.Error("the token with its signature spelled another way opened a third stream")
+	} else if status == http.StatusTooManyRequests {
+		refused(respelled, "the token respelled")
+	}
+	waitCounts(t, b, 0, 2)
+
+	// Another token of the same user and thread has places of its own.
+	claims := pageClaims("u_1", "th_1")
+	claims["jti"] = "second"
+	other, _, _ := openStream(t, signPage(t, claims, pageSecret), "th_1")
+	if other == nil {
+		t.Fatal("another token's stream was refused")
+	}
+	waitCounts(t, b, 0, 3)
+
+	// A closed stream frees its place.
+	s1.close()
+	waitCounts(t, b, 0, 2)
+	s3, status, body := openStream(t, tok, "th_1")
+	if s3 == nil {
+		t.Fatalf("after a close: %d %s", status, body)
+	}
+	for _, s := range []*pageStream{s2, s3, other} {
+		s.close()
+	}
+	waitCounts(t, b, 0, 0)
+}
+
+// TestCallerGoneHTTP: a runtime that hangs up does not end its client tool
+// call: the call waits for its page until client_tool_timeout, then ends
+// as timed out and frees its place; nothing is offered afterwards.
+func TestCallerGoneHTTP(t *testing.T) {
+	tc, b := startLimitedPages(t, "400ms")
+	tok := pageToken(t, "u_1", "th_1")
+	page, _, _ := openStream(t, tok, "th_1")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/tools/where",
+		strings.NewReader(`{"input":{},"callId":"gone_1",`+threadCtx+`,`+pageIdentity+`}`))
+	req.Header.Set("Content-Type", "application/json")
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := tc.Client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	if o := page.next(t); o.CallID != "gone_1" {
+		t.Fatalf("offered %+v", o)
+	}
+	begin := time.Now()
+	cancel()
+	if err := <-errc; err == nil {
+		t.Fatal("the request was not cancelled")
+	}
+	c, _ := b.Waiting()
+	if c != 1 && time.Since(begin) < 300*time.Millisecond {
+		t.Errorf("right after the caller left, %d calls wait; want 1 until the timeout", c)
+	}
+	waitCounts(t, b, 0, 1)
+	if d := time.Since(begin); d < 250*time.Millisecond {
+		t.Errorf("the call ended %v after its caller left, before the 400ms timeout", d)
+	}
+	if status, a := getCall(t, tc, "/calls/gone_1?user=u_1"); status != 200 || a.Status != "done" || !a.IsError || a.Content != "client tool timed out" {
+		t.Errorf("GET /calls: %d %+v", status, a)
+	}
+	if status, body := claim(t, tc, tok, "gone_1"); status != http.StatusConflict {
+		t.Errorf("claim after the timeout: %d %s, want 409", status, body)
+	}
+	page.none(t, 100*time.Millisecond)
+	page.close()
+	waitCounts(t, b, 0, 0)
+}
+
+func TestPagesLimitsLoadErrors(t *testing.T) {
+	for _, c := range []struct{ name, sub, want string }{
+		{"zero", "max_pending 0", "bad max_pending 0: want a positive integer"},
+		{"negative", "max_pending_per_thread -1", "bad max_pending_per_thread -1: want a positive integer"},
+		{"not a number", "max_streams_per_token many", "bad max_streams_per_token many: want a positive integer"},
+		{"no value", "max_pending", "wrong argument count"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := testGlobals(dataDir(t)) + `http://127.0.0.1:9080 {
+	bind 127.0.0.1
+	toolgate {
+		pages {
+			secret ` + pageSecret + `
+			` + c.sub + `
+		}
+	}
+}`
+			caddytest.AssertLoadError(t, cfg, "caddyfile", c.want)
+		})
+	}
+	t.Run("negative in JSON", func(t *testing.T) {
+		cfg := fmt.Sprintf(`{"admin":{"listen":"localhost:2999"},"storage":{"module":"file_system","root":%q},
+"apps":{"http":{"grace_period":1,"servers":{"s":{"listen":["127.0.0.1:9080"],"routes":[{"handle":[
+{"handler":"toolgate","pages":{"secret":%q,"max_pending":-1}}]}]}}}}}`, dataDir(t), pageSecret)
+		caddytest.AssertLoadError(t, cfg, "json", "pages: max_pending must not be negative")
+	})
+}
