@@ -44,6 +44,10 @@ func serve(b *testing.B, h caddyhttp.MiddlewareHandler, method, target, body str
 	for i := 0; i < b.N; i++ {
 		req := httptest.NewRequest(method, target, strings.NewReader(body))
 		req.RemoteAddr = "127.0.0.1:40000"
+		req.Host = "127.0.0.1"
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
 		w := httptest.NewRecorder()
 		req = caddyhttp.PrepareRequest(req, caddy.NewReplacer(), w, nil)
 		if err := h.ServeHTTP(w, req, nextHandler{}); err != nil {
@@ -139,6 +143,9 @@ func BenchmarkServer(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
 			req, _ := http.NewRequest(method, url, strings.NewReader(body))
+			if body != "" {
+				req.Header.Set("Content-Type", "application/json")
+			}
 			resp, err := client.Do(req)
 			if err != nil {
 				b.Fatal(err)

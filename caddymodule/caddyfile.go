@@ -61,7 +61,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			max_streams_per_token  <n>
 //		}
 //		client_tool_timeout <duration>
-//		mcp_allowed_hosts <host...>
+//		allowed_hosts     <host...>
 //		upstream_timeout  <duration>
 //		max_response_size <size>
 //		max_request_size  <size>
@@ -260,12 +260,14 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					return d.Errf("unrecognized pages subdirective %s", sub)
 				}
 			}
-		case "mcp_allowed_hosts":
+		case "allowed_hosts":
 			args := d.RemainingArgs()
 			if len(args) == 0 {
 				return d.ArgErr()
 			}
-			h.MCPAllowedHosts = append(h.MCPAllowedHosts, args...)
+			h.AllowedHosts = append(h.AllowedHosts, args...)
+		case "mcp_allowed_hosts":
+			return d.Err("mcp_allowed_hosts was renamed: use allowed_hosts, which now applies to every runtime endpoint")
 		case "client_tool_timeout":
 			if !d.NextArg() {
 				return d.ArgErr()

@@ -124,12 +124,12 @@ type caller struct {
 }
 
 // authenticate checks the runtime caller. Without callers configured, only
-// loopback peers are accepted. It writes the refusal itself and reports
-// false.
+// requests straight from this machine are accepted (loopbackRefusal). It
+// writes the refusal itself and reports false.
 func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (caller, bool) {
 	if h.verifier == nil {
-		if !isLoopback(r.RemoteAddr) {
-			writeError(w, http.StatusForbidden, "forbidden", "runtime calls are accepted from loopback addresses only (no callers are configured)")
+		if why := h.loopbackRefusal(r); why != "" {
+			writeError(w, http.StatusForbidden, "forbidden", why)
 			return caller{}, false
 		}
 		return caller{}, true
@@ -143,14 +143,31 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (caller, 
 		c := caller{claims: claims, verified: true}
 		c.identity.User, _ = claims[h.userClaim].(string)
 		c.identity.Install, _ = claims[h.installClaim].(string)
-		if c.identity.User != "" {
+		err = h.checkTokenIdentity(c.identity)
+		if err == nil {
 			return c, true
 		}
-		err = fmt.Errorf("the token has no string %q claim naming the user", h.userClaim)
 	}
 	w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer realm="toolgate", error="invalid_token", error_description=%q`, err.Error()))
 	writeError(w, http.StatusUnauthorized, "invalid_token", err.Error())
 	return caller{}, false
+}
+
+// checkTokenIdentity checks the identity a verified caller token names:
+// a user, and a user and installation within the gateway's bounds. A
+// token that breaks them is refused (401) like a bad token: it is the
+// platform's, so no envelope can fix it.
+func (h *Handler) checkTokenIdentity(id gateway.Identity) error {
+	if id.User == "" {
+		return fmt.Errorf("the token has no string %q claim naming the user", h.userClaim)
+	}
+	if err := gateway.CheckIdentity(gateway.Identity{User: id.User}); err != nil {
+		return fmt.Errorf("the token's %q claim cannot name a user: %v", h.userClaim, err)
+	}
+	if err := gateway.CheckIdentity(gateway.Identity{Install: id.Install}); err != nil {
+		return fmt.Errorf("the token's %q claim cannot name an installation: %v", h.installClaim, err)
+	}
+	return nil
 }
 
 // bearerToken reads the token of an "Authorization: Bearer" header. Without

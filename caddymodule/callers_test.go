@@ -308,6 +308,7 @@ func TestCallersFromAnywhere(t *testing.T) {
 	}{{"Bearer " + tok, 200}, {"", 401}} {
 		req := httptest.NewRequest("POST", "/tools/ping", strings.NewReader(`{"input":{}}`))
 		req.RemoteAddr = "198.51.100.7:4000"
+		req.Header.Set("Content-Type", "application/json")
 		if c.auth != "" {
 			req.Header.Set("Authorization", c.auth)
 		}

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -57,8 +56,11 @@ const DefaultMaxRequestSize = 1 << 20
 //	GET  /client.js                the browser client
 //	GET  /.well-known/jwks.json    public keys of the identity tokens
 //
-// With no caller authentication configured, runtime calls are accepted from
-// loopback addresses only.
+// With no caller authentication configured, runtime calls are accepted
+// only straight from this machine: from a loopback client through no
+// untrusted proxy, with a loopback Host (or one of AllowedHosts), and from
+// no other web origin than the site's own or one of the pages origins.
+// Every POST body must be sent as application/json.
 type Handler struct {
 	// Manifests are JSON files declaring tools:
 	// {"tools": [{"name", "displayName", "description", "input_schema", "target"}]}.
@@ -75,8 +77,8 @@ type Handler struct {
 	Identity *Identity `json:"identity,omitempty"`
 
 	// Callers configures caller authentication. Unset, runtime calls are
-	// accepted from loopback addresses only, with the identity the
-	// envelope names.
+	// accepted only straight from this machine (see the type's comment),
+	// with the identity the envelope names.
 	Callers *Callers `json:"callers,omitempty"`
 
 	// Pages configures the page tokens of the client-tool endpoints. Unset,
@@ -87,10 +89,13 @@ type Handler struct {
 	// Default: 120s.
 	ClientToolTimeout caddy.Duration `json:"client_tool_timeout,omitempty"`
 
-	// MCPAllowedHosts are the Host names /mcp accepts on a loopback
-	// listener besides loopback names: those a proxy in front forwards.
-	// This stands in for DNS-rebinding protection. Default: none.
-	MCPAllowedHosts []string `json:"mcp_allowed_hosts,omitempty"`
+	// AllowedHosts are the Host names (name, or name:port) that runtime
+	// calls may name besides loopback names when no callers are
+	// configured, and that /mcp accepts on a loopback listener: the names
+	// by which this machine itself is reached. A foreign Host on a
+	// loopback connection is how DNS rebinding reaches a local server.
+	// Default: none.
+	AllowedHosts []string `json:"allowed_hosts,omitempty"`
 
 	// Ledger configures the call ledger. Default: bolt, a file in Caddy's
 	// data directory.
@@ -122,6 +127,8 @@ type Handler struct {
 	bridge       *clienttools.Bridge
 	bridgeKey    string
 	mcp          http.Handler
+	allowedHosts map[string]bool // AllowedHosts, in lower case
+	pageOrigins  map[string]bool // Pages.Origins, normalized by originKey
 }
 
 // Component is one of the app's components.
@@ -262,6 +269,9 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) error {
 		if h.pageVerifier, err = h.Pages.verifier(); err != nil {
 			return err
 		}
+	}
+	if err := h.setupLoopback(); err != nil {
+		return err
 	}
 	limits, err := h.Pages.limits()
 	if err != nil {
@@ -433,15 +443,9 @@ type envelope struct {
 	Identity *gateway.Identity `json:"identity"`
 }
 
-const maxCallIDLen = 256
-
 func (h *Handler) serveInvoke(w http.ResponseWriter, r *http.Request, c caller, name string) error {
 	var env envelope
 	if !h.decodeBody(w, r, &env) {
-		return nil
-	}
-	if err := checkCallID(env.CallID); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_call_id", err.Error())
 		return nil
 	}
 	call := gateway.Call{Tool: name, CallID: env.CallID, Input: json.RawMessage(env.Input)}
@@ -506,7 +510,7 @@ type resumeBody struct {
 
 func (h *Handler) serveCalls(w http.ResponseWriter, r *http.Request, rest string) error {
 	callID, resume := strings.CutSuffix(rest, "/resume")
-	if callID == "" || strings.Contains(callID, "/") || checkCallID(callID) != nil {
+	if gateway.CheckCallID(callID) != nil {
 		writeError(w, http.StatusNotFound, "unknown_call", "no such call")
 		return nil
 	}
@@ -549,11 +553,14 @@ func (h *Handler) serveCalls(w http.ResponseWriter, r *http.Request, rest string
 // JSON.stringify may escape a lone surrogate.
 var bodyOptions = jsonv2.JoinOptions(jsonv2.RejectUnknownMembers(true), jsontext.AllowInvalidUTF8(true))
 
-// decodeBody reads a strict JSON object body within MaxRequestSize; it
-// writes the refusal itself and reports false. The body is read whole into
-// a pooled buffer first: decoding from a stream reads it in small pieces
-// through every layer of readers.
+// decodeBody reads a strict JSON object body, sent as application/json,
+// within MaxRequestSize; it writes the refusal itself and reports false.
+// The body is read whole into a pooled buffer first: decoding from a
+// stream reads it in small pieces through every layer of readers.
 func (h *Handler) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	if !requireJSON(w, r) {
+		return false
+	}
 	bp := buffers.Get().(*[]byte)
 	body, err := dispatch.ReadAll(http.MaxBytesReader(w, r.Body, h.MaxRequestSize), (*bp)[:0], min(r.ContentLength, h.MaxRequestSize))
 	if err == nil {
@@ -572,27 +579,6 @@ func (h *Handler) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool
 	}
 	writeError(w, http.StatusBadRequest, "malformed_envelope", "the body is not the expected JSON object: "+err.Error())
 	return false
-}
-
-func checkCallID(id string) error {
-	if len(id) > maxCallIDLen {
-		return fmt.Errorf("callId is longer than %d bytes", maxCallIDLen)
-	}
-	for i := 0; i < len(id); i++ {
-		if id[i] <= ' ' || id[i] > '~' {
-			return errors.New("callId must be printable ASCII without spaces")
-		}
-	}
-	return nil
-}
-
-func isLoopback(remoteAddr string) bool {
-	host, _, err := net.SplitHostPort(remoteAddr)
-	if err != nil {
-		host = remoteAddr
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 func allowMethod(w http.ResponseWriter, r *http.Request, method string) bool {

@@ -27,6 +27,9 @@ type cardAnswer struct {
 func call(t *testing.T, tc *caddytest.Tester, method, path, body string) (int, cardAnswer) {
 	t.Helper()
 	req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := tc.Client.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -19,7 +20,7 @@ import (
 // (and calls, on Redis) accept each other's.
 func (h *Handler) setupMCP(key identity.Key) {
 	stateKey := sha256.Sum256(append([]byte("toolgate mcp request state\x00"), key.Private.Seed()...))
-	srv := mcp.New(h.gw, mcp.Options{StateKey: stateKey[:], CheckCallID: checkCallID})
+	srv := mcp.New(h.gw, mcp.Options{StateKey: stateKey[:]})
 	h.mcp = srv
 	if h.verifier == nil {
 		return
@@ -33,8 +34,8 @@ func (h *Handler) setupMCP(key identity.Key) {
 		c.Identity.User, _ = claims[h.userClaim].(string)
 		c.Identity.Install, _ = claims[h.installClaim].(string)
 		c.Device, _ = claims["device"].(string)
-		if c.Identity.User == "" {
-			return nil, fmt.Errorf("%w: the token has no string %q claim naming the user", auth.ErrInvalidToken, h.userClaim)
+		if err := h.checkTokenIdentity(c.Identity); err != nil {
+			return nil, fmt.Errorf("%w: %v", auth.ErrInvalidToken, err)
 		}
 		exp := time.Now().Add(time.Minute)
 		if f, ok := claims["exp"].(float64); ok {
@@ -45,39 +46,32 @@ func (h *Handler) setupMCP(key identity.Key) {
 	h.mcp = auth.RequireBearerToken(verify, nil)(srv)
 }
 
-// serveMCP serves MCP Streamable HTTP. Without callers, only loopback
-// peers. The Host check stands in for the SDK's DNS-rebinding protection:
-// a gateway listening on loopback refuses a foreign Host unless it is one
-// of mcp_allowed_hosts (the names a proxy in front forwards).
+// serveMCP serves MCP Streamable HTTP. Without callers, it takes the
+// runtime endpoints' loopback rules, Host check included. With callers,
+// the Host check still stands in for the SDK's DNS-rebinding protection
+// on a loopback listener: a foreign Host is refused unless it is one of
+// allowed_hosts (the SDK's own check cannot be told those names).
 func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) error {
-	if local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && isLoopback(local.String()) && !h.allowedHost(r.Host) {
-		writeError(w, http.StatusForbidden, "forbidden", fmt.Sprintf("MCP: Host %q is not allowed on a loopback listener; add it to mcp_allowed_hosts", r.Host))
-		return nil
-	}
 	if h.verifier == nil {
 		if _, ok := h.authenticate(w, r); !ok {
 			return nil
 		}
+	} else if onLoopbackListener(r) && !h.allowedHost(r.Host) {
+		writeError(w, http.StatusForbidden, "forbidden", fmt.Sprintf("MCP: Host %q is not allowed on a loopback listener: list it in allowed_hosts", r.Host))
+		return nil
+	}
+	if !requireJSON(w, r) {
+		return nil
 	}
 	h.mcp.ServeHTTP(w, r)
 	return nil
 }
 
-func (h *Handler) allowedHost(hostport string) bool {
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		host = hostport
+func onLoopbackListener(r *http.Request) bool {
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok {
+		return false
 	}
-	if host == "localhost" {
-		return true
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return true
-	}
-	for _, a := range h.MCPAllowedHosts {
-		if a == host || a == hostport {
-			return true
-		}
-	}
-	return false
+	ap, err := netip.ParseAddrPort(local.String())
+	return err == nil && ap.Addr().Unmap().IsLoopback()
 }

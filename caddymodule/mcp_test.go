@@ -664,7 +664,7 @@ func TestMCPHostCheck(t *testing.T) {
 
 	start()
 	for _, h := range []string{"evil.example", "evil.example:9080"} {
-		if s, body := mcpHostStatus(t, h); s != http.StatusForbidden || !strings.Contains(body, "mcp_allowed_hosts") {
+		if s, body := mcpHostStatus(t, h); s != http.StatusForbidden || !strings.Contains(body, "allowed_hosts") {
 			t.Errorf("Host %s on loopback: %d %s, want 403", h, s, body)
 		}
 	}
@@ -674,12 +674,12 @@ func TestMCPHostCheck(t *testing.T) {
 		}
 	}
 
-	start("mcp_allowed_hosts evil.example")
+	start("allowed_hosts evil.example")
 	if s, body := mcpHostStatus(t, "evil.example"); s == http.StatusForbidden || !isMCP(s, body) {
-		t.Errorf("Host evil.example in mcp_allowed_hosts: %d %s", s, body)
+		t.Errorf("Host evil.example in allowed_hosts: %d %s", s, body)
 	}
 	if s, _ := mcpHostStatus(t, "other.example"); s != http.StatusForbidden {
-		t.Errorf("Host other.example not in mcp_allowed_hosts: %d, want 403", s)
+		t.Errorf("Host other.example not in allowed_hosts: %d, want 403", s)
 	}
 }
 

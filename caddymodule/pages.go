@@ -14,6 +14,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/toolgate/toolgate/internal/clienttools"
+	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/pagecontext"
 	"github.com/toolgate/toolgate/internal/web"
@@ -197,7 +198,7 @@ func (h *Handler) serveClient(w http.ResponseWriter, r *http.Request, rest strin
 		return h.serveStream(w, r, p)
 	}
 	callID, action, ok := strings.Cut(strings.TrimPrefix(rest, "calls/"), "/")
-	if !ok || !strings.HasPrefix(rest, "calls/") || (action != "claim" && action != "result") || checkCallID(callID) != nil || callID == "" {
+	if !ok || !strings.HasPrefix(rest, "calls/") || (action != "claim" && action != "result") || gateway.CheckCallID(callID) != nil {
 		writeError(w, http.StatusNotFound, "not_found", "no such page endpoint")
 		return nil
 	}
@@ -210,6 +211,9 @@ func (h *Handler) serveClient(w http.ResponseWriter, r *http.Request, rest strin
 	}
 	var err error
 	if action == "claim" {
+		if !requireJSON(w, r) {
+			return nil
+		}
 		err = h.bridge.Claim(p.user, p.thread, callID)
 	} else {
 		var out clienttools.Outcome

@@ -88,6 +88,7 @@ func BenchmarkManifestScale(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				req := httptest.NewRequest("GET", "/tools", nil)
 				req.RemoteAddr = "127.0.0.1:40000"
+				req.Host = "127.0.0.1"
 				w := httptest.NewRecorder()
 				if err := h.ServeHTTP(w, req, nextHandler{}); err != nil || w.Code != 200 {
 					b.Fatalf("%v %d", err, w.Code)

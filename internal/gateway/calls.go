@@ -111,6 +111,12 @@ func (g *Gateway) Status(ctx context.Context, who Identity, callID string) (*Ans
 }
 
 func (g *Gateway) lookup(ctx context.Context, who Identity, callID string) (*ledger.Call, error) {
+	if err := CheckIdentity(who); err != nil {
+		return nil, err
+	}
+	if err := CheckCallID(callID); err != nil {
+		return nil, err
+	}
 	if g.ledger == nil {
 		return nil, &RequestError{Code: "unknown_call", Msg: "calls are not recorded (ledger off)", kind: ErrUnknownCall}
 	}

@@ -232,8 +232,9 @@ func NewCallID() string {
 var callIDEncoding = base32.NewEncoding("0123456789abcdefghijklmnopqrstuv").WithPadding(base32.NoPadding)
 
 // Invoke runs one call. It returns an error only for the caller's mistakes
-// (an unknown tool, a bad context or identity); every failure of the tool
-// itself is an Answer with IsError set, whose content the model reads.
+// (an unknown tool, a bad context, identity or call id, all checked before
+// anything is recorded); every failure of the tool itself is an Answer
+// with IsError set, whose content the model reads.
 func (g *Gateway) Invoke(ctx context.Context, call Call) (*Answer, error) {
 	tool, ok := g.tools.Lookup(call.Tool)
 	if !ok {
@@ -242,8 +243,13 @@ func (g *Gateway) Invoke(ctx context.Context, call Call) (*Answer, error) {
 	if err := CheckContext(&call.Context); err != nil {
 		return nil, err
 	}
+	if err := CheckIdentity(call.Identity); err != nil {
+		return nil, err
+	}
 	if call.CallID == "" {
 		call.CallID = NewCallID()
+	} else if err := CheckCallID(call.CallID); err != nil {
+		return nil, err
 	}
 	if tool.Target.Spec.Type == dispatch.TypeApp && call.Identity.User == "" {
 		return nil, badRequest("identity_required", "tool %q runs on an app component: identity.user is required", call.Tool)

@@ -199,7 +199,7 @@ func TestNewCallID(t *testing.T) {
 	if a == b || !strings.HasPrefix(a, "call_") || len(a) != len("call_")+26 {
 		t.Errorf("call ids %q %q", a, b)
 	}
-	if err := checkPrintable(a); err != nil {
+	if err := CheckCallID(a); err != nil {
 		t.Errorf("call id %q: %v", a, err)
 	}
 	// Ids made in a later millisecond sort after earlier ones.
@@ -212,13 +212,4 @@ func TestNewCallID(t *testing.T) {
 		}
 		prev = next
 	}
-}
-
-func checkPrintable(id string) error {
-	for i := 0; i < len(id); i++ {
-		if id[i] <= ' ' || id[i] > '~' {
-			return fmt.Errorf("byte %d is %q", i, id[i])
-		}
-	}
-	return nil
 }

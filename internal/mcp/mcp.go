@@ -59,9 +59,6 @@ type Options struct {
 	StateKey []byte
 	// Version is reported as the server's version.
 	Version string
-	// CheckCallID checks a call id a client names in _meta, as the Tools
-	// API checks an envelope's; nil accepts any.
-	CheckCallID func(string) error
 }
 
 // Server is the MCP endpoint.
@@ -72,7 +69,6 @@ type Server struct {
 	stateless http.Handler
 	key       []byte
 	now       func() time.Time
-	checkID   func(string) error
 
 	mu   sync.Mutex
 	used map[string]time.Time // continuation nonces already spent
@@ -83,7 +79,7 @@ const stateTTL = 15 * time.Minute
 
 // New builds the MCP server for the gateway's tools.
 func New(gw *gateway.Gateway, opts Options) *Server {
-	s := &Server{gw: gw, key: opts.StateKey, now: time.Now, checkID: opts.CheckCallID, used: map[string]time.Time{}}
+	s := &Server{gw: gw, key: opts.StateKey, now: time.Now, used: map[string]time.Time{}}
 	if len(s.key) == 0 {
 		s.key = make([]byte, 32)
 		_, _ = rand.Read(s.key)
@@ -132,20 +128,32 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // caller returns the verified caller, or the identity the client names in
-// _meta when no callers are configured (the loopback default).
-func caller(extra *sdk.RequestExtra, meta sdk.Meta) (Caller, bool) {
+// _meta when no callers are configured (the loopback default). A _meta
+// identity that is not {user, install} strings within the gateway's
+// bounds is a malformed request, never read as no identity.
+func caller(extra *sdk.RequestExtra, meta sdk.Meta) (Caller, error) {
 	if extra != nil && extra.TokenInfo != nil {
 		if c, ok := extra.TokenInfo.Extra[callerKey].(Caller); ok {
-			return c, true
+			return c, nil
 		}
 	}
 	var c Caller
-	if raw, ok := meta[MetaIdentity]; ok {
+	if raw, ok := meta[MetaIdentity]; ok && raw != nil {
 		b, _ := json.Marshal(raw)
-		_ = json.Unmarshal(b, &c.Identity)
+		if err := json.Unmarshal(b, &c.Identity); err != nil {
+			return Caller{}, invalidMeta(MetaIdentity, `the identity must be {"user", "install"} strings`)
+		}
+		if err := gateway.CheckIdentity(c.Identity); err != nil {
+			return Caller{}, invalidMeta(MetaIdentity, err.Error())
+		}
 	}
 	c.Device, _ = meta[MetaDevice].(string)
-	return c, false
+	return c, nil
+}
+
+// invalidMeta is the protocol error for a malformed _meta member.
+func invalidMeta(key, msg string) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: `_meta["` + key + `"]: ` + msg}
 }
 
 // filterList hides the tools the caller may not call from tools/list.
@@ -163,7 +171,10 @@ func (s *Server) filterList(next sdk.MethodHandler) sdk.MethodHandler {
 		if p, ok := req.GetParams().(*sdk.ListToolsParams); ok && p != nil {
 			meta = p.Meta
 		}
-		c, _ := caller(req.GetExtra(), meta)
+		c, err := caller(req.GetExtra(), meta)
+		if err != nil {
+			return nil, err
+		}
 		visible := map[string]bool{}
 		for _, t := range s.gw.Visible(gateway.Call{Identity: c.Identity, Claims: c.Claims}) {
 			visible[t.Name] = true
@@ -186,7 +197,10 @@ const cardInput = "card"
 // call runs tools/call through the gateway.
 func (s *Server) call(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 	p := req.Params
-	c, _ := caller(req.Extra, p.Meta)
+	c, err := caller(req.Extra, p.Meta)
+	if err != nil {
+		return nil, err
+	}
 
 	if p.RequestState != "" || len(p.InputResponses) > 0 {
 		return s.resume(ctx, req, c)
@@ -197,13 +211,11 @@ func (s *Server) call(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallT
 	// empty one is none, as in the Tools API.
 	id, isString := p.Meta[MetaCallID].(string)
 	if raw, ok := p.Meta[MetaCallID]; ok && raw != nil && !isString {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: `_meta["` + MetaCallID + `"]: the callId must be a string`}
+		return nil, invalidMeta(MetaCallID, "the callId must be a string")
 	}
 	if id != "" {
-		if s.checkID != nil {
-			if err := s.checkID(id); err != nil {
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: `_meta["` + MetaCallID + `"]: ` + err.Error()}
-			}
+		if err := gateway.CheckCallID(id); err != nil {
+			return nil, invalidMeta(MetaCallID, err.Error())
 		}
 		call.CallID = id
 	} else {

@@ -1,0 +1,175 @@
+package caddymodule
+
+import (
+	"fmt"
+	"mime"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+// Without callers, toolgate trusts the envelope's identity, so it must know
+// that the request comes from this machine itself: a peer's loopback
+// address proves that only when no proxy stands between, and a browser on
+// this machine is a loopback peer for any web page it opens. These are the
+// rules of SPEC §9 that stand in for caller authentication.
+
+// forwardingHeaders are the headers a proxy adds to say whom it forwards
+// for. Sent by a peer that is not one of the server's trusted_proxies,
+// any of them means a proxy stands between, and the peer's loopback
+// address says nothing about the real client. (A proxy that adds none,
+// like nginx's bare proxy_pass, cannot be told apart: the README says so.)
+var forwardingHeaders = []string{"X-Forwarded-For", "Forwarded", "X-Real-Ip", "X-Forwarded-Host", "X-Forwarded-Proto", "Via"}
+
+// setupLoopback compiles allowed_hosts and the pages origins for the
+// loopback rules.
+func (h *Handler) setupLoopback() error {
+	h.allowedHosts = make(map[string]bool, len(h.AllowedHosts))
+	for _, a := range h.AllowedHosts {
+		u, err := url.Parse("http://" + a)
+		if a == "" || strings.Contains(a, "*") || err != nil || u.Host != a || u.User != nil {
+			return fmt.Errorf("allowed_hosts: %q is not a host name or host:port (no scheme, path or wildcard)", a)
+		}
+		h.allowedHosts[strings.ToLower(a)] = true
+	}
+	h.pageOrigins = map[string]bool{}
+	if h.Pages != nil {
+		for _, o := range h.Pages.Origins {
+			key, ok := originKey(o)
+			if !ok {
+				return fmt.Errorf("pages: origin %q must be scheme://host[:port]", o)
+			}
+			h.pageOrigins[key] = true
+		}
+	}
+	return nil
+}
+
+// loopbackRefusal says why a runtime request may not be served without
+// callers, naming what to configure, or returns "" when it may.
+func (h *Handler) loopbackRefusal(r *http.Request) string {
+	if ip := clientIP(r); !ip.IsLoopback() {
+		return fmt.Sprintf("without callers, toolgate accepts runtime calls only from this machine, and the client %s is not a loopback address: configure callers to accept others", ip)
+	}
+	if trusted, _ := caddyhttp.GetVar(r.Context(), caddyhttp.TrustedProxyVarKey).(bool); !trusted {
+		for _, name := range forwardingHeaders {
+			if len(r.Header.Values(name)) > 0 {
+				return fmt.Sprintf("the request carries %s, so it came through a proxy that is not one of the server's trusted_proxies: without callers, toolgate accepts runtime calls only straight from this machine; a gateway behind a proxy must configure callers", name)
+			}
+		}
+	}
+	if !h.allowedHost(r.Host) {
+		return fmt.Sprintf("Host %q is not a loopback name: list it in allowed_hosts if this machine is reached by that name", r.Host)
+	}
+	origin := r.Header.Get("Origin")
+	if origin != "" && !h.allowedOrigin(r, origin) {
+		return fmt.Sprintf("Origin %q is another web origin: without callers, only this site's own pages and the pages origins may call toolgate", origin)
+	}
+	if origin == "" && r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+		return "the request comes from another site (Sec-Fetch-Site: cross-site) and names no Origin: without callers, only this site's own pages and the pages origins may call toolgate"
+	}
+	return ""
+}
+
+// clientIP is the request's real client as Caddy determined it: the peer,
+// or, from one of the server's trusted_proxies, the client it forwards
+// for. Outside a Caddy server (a handler called directly) it is the peer.
+// An address that does not parse is the zero Addr, which is no loopback.
+func clientIP(r *http.Request) netip.Addr {
+	s, _ := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string)
+	if s == "" {
+		var err error
+		if s, _, err = net.SplitHostPort(r.RemoteAddr); err != nil {
+			s = r.RemoteAddr
+		}
+	}
+	s, _, _ = strings.Cut(s, "%")
+	ip, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ip.Unmap()
+}
+
+// allowedHost reports whether a Host names this machine: a loopback name,
+// or one of allowed_hosts (by name, or name and port). A foreign Host on
+// a loopback peer is how DNS rebinding reaches a local server.
+func (h *Handler) allowedHost(hostport string) bool {
+	// Not net.SplitHostPort: a Host without a port, as for port 80, is
+	// its error, allocated on every call.
+	host := hostport
+	if i := strings.LastIndexByte(host, ':'); i > strings.LastIndexByte(host, ']') {
+		host = host[:i]
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.Unmap().IsLoopback() {
+		return true
+	}
+	return h.allowedHosts[strings.ToLower(host)] || h.allowedHosts[strings.ToLower(hostport)]
+}
+
+// allowedOrigin reports whether origin is this site's own (the scheme of
+// the connection and the request's Host) or one of the pages origins.
+func (h *Handler) allowedOrigin(r *http.Request, origin string) bool {
+	key, ok := originKey(origin)
+	if !ok {
+		return false
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return key == scheme+"://"+hostKey(scheme, r.Host) || h.pageOrigins[key]
+}
+
+// originKey normalizes an origin, scheme://host[:port], for comparison:
+// lower case, the default port written out. "null" and anything with a
+// path, query or user is no origin.
+func originKey(origin string) (string, bool) {
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return "", false
+	}
+	return u.Scheme + "://" + hostKey(u.Scheme, u.Host), true
+}
+
+// hostKey is host:port in lower case, with the scheme's default port when
+// none is given.
+func hostKey(scheme, hostport string) string {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host, port = strings.TrimSuffix(strings.TrimPrefix(hostport, "["), "]"), "80"
+		if scheme == "https" {
+			port = "443"
+		}
+	}
+	return net.JoinHostPort(strings.ToLower(host), port)
+}
+
+// requireJSON refuses a POST whose body is not declared JSON, with 415.
+// This is what keeps a web page from calling toolgate without a CORS
+// preflight: a page may send text/plain, form and multipart bodies to any
+// origin, never application/json. It writes the refusal itself.
+func requireJSON(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method != http.MethodPost || r.ContentLength == 0 {
+		return true
+	}
+	// What every client sends, without the parser's allocations.
+	ct := r.Header.Get("Content-Type")
+	if ct == "application/json" {
+		return true
+	}
+	if mt, _, err := mime.ParseMediaType(ct); err == nil && mt == "application/json" {
+		return true
+	}
+	writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", "the request body must be JSON, sent with Content-Type: application/json")
+	return false
+}
