@@ -27,18 +27,21 @@ func CompileButton(raw json.RawMessage, owner *Component) (*Target, error) {
 	return compileButton(s, owner)
 }
 
-// CheckButton checks a button's target by every rule of CompileButton but
-// the owner's: for a component that checks its card before answering it,
-// which need not know the name or the base URL the gateway has for it.
-func CheckButton(raw json.RawMessage) error {
+// CheckButton checks a button's target by the rules of CompileButton, for
+// a component that checks its card before answering it and does not know
+// the base URL the gateway has for it. owner is the component's name as
+// the gateway knows it; empty, the target may name any component.
+func CheckButton(raw json.RawMessage, owner string) error {
 	s, err := decodeButton(raw)
 	if err != nil {
 		return err
 	}
-	// A stand-in owner by the target's own name, whose base URL is never
-	// sent to: it only lets the path be checked as the gateway will.
-	owner := &Component{Name: s.Component, BaseURL: &url.URL{Scheme: "http", Host: "component.invalid"}}
-	_, err = compileButton(s, owner)
+	if owner == "" {
+		owner = s.Component
+	}
+	// A stand-in owner whose base URL is never sent to: it only lets the
+	// path be checked as the gateway will.
+	_, err = compileButton(s, &Component{Name: owner, BaseURL: &url.URL{Scheme: "http", Host: "component.invalid"}})
 	return err
 }
 

@@ -100,18 +100,20 @@ func TestCompileButtonWithoutOwner(t *testing.T) {
 // gateway's name or base URL for itself.
 func TestCheckButton(t *testing.T) {
 	for _, c := range []struct {
-		name, target, wantErr string
+		name, target, owner, wantErr string
 	}{
-		{"app target", `{"type":"app","component":"mail","method":"POST","path":"/drafts/${input.id}"}`, ""},
-		{"url target", `{"type":"url","method":"GET","url":"http://localhost:2019/config/"}`, `not a "url" target`},
-		{"no component", `{"type":"app","method":"GET","path":"/x"}`, "component is required"},
-		{"env", `{"type":"app","component":"mail","method":"GET","path":"/x","headers":{"X":"${env.KEY}"}}`, "never env"},
-		{"result", `{"type":"app","component":"mail","method":"GET","path":"/x","result":"body"}`, "no result mapping"},
-		{"bad method", `{"type":"app","component":"mail","method":"TRACE","path":"/x"}`, "method"},
-		{"relative path", `{"type":"app","component":"mail","method":"GET","path":"x"}`, "must start with /"},
+		{"app target", `{"type":"app","component":"mail","method":"POST","path":"/drafts/${input.id}"}`, "", ""},
+		{"app target on the owner", `{"type":"app","component":"mail","method":"POST","path":"/drafts"}`, "mail", ""},
+		{"app target on another", `{"type":"app","component":"files","method":"DELETE","path":"/all"}`, "mail", `component "files": a button runs on component "mail"`},
+		{"url target", `{"type":"url","method":"GET","url":"http://localhost:2019/config/"}`, "", `not a "url" target`},
+		{"no component", `{"type":"app","method":"GET","path":"/x"}`, "", "component is required"},
+		{"env", `{"type":"app","component":"mail","method":"GET","path":"/x","headers":{"X":"${env.KEY}"}}`, "", "never env"},
+		{"result", `{"type":"app","component":"mail","method":"GET","path":"/x","result":"body"}`, "", "no result mapping"},
+		{"bad method", `{"type":"app","component":"mail","method":"TRACE","path":"/x"}`, "", "method"},
+		{"relative path", `{"type":"app","component":"mail","method":"GET","path":"x"}`, "", "must start with /"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			err := dispatch.CheckButton(json.RawMessage(c.target))
+			err := dispatch.CheckButton(json.RawMessage(c.target), c.owner)
 			if c.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)
