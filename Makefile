@@ -8,7 +8,11 @@ FUZZ := \
 	./internal/refs:FuzzParse \
 	./internal/refs:FuzzResolveOnePass \
 	./internal/result:FuzzNormalize \
+	./internal/result:FuzzParseCard \
 	./internal/gateway:FuzzDecodeInput \
+	./internal/gateway:FuzzCheckCard \
+	./internal/dispatch:FuzzCompile \
+	./internal/manifest:FuzzManifest \
 	./internal/pagecontext:FuzzRender
 
 .PHONY: test check unit js browser mcp bench-build fuzz tools build

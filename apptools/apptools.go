@@ -149,6 +149,9 @@ type Identity struct {
 	// Install is the installation of the app the call is made in; empty
 	// when the token names none.
 	Install string
+	// Component is this component's name in toolgate's configuration: the
+	// token's audience, as the Verifier checked it.
+	Component string
 	// Claims are all of the token's claims.
 	Claims map[string]any
 }

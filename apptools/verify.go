@@ -80,7 +80,7 @@ func (v *Verifier) Verify(r *http.Request) (Identity, error) {
 	if _, present := claims["install"]; present && !ok {
 		return Identity{}, fmt.Errorf("%w: the token's install is not a string", ErrInvalidToken)
 	}
-	return Identity{User: user, Install: install, Claims: claims}, nil
+	return Identity{User: user, Install: install, Component: v.audience, Claims: claims}, nil
 }
 
 func bearer(r *http.Request) (string, error) {

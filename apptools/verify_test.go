@@ -177,7 +177,7 @@ func TestVerify(t *testing.T) {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
 				}
-				if id.User != tt.want.User || id.Install != tt.want.Install {
+				if id.User != tt.want.User || id.Install != tt.want.Install || id.Component != "bookmarks" {
 					t.Errorf("identity %+v, want %+v", id, tt.want)
 				}
 				if id.Claims["aud"] != "bookmarks" || id.Claims["iss"] != "toolgate" {

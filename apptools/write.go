@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/result"
 )
 
@@ -72,7 +73,9 @@ type Card = result.Card
 
 // Button is one of a card's buttons: "type" is "button". Without a Target,
 // its Input becomes the tool result when pressed; with one, toolgate runs
-// the target (a target spec as in a manifest, with ${input} the Input).
+// the target (a target spec as in a manifest, with ${input} the Input). A
+// button's target is an app target on the component that answers the card,
+// with ${input…} references only (never ${env…}) and no result mapping.
 type Button = result.Element
 
 // Assignee names the device that must press a card's buttons.
@@ -86,7 +89,9 @@ var ErrNotThread = errors.New("apptools: a card needs a thread call; answer a do
 // WriteCard answers r with an action-required card. It writes nothing and
 // returns ErrNotThread when r is not a thread call, and an error naming the
 // broken rule when the card is not valid (a title, buttons with unique ids
-// and labels).
+// and labels, button targets as Button says): toolgate would turn such a
+// card into an error result. When r came through a Verifier's Middleware,
+// a button's target must name the component the Verifier is for.
 func WriteCard(w http.ResponseWriter, r *http.Request, c Card) error {
 	if !IsThread(r) {
 		return ErrNotThread
@@ -98,6 +103,18 @@ func WriteCard(w http.ResponseWriter, r *http.Request, c Card) error {
 	}
 	if _, err := result.ParseCard(body); err != nil {
 		return fmt.Errorf("apptools: %w", err)
+	}
+	var owner string
+	if id, ok := FromContext(r.Context()); ok {
+		owner = id.Component
+	}
+	for _, b := range c.Elements {
+		if len(b.Target) == 0 {
+			continue
+		}
+		if err := dispatch.CheckButton(b.Target, owner); err != nil {
+			return fmt.Errorf("apptools: invalid card: button %q: %w", b.ID, err)
+		}
 	}
 	return writeJSON(w, http.StatusOK, c)
 }

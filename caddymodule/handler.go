@@ -291,7 +291,7 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) error {
 
 	h.client = dispatch.NewClient(time.Duration(h.UpstreamTimeout), h.MaxResponseSize)
 	h.gw = gateway.New(gateway.Config{
-		Tools: tools, Components: components, Issuer: issuer, Client: h.client,
+		Tools: tools, Issuer: issuer, Client: h.client,
 		Ledger: led, Logger: h.logger,
 		Bridge: h.bridge, ClientTimeout: time.Duration(h.ClientToolTimeout),
 	})

@@ -127,6 +127,19 @@ type param struct {
 // Compile checks a spec against SPEC §2–3 and parses its references.
 // components maps names to the declared components.
 func Compile(s Spec, components map[string]*Component) (*Target, error) {
+	t, err := compile(s, components)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.checkEnv(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// compile is Compile but for the env references, which the caller checks:
+// a tool's must be declared by its component, a button may hold none.
+func compile(s Spec, components map[string]*Component) (*Target, error) {
 	t := &Target{Spec: s}
 	switch s.Type {
 	case TypeKazzle:
@@ -225,18 +238,24 @@ func Compile(s Spec, components map[string]*Component) (*Target, error) {
 			return nil, fmt.Errorf("url target: %w", err)
 		}
 	}
+	return t, nil
+}
+
+// checkEnv checks that every env reference is declared by the target's
+// component.
+func (t *Target) checkEnv() error {
 	for _, r := range t.Refs() {
 		if r.Root != refs.RootEnv {
 			continue
 		}
 		if t.Component == nil {
-			return nil, fmt.Errorf("%s target: %s needs a component whose env declares it; name one with component", s.Type, r)
+			return fmt.Errorf("%s target: %s needs a component whose env declares it; name one with component", t.Spec.Type, r)
 		}
 		if _, ok := t.Component.Env[r.Path[0]]; !ok {
-			return nil, fmt.Errorf("%s target: %s: component %q declares no env %s", s.Type, r, t.Component.Name, r.Path[0])
+			return fmt.Errorf("%s target: %s: component %q declares no env %s", t.Spec.Type, r, t.Component.Name, r.Path[0])
 		}
 	}
-	return t, nil
+	return nil
 }
 
 func (t *Target) compileAppPath() error {

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -66,39 +65,45 @@ func (g *Gateway) settle(ctx context.Context, c *ledger.Call) (*Answer, error) {
 	return answerOf(c), nil
 }
 
-// checkCard validates a card as SPEC §6 says, its button targets like tool
-// targets, and returns it as compact JSON.
-func (g *Gateway) checkCard(body []byte) (json.RawMessage, error) {
+// checkCard validates a card as SPEC §6 says, with owner the component
+// whose handler answered it, and returns it as compact JSON.
+func checkCard(owner *dispatch.Component, body []byte) (json.RawMessage, error) {
 	card, err := result.ParseCard(body)
 	if err != nil {
 		return nil, err
 	}
-	for _, b := range card.Elements {
-		if len(b.Target) == 0 {
-			continue
-		}
-		if _, err := g.buttonTarget(b); err != nil {
-			return nil, fmt.Errorf("invalid card: button %q: %v", b.ID, err)
-		}
+	if err := checkButtons(owner, card); err != nil {
+		return nil, err
 	}
 	return json.Marshal(card)
 }
 
-func (g *Gateway) buttonTarget(b result.Element) (*dispatch.Target, error) {
-	var spec dispatch.Spec
-	dec := json.NewDecoder(bytes.NewReader(b.Target))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&spec); err != nil {
-		return nil, fmt.Errorf("target: %v", err)
+// checkButtons checks each button target of a card answered by owner.
+func checkButtons(owner *dispatch.Component, card *result.Card) error {
+	for _, b := range card.Elements {
+		if len(b.Target) == 0 {
+			continue
+		}
+		if _, err := dispatch.CompileButton(b.Target, owner); err != nil {
+			return fmt.Errorf("invalid card: button %q: %v", b.ID, err)
+		}
 	}
-	if spec.Type == dispatch.TypeKazzle {
-		return nil, errors.New("target: a button runs an app or url target, not a client tool")
+	return nil
+}
+
+// cardOwner is the component a recorded call's card may run buttons on:
+// that of the call's tool as this gateway serves it now. The card was
+// checked when it was recorded, but perhaps by an older build or another
+// instance with another config, so it is checked again before a button runs.
+func (g *Gateway) cardOwner(c *ledger.Call) (*dispatch.Component, error) {
+	tool, ok := g.tools.Lookup(c.Tool)
+	if !ok {
+		return nil, fmt.Errorf("tool %q is no longer served", c.Tool)
 	}
-	t, err := dispatch.Compile(spec, g.components)
-	if err != nil {
-		return nil, fmt.Errorf("target: %w", err)
+	if tool.Target.Spec.Type != dispatch.TypeApp {
+		return nil, result.ErrCardNotFromApp
 	}
-	return t, nil
+	return tool.Target.Component, nil
 }
 
 // Status answers GET /calls/{callId}: the shape the invoke would answer now.
@@ -199,7 +204,7 @@ func (g *Gateway) Resume(ctx context.Context, req ResumeRequest) (*Answer, error
 			return nil, unavailable(err)
 		}
 
-		res := g.answerCard(ctx, &claimed, button, want.Action)
+		res := g.answerCard(ctx, &claimed, card, button, want.Action)
 		claimed.State, claimed.Result, claimed.Updated = ledger.Done, &res, g.now()
 		if _, err := g.ledger.Update(context.WithoutCancel(ctx), &claimed, ledger.Running); err != nil {
 			g.logger.Error("recording a resumed call", zap.String("call_id", c.CallID), zap.Error(err))
@@ -216,17 +221,24 @@ func describeResume(r ledger.Resume) string {
 }
 
 // answerCard computes the tool result of a card's answer.
-func (g *Gateway) answerCard(ctx context.Context, c *ledger.Call, button *result.Element, action string) result.Result {
+func (g *Gateway) answerCard(ctx context.Context, c *ledger.Call, card *result.Card, button *result.Element, action string) result.Result {
 	switch action {
 	case ActionSkip:
 		return result.Result{Content: "The user skipped this step."}
 	case ActionCancel:
 		return result.Errorf("The user cancelled this step.")
 	}
+	owner, err := g.cardOwner(c)
+	if err == nil {
+		err = checkButtons(owner, card)
+	}
+	if err != nil {
+		return result.Errorf("the card cannot be answered: %v", err)
+	}
 	if len(button.Target) == 0 {
 		return result.FromButtonInput(button.Input)
 	}
-	t, err := g.buttonTarget(*button)
+	t, err := dispatch.CompileButton(button.Target, owner)
 	if err != nil {
 		return result.Errorf("button %q: %v", button.ID, err)
 	}

@@ -135,11 +135,11 @@ func unavailable(err error) error {
 
 // Config is what a Gateway serves with.
 type Config struct {
-	Tools *manifest.Set
-	// Components are the app's components, for card button targets.
-	Components map[string]*dispatch.Component
-	Issuer     *identity.Issuer
-	Client     *dispatch.Client
+	// Tools are the tools served. A card's buttons run on the component of
+	// the tool whose handler answered it, never on another.
+	Tools  *manifest.Set
+	Issuer *identity.Issuer
+	Client *dispatch.Client
 	// Ledger records calls; nil turns at-most-once execution and cards off.
 	Ledger ledger.Ledger
 	Logger *zap.Logger
@@ -154,7 +154,6 @@ type Config struct {
 // Gateway serves one set of tools.
 type Gateway struct {
 	tools      *manifest.Set
-	components map[string]*dispatch.Component
 	issuer     *identity.Issuer
 	client     *dispatch.Client
 	ledger     ledger.Ledger
@@ -168,7 +167,7 @@ type Gateway struct {
 // New returns a gateway.
 func New(c Config) *Gateway {
 	g := &Gateway{
-		tools: c.Tools, components: c.Components, issuer: c.Issuer, client: c.Client,
+		tools: c.Tools, issuer: c.Issuer, client: c.Client,
 		ledger: c.Ledger, logger: c.Logger, instance: c.Instance, now: time.Now,
 		bridge: c.Bridge, clientWait: c.ClientTimeout,
 	}
@@ -352,10 +351,13 @@ func (g *Gateway) execute(ctx context.Context, tool *manifest.Compiled, call Cal
 	if resp == nil || !isCard {
 		return outcome{res: res}
 	}
+	if tool.Target.Spec.Type != dispatch.TypeApp {
+		return outcome{res: result.Errorf("the target answered an action-required card: %v", result.ErrCardNotFromApp)}
+	}
 	if call.Context.Source != SourceThread {
 		return outcome{res: result.Errorf("the handler answered an action-required card to an api call; a handler must answer a domain error when no person is in the conversation")}
 	}
-	card, err := g.checkCard(resp.Body)
+	card, err := checkCard(tool.Target.Component, resp.Body)
 	if err != nil {
 		return outcome{res: result.Errorf("the handler answered an %v", err)}
 	}
@@ -383,6 +385,11 @@ func (g *Gateway) runInPage(ctx context.Context, tool *manifest.Compiled, call C
 		return result.Errorf("client tool timed out")
 	case err != nil:
 		return result.Errorf("client tool %s: %v", tool.Target.Spec.Name, err)
+	}
+	// The page's value is only ever text for the model, but one shaped
+	// like a card must not pass for a card where a client reads it.
+	if out.Error == nil && result.IsCard(out.Result) {
+		return result.Errorf("client tool %s answered an action-required card: %v", tool.Target.Spec.Name, result.ErrCardNotFromApp)
 	}
 	return out.ToolResult()
 }

@@ -76,7 +76,7 @@ func newGateway(t *testing.T, tools ...manifest.Tool) (*Gateway, chan seen) {
 		t.Fatal(err)
 	}
 	key, _ := identity.GenerateKey()
-	return New(Config{Tools: set, Components: map[string]*dispatch.Component{"api": comp}, Issuer: identity.NewIssuer("gw", time.Minute, key), Client: dispatch.NewClient(time.Second, 1<<20)}), ch
+	return New(Config{Tools: set, Issuer: identity.NewIssuer("gw", time.Minute, key), Client: dispatch.NewClient(time.Second, 1<<20)}), ch
 }
 
 func tool(name string, target dispatch.Spec) manifest.Tool {

@@ -36,6 +36,19 @@ type Element struct {
 // CardType is the "type" of an action-required answer.
 const CardType = "action_required"
 
+// ErrCardNotFromApp is why a card answered by anything but an app
+// component's handler is refused (SPEC §6): a url target is someone else's
+// API, and a client tool's result comes from the user's browser.
+var ErrCardNotFromApp = errors.New("only app components may answer action-required cards")
+
+// IsCard reports whether body is shaped like an action-required card: a
+// JSON object whose "type" is "action_required", by the same reading as
+// NormalizeOrCard's.
+func IsCard(body []byte) bool {
+	_, card := fromJSON(body)
+	return card
+}
+
 // ParseCard decodes and checks a card: a title, at least one button, each
 // with a unique id and a label. Button targets are left to the caller.
 func ParseCard(body []byte) (*Card, error) {

@@ -1,7 +1,9 @@
 package result_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"net/http"
 	"net/url"
 	"strings"
 	"testing"
@@ -182,4 +184,70 @@ func sameAsMapDecode(t *testing.T, body []byte, got result.Result, gotCard bool)
 	if got != want || gotCard != wantCard {
 		t.Fatalf("%q gave %+v (card %v), encoding/json into a map gives %+v (card %v)", body, got, gotCard, want, wantCard)
 	}
+}
+
+// FuzzParseCard holds ParseCard to the card rules, and to a round trip: the
+// card the gateway records (its JSON) parses again to the same card when a
+// button is pressed. It also holds the two readers of "is this a card" to
+// each other: NormalizeOrCard's, and a result mapping's, which decodes with
+// encoding/json.
+func FuzzParseCard(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"action_required","title":"Send?","elements":[{"type":"button","id":"a","label":"A","input":{"content":"ok"}}]}`,
+		`{"type":"action_required","title":"t","assignee":{"computerId":"pc-7"},"elements":[{"type":"button","id":"a","label":"A","variant":"primary","target":{"type":"app","component":"api","method":"POST","path":"/x"}}]}`,
+		`{"type":"action_required","title":"t","elements":[{"type":"button","id":"a","label":"A"},{"type":"button","id":"a","label":"B"}]}`,
+		`{"TYPE":"action_required","Title":"t","elements":[{"type":"button","id":"a","label":"A"}]}`,
+		`{"type":"action\u005frequired","type":"x","title":"t","elements":[]}`,
+		`{"type":"action_required","title":"t","elements":[{"type":"button","id":"a","label":"A","target":null,"input":null}]}`,
+		`{"type":"action_required","title":"t","elements":[{"type":"link","id":"a","label":"A"}],"extra":1}`,
+		`{"type":"action_required","title":"t","assignee":{},"elements":[{"type":"button","id":"a","label":"A"}]}`,
+		"{\"type\":\"action_required\",\"title\":\"\xff\",\"elements\":[{\"type\":\"button\",\"id\":\"\xfe\",\"label\":\"A\"}]}",
+	} {
+		f.Add([]byte(s))
+	}
+	toText, err := result.CompileMapping(`"text"`)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		mapped := toText.Apply(200, http.Header{"Content-Type": {"application/json"}}, body)
+		if refused := mapped.IsError && strings.Contains(mapped.Content, result.ErrCardNotFromApp.Error()); refused != result.IsCard(body) {
+			t.Fatalf("%q: a mapping refuses it as a card: %v; IsCard: %v", body, refused, result.IsCard(body))
+		}
+
+		c, err := result.ParseCard(body)
+		if err != nil {
+			if c != nil {
+				t.Fatalf("ParseCard returned a card and the error %v", err)
+			}
+			if !strings.HasPrefix(err.Error(), "invalid card: ") {
+				t.Fatalf("error %q does not say the card is invalid", err)
+			}
+			return
+		}
+		if c.Type != result.CardType || c.Title == "" || len(c.Elements) == 0 || (c.Assignee != nil && c.Assignee.ComputerID == "") {
+			t.Fatalf("ParseCard(%q) accepted %+v", body, c)
+		}
+		ids := map[string]bool{}
+		for _, e := range c.Elements {
+			if e.Type != "button" || e.ID == "" || e.Label == "" || ids[e.ID] {
+				t.Fatalf("ParseCard(%q) accepted the button %+v", body, e)
+			}
+			ids[e.ID] = true
+			if b, ok := c.Button(e.ID); !ok || b.ID != e.ID {
+				t.Fatalf("Button(%q) = %+v, %v", e.ID, b, ok)
+			}
+		}
+		recorded, err := json.Marshal(c)
+		if err != nil {
+			t.Fatalf("the accepted card %q does not marshal: %v", body, err)
+		}
+		again, err := result.ParseCard(recorded)
+		if err != nil {
+			t.Fatalf("the recorded card %s does not parse: %v", recorded, err)
+		}
+		if twice, _ := json.Marshal(again); !bytes.Equal(twice, recorded) {
+			t.Fatalf("the recorded card %s parses to %s", recorded, twice)
+		}
+	})
 }

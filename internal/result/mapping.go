@@ -52,6 +52,11 @@ func (m *Mapping) Apply(status int, header http.Header, body []byte) Result {
 	} else {
 		a.Body = string(body)
 	}
+	// A mapping is for a url target, which may not answer a card: neither
+	// the answer nor what the mapping makes of it may be shaped like one.
+	if isCardMap(parsed) {
+		return Errorf("the target answered an action-required card: %v", ErrCardNotFromApp)
+	}
 	out, err := expr.Run(m.prog, a)
 	if err != nil {
 		return Errorf("the result mapping failed: %v", err)
@@ -60,6 +65,9 @@ func (m *Mapping) Apply(status int, header http.Header, body []byte) Result {
 	case string:
 		return Result{Content: v}
 	case map[string]any:
+		if isCardMap(v) {
+			return Errorf("the result mapping gave an action-required card: %v", ErrCardNotFromApp)
+		}
 		return fromMap(v)
 	}
 	return Errorf("the result mapping gave %T: want a string or a map with a string \"content\"", out)
@@ -95,4 +103,11 @@ func fromMap(m map[string]any) Result {
 		r.Card = cardOf(r)
 	}
 	return r
+}
+
+// isCardMap reports whether a decoded JSON value is shaped like a card, as
+// IsCard reads its text.
+func isCardMap(v any) bool {
+	m, ok := v.(map[string]any)
+	return ok && m["type"] == CardType
 }

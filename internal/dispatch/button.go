@@ -1,0 +1,83 @@
+package dispatch
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+
+	"github.com/toolgate/toolgate/internal/refs"
+	"github.com/toolgate/toolgate/internal/result"
+)
+
+// CompileButton compiles the target of a card's button (SPEC §6). owner is
+// the component whose handler answered the card.
+//
+// A card is written by a component at run time, not by the gateway's
+// author, and the gateway that runs its buttons holds every component's env
+// and reaches every address this machine reaches (its own admin API too).
+// So a button reaches no further than the component that wrote it: an app
+// target on owner, with ${input…} references only and no result mapping.
+func CompileButton(raw json.RawMessage, owner *Component) (*Target, error) {
+	s, err := decodeButton(raw)
+	if err != nil {
+		return nil, err
+	}
+	return compileButton(s, owner)
+}
+
+// CheckButton checks a button's target by the rules of CompileButton, for
+// a component that checks its card before answering it and does not know
+// the base URL the gateway has for it. owner is the component's name as
+// the gateway knows it; empty, the target may name any component.
+func CheckButton(raw json.RawMessage, owner string) error {
+	s, err := decodeButton(raw)
+	if err != nil {
+		return err
+	}
+	if owner == "" {
+		owner = s.Component
+	}
+	// A stand-in owner whose base URL is never sent to: it only lets the
+	// path be checked as the gateway will.
+	_, err = compileButton(s, &Component{Name: owner, BaseURL: &url.URL{Scheme: "http", Host: "component.invalid"}})
+	return err
+}
+
+func decodeButton(raw json.RawMessage) (Spec, error) {
+	var s Spec
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return Spec{}, fmt.Errorf("target: %v", err)
+	}
+	if dec.More() {
+		return Spec{}, errors.New("target: data after the object")
+	}
+	return s, nil
+}
+
+func compileButton(s Spec, owner *Component) (*Target, error) {
+	if owner == nil {
+		return nil, result.ErrCardNotFromApp
+	}
+	switch {
+	case s.Type != TypeApp:
+		return nil, fmt.Errorf("target: a button runs an app target on component %q, the one that answered the card; not a %q target", owner.Name, s.Type)
+	case s.Result != "":
+		return nil, errors.New("target: a button has no result mapping; its component answers the channels itself")
+	case s.Component != owner.Name:
+		return nil, fmt.Errorf("target: component %q: a button runs on component %q, the one that answered the card", s.Component, owner.Name)
+	}
+	t, err := compile(s, map[string]*Component{owner.Name: owner})
+	if err != nil {
+		return nil, fmt.Errorf("target: %w", err)
+	}
+	for _, r := range t.Refs() {
+		if r.Root == refs.RootEnv {
+			return nil, fmt.Errorf("target: %s: a button may reference ${input…} only, never env", r)
+		}
+	}
+	return t, nil
+}
