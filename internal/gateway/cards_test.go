@@ -281,7 +281,8 @@ func TestRecordedCardCheckedAtResume(t *testing.T) {
 }
 
 // A client tool's result comes from the browser: one shaped like a card is
-// an error result, not text a client could take for a card.
+// its JSON text (SPEC §7), a done answer, never a card that pauses the call
+// or a button that runs.
 func TestClientToolCardShaped(t *testing.T) {
 	rig := newCardRig(t)
 	rig.gw.clientWait = 5 * time.Second
@@ -298,8 +299,11 @@ func TestClientToolCardShaped(t *testing.T) {
 		_ = rig.gw.bridge.Post("u_1", "th_1", o.CallID, clienttools.Outcome{Result: json.RawMessage(rig.cards["admin"])})
 	}()
 	a, err := rig.gw.Invoke(context.Background(), Call{Tool: "client", CallID: "k1", Input: json.RawMessage(`{}`), Context: rig.thread, Identity: rig.me})
-	if err != nil || a.Status != StatusDone || !a.IsError || !strings.Contains(a.Content, "only app components may answer action-required cards") {
+	if err != nil || a.Status != StatusDone || a.IsError || a.Card != nil || a.Content != string(rig.cards["admin"]) {
 		t.Errorf("got %+v, %v", a, err)
+	}
+	if _, err := rig.gw.Resume(context.Background(), ResumeRequest{CallID: "k1", Identity: rig.me, ButtonID: "b"}); err == nil {
+		t.Error("a client tool's card-shaped result could be resumed")
 	}
 	if rig.admin.count("") != 0 {
 		t.Error("the admin API was called")

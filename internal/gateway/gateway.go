@@ -386,11 +386,8 @@ func (g *Gateway) runInPage(ctx context.Context, tool *manifest.Compiled, call C
 	case err != nil:
 		return result.Errorf("client tool %s: %v", tool.Target.Spec.Name, err)
 	}
-	// The page's value is only ever text for the model, but one shaped
-	// like a card must not pass for a card where a client reads it.
-	if out.Error == nil && result.IsCard(out.Result) {
-		return result.Errorf("client tool %s answered an action-required card: %v", tool.Target.Spec.Name, result.ErrCardNotFromApp)
-	}
+	// A page's value is text for the model (SPEC §7), even one shaped like
+	// a card: it is never read as a card, so nothing pauses on it.
 	return out.ToolResult()
 }
 
