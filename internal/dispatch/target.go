@@ -303,7 +303,7 @@ func (t *Target) compileURL() error {
 			}
 		}
 		if strings.Contains(before, "?") {
-			t.urlEncs[i] = url.QueryEscape
+			t.urlEncs[i] = escapeQuery
 		} else {
 			t.urlEncs[i] = escapeSegment
 		}
@@ -312,20 +312,19 @@ func (t *Target) compileURL() error {
 	return nil
 }
 
-// checkPathShape refuses dot segments written by the author: a path is
-// what it says.
+// checkPathShape refuses dot segments written by the author, by the same
+// rule Request applies to the resolved path: a path is what it says, and
+// a literal that passes here never fails a call.
 func checkPathShape(escapedPath string) error {
 	for _, seg := range strings.Split(escapedPath, "/") {
-		if seg == "." || seg == ".." {
+		if isDotSegment(seg) {
 			return fmt.Errorf("dot segments are not allowed")
 		}
 	}
 	return nil
 }
 
-// escapeSegment encodes text as (part of) one path segment: "/" cannot add
-// segments. Request refuses a resulting segment of dots alone.
-func escapeSegment(s string) string { return url.PathEscape(s) }
+func escapeQuery(s string) (string, error) { return url.QueryEscape(s), nil }
 
 func sortedKeys(m map[string]string) []string {
 	keys := make([]string, 0, len(m))
@@ -402,11 +401,13 @@ func (t *Target) Request(ctx context.Context, input any) (*http.Request, error) 
 	if err != nil {
 		return nil, fmt.Errorf("the resolved URL does not parse: %v", err)
 	}
-	// A value of dots alone would climb once a handler decodes its path
-	// (RFC 3986 makes %2E a dot): the call fails rather than send it.
+	// escapeSegment refused every value of dots alone, and checkPathShape
+	// every literal dot segment; the resolved path is checked once more so
+	// that a change to either cannot let a climb through. The message names
+	// the path as written: the resolved one may hold an ${env.NAME} secret.
 	for _, seg := range strings.Split(req.URL.EscapedPath(), "/") {
-		if dec, err := url.PathUnescape(seg); err == nil && (dec == "." || dec == "..") {
-			return nil, fmt.Errorf("the resolved path %q holds a dot segment", req.URL.EscapedPath())
+		if isDotSegment(seg) {
+			return nil, fmt.Errorf("the path of %q would resolve to a dot segment (a path reference must stay in its segment)", t.url.Source())
 		}
 	}
 	if body != nil {
