@@ -265,6 +265,9 @@ func (t *Target) compileAppPath() error {
 	for i := range t.urlEncs {
 		t.urlEncs[i] = escapeSegment
 	}
+	if err := t.checkEnvValues(); err != nil {
+		return fmt.Errorf("app target: path %q: %w", p, err)
+	}
 	return nil
 }
 
@@ -309,6 +312,33 @@ func (t *Target) compileURL() error {
 		}
 	}
 	t.url = tmpl
+	if err := t.checkEnvValues(); err != nil {
+		return fmt.Errorf("url target: url %q: %w", t.Spec.URL, err)
+	}
+	return nil
+}
+
+// checkEnvValues puts the env values that the path or URL references
+// through their encoders now: they are known at load, and a value that
+// every call would refuse is the author's mistake. The error names the
+// reference, not the value, which may be secret. An env name the component
+// does not declare is reported by Compile.
+func (t *Target) checkEnvValues() error {
+	if t.Component == nil {
+		return nil
+	}
+	for i, r := range t.url.Refs() {
+		if r.Root != refs.RootEnv {
+			continue
+		}
+		v, ok := t.Component.Env[r.Path[0]]
+		if !ok {
+			continue
+		}
+		if _, err := t.urlEncs[i](v); err != nil {
+			return fmt.Errorf("reference %s: %w", r, err)
+		}
+	}
 	return nil
 }
 
