@@ -356,14 +356,14 @@ func TestInvokeAppTarget(t *testing.T) {
 	tc, rec, _ := startGateway(t)
 
 	status, a := invoke(t, tc, "save",
-		`{"input":{"id":"a/../b","n":7,"note":"hi","tags":["x"]},"callId":"toolu_01","context":{"source":"thread","threadId":"th_1"},`+who+`}`,
+		`{"input":{"id":"a..b c","n":7,"note":"hi","tags":["x"]},"callId":"toolu_01","context":{"source":"thread","threadId":"th_1"},`+who+`}`,
 		"Authorization", "Bearer caller-token", "Kazzle-Tool-Context", `{"source":"api"}`)
 	if status != 200 || a.IsError || a.Content != "ok" || a.Status != "done" || a.CallID != "toolu_01" || a.Tool != "save" {
 		t.Fatalf("answer %d %+v", status, a)
 	}
 	got := rec.get(t, "/items/")
-	if got.Method != "POST" || got.Path != "/items/a%2F..%2Fb" {
-		t.Errorf("upstream saw %s %s, want POST /items/a%%2F..%%2Fb", got.Method, got.Path)
+	if got.Method != "POST" || got.Path != "/items/a..b%20c" {
+		t.Errorf("upstream saw %s %s, want POST /items/a..b%%20c", got.Method, got.Path)
 	}
 	if got.Query != "n=7" {
 		t.Errorf("query %q, want n=7", got.Query)
@@ -375,7 +375,7 @@ func TestInvokeAppTarget(t *testing.T) {
 		t.Errorf("Content-Type %q", got.Header.Get("Content-Type"))
 	}
 	var body map[string]any
-	if err := json.Unmarshal(got.Body, &body); err != nil || body["id"] != "a/../b" || body["n"] != float64(7) {
+	if err := json.Unmarshal(got.Body, &body); err != nil || body["id"] != "a..b c" || body["n"] != float64(7) {
 		t.Errorf("body %s", got.Body)
 	}
 	if ctx := got.Header.Get("Kazzle-Tool-Context"); ctx != `{"source":"thread","threadId":"th_1"}` {

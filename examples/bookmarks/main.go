@@ -13,6 +13,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -30,6 +31,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode"
+
+	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/toolgate/toolgate/apptools"
 )
@@ -50,7 +54,7 @@ func main() {
 		"toolgate's base URL as the browser reaches it, for the example page")
 	pageSecret := flag.String("page-secret", envOr("TOOLGATE_PAGE_SECRET", devPageSecret),
 		"secret shared with toolgate's pages block, to mint page tokens (default: $TOOLGATE_PAGE_SECRET, else a development secret)")
-	pageUser := flag.String("page-user", "u_1", "the demo user the example page acts for")
+	pageUser := flag.String("page-user", "u_1", "the demo user that opening the example page signs in (the example has no login)")
 	flag.Parse()
 
 	if !absoluteHTTP(*public) {
@@ -123,17 +127,30 @@ func absoluteHTTP(s string) bool {
 	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
+// owner is whose bookmarks they are: the user and installation of the
+// identity token toolgate signed for the call, never a value of the input.
+type owner struct{ user, install string }
+
+// shelf is one owner's bookmarks; ids count per owner.
+type shelf struct {
+	next  int
+	items map[string]*bookmark
+}
+
 // app holds the bookmarks. Nothing is persisted: a restart forgets them.
 type app struct {
 	public    string // base URL of the pages, no trailing slash
 	component string // this component's name in toolgate's configuration
 	verify    *apptools.Verifier
+	// cardKey signs the card URLs handed out as embedUrl: the browser
+	// loads them without a token, so the URL itself names whose bookmark
+	// it shows, and only this process can write one.
+	cardKey []byte
 
 	page *pageConfig // the example page, when set
 
-	mu    sync.Mutex
-	next  int
-	items map[string]*bookmark
+	mu      sync.Mutex
+	shelves map[owner]*shelf
 }
 
 // withPage serves the example page too.
@@ -143,7 +160,37 @@ func (a *app) withPage(pc pageConfig) *app {
 }
 
 func newApp(public, component string, verify *apptools.Verifier) *app {
-	return &app{public: strings.TrimSuffix(public, "/"), component: component, verify: verify, items: map[string]*bookmark{}}
+	return &app{public: strings.TrimSuffix(public, "/"), component: component, verify: verify,
+		cardKey: randomKey(), shelves: map[owner]*shelf{}}
+}
+
+// randomKey returns a fresh 256-bit key. The keys live as long as the
+// process, like the bookmarks they protect.
+func randomKey() []byte {
+	k := make([]byte, 32)
+	_, _ = rand.Read(k) // crypto/rand.Read does not return an error since Go 1.24
+	return k
+}
+
+// ownerOf returns the verified caller of a tool route.
+func ownerOf(w http.ResponseWriter, r *http.Request) (owner, bool) {
+	id, ok := apptools.FromContext(r.Context())
+	if !ok {
+		// Only reachable if the route lost its middleware.
+		apptools.WriteError(w, http.StatusInternalServerError, "internal", "no verified identity")
+		return owner{}, false
+	}
+	return owner{user: id.User, install: id.Install}, true
+}
+
+// shelf returns o's bookmarks, made on first use. a.mu must be held.
+func (a *app) shelf(o owner) *shelf {
+	s, ok := a.shelves[o]
+	if !ok {
+		s = &shelf{items: map[string]*bookmark{}}
+		a.shelves[o] = s
+	}
+	return s
 }
 
 func (a *app) routes() http.Handler {
@@ -162,9 +209,8 @@ func (a *app) routes() http.Handler {
 	tool("GET /whoami", whoami)
 
 	// The card page is loaded by the browser in the tool card's iframe,
-	// which sends no token: anyone who can reach it and knows an id sees
-	// that bookmark. An app with private data would put a short-lived
-	// signed capability in the embedUrl instead.
+	// which sends no token: its URL carries a capability this component
+	// signed (see cardURL), so knowing an id is not enough.
 	mux.HandleFunc("GET /bookmarks/{id}/card", a.card)
 	if a.page != nil {
 		a.pageRoutes(mux, *a.page)
@@ -205,34 +251,68 @@ func (a *app) save(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	o, ok := ownerOf(w, r)
+	if !ok {
+		return
+	}
 	a.mu.Lock()
-	a.next++
-	b := &bookmark{ID: "b" + strconv.Itoa(a.next), URL: in.URL, Title: in.Title, Tags: in.Tags, seq: a.next}
-	a.items[b.ID] = b
+	sh := a.shelf(o)
+	sh.next++
+	b := &bookmark{ID: "b" + strconv.Itoa(sh.next), URL: in.URL, Title: in.Title, Tags: in.Tags, seq: sh.next}
+	sh.items[b.ID] = b
 	a.mu.Unlock()
 
 	apptools.WriteResult(w, http.StatusCreated, apptools.Result{
 		Content:  fmt.Sprintf("Saved bookmark %s: %s (%s)", b.ID, b.Title, b.URL),
-		Markdown: fmt.Sprintf("Saved **[%s](%s)**", b.Title, b.URL),
+		Markdown: "Saved **" + markdownLink(b.Title, b.URL) + "**",
 	})
 }
 
-// list answers in plain text: the simplest channel, the body is the content.
-func (a *app) list(w http.ResponseWriter, r *http.Request) {
-	tag := r.URL.Query().Get("tag")
-	a.mu.Lock()
-	var found []bookmark
-	for _, b := range a.items {
-		if tag == "" || slices.Contains(b.Tags, tag) {
-			found = append(found, *b)
+// markdownLink writes [title](url) so that neither part can form markup
+// of its own: the title's markdown metacharacters are escaped, so it
+// cannot open an image (which the card would fetch, leaking whatever its
+// URL holds), a link, or HTML, and line breaks become spaces so it cannot
+// start a block. Only an http(s) URL becomes a link, with the characters
+// that could end it percent-encoded; any other is left out.
+func markdownLink(title, rawURL string) string {
+	var b strings.Builder
+	for _, r := range title {
+		switch {
+		case strings.ContainsRune("\\`*_[]()<>!", r):
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case unicode.IsControl(r) || r == '\u2028' || r == '\u2029':
+			b.WriteByte(' ')
+		default:
+			b.WriteRune(r)
 		}
 	}
-	a.mu.Unlock()
+	text := b.String()
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return text
+	}
+	return "[" + text + "](" + linkEscaper.Replace(u.String()) + ")"
+}
+
+// linkEscaper percent-encodes what could end a markdown link destination
+// or escape from it; url.URL.String already encoded spaces and controls.
+var linkEscaper = strings.NewReplacer("(", "%28", ")", "%29", "<", "%3C", ">", "%3E", "\\", "%5C", "`", "%60", "\"", "%22", "'", "%27", " ", "%20")
+
+// list answers in plain text: the simplest channel, the body is the content.
+func (a *app) list(w http.ResponseWriter, r *http.Request) {
+	o, ok := ownerOf(w, r)
+	if !ok {
+		return
+	}
+	tag := r.URL.Query().Get("tag")
+	found := slices.DeleteFunc(a.sorted(o), func(b bookmark) bool {
+		return tag != "" && !slices.Contains(b.Tags, tag)
+	})
 	if len(found) == 0 {
 		apptools.WriteText(w, http.StatusOK, "No bookmarks.")
 		return
 	}
-	slices.SortFunc(found, func(x, y bookmark) int { return x.seq - y.seq })
 	var sb strings.Builder
 	for _, b := range found {
 		fmt.Fprintf(&sb, "%s %s %s\n", b.ID, b.Title, b.URL)
@@ -241,7 +321,11 @@ func (a *app) list(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *app) show(w http.ResponseWriter, r *http.Request) {
-	b, ok := a.lookup(w, r)
+	o, ok := ownerOf(w, r)
+	if !ok {
+		return
+	}
+	b, ok := a.lookup(w, r, o)
 	if !ok {
 		return
 	}
@@ -251,15 +335,51 @@ func (a *app) show(w http.ResponseWriter, r *http.Request) {
 	}
 	apptools.WriteResult(w, http.StatusOK, apptools.Result{
 		Content:  content,
-		EmbedURL: a.public + "/bookmarks/" + url.PathEscape(b.ID) + "/card",
+		EmbedURL: a.cardURL(o, b.ID),
 	})
 }
 
+// cardURL is the address of b's card page for o: the bookmark's path and
+// a token naming o and the bookmark, signed with the process's card key.
+// It does not expire, so a card scrolled back to still shows; it is no
+// good after a restart, when the bookmarks are gone too.
+func (a *app) cardURL(o owner, id string) string {
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
+		"aud": "bookmarks-card", "sub": o.user, "install": o.install, "bookmark": id,
+	}).SignedString(a.cardKey)
+	if err != nil {
+		// HS256 with a 32-byte key does not fail.
+		panic(err)
+	}
+	return a.public + "/bookmarks/" + url.PathEscape(id) + "/card?t=" + url.QueryEscape(tok)
+}
+
+// cardOwner reads the owner from a card URL's token, which must name the
+// bookmark of the path.
+func (a *app) cardOwner(r *http.Request) (owner, bool) {
+	var c struct {
+		jwt.RegisteredClaims
+		Install  string `json:"install"`
+		Bookmark string `json:"bookmark"`
+	}
+	_, err := jwt.NewParser(jwt.WithValidMethods([]string{"HS256"}), jwt.WithAudience("bookmarks-card")).
+		ParseWithClaims(r.URL.Query().Get("t"), &c, func(*jwt.Token) (any, error) { return a.cardKey, nil })
+	if err != nil || c.Bookmark != r.PathValue("id") {
+		return owner{}, false
+	}
+	return owner{user: c.Subject, install: c.Install}, true
+}
+
 func (a *app) delete(w http.ResponseWriter, r *http.Request) {
+	o, ok := ownerOf(w, r)
+	if !ok {
+		return
+	}
 	id := r.PathValue("id")
 	a.mu.Lock()
-	_, ok := a.items[id]
-	delete(a.items, id)
+	sh := a.shelf(o)
+	_, ok = sh.items[id]
+	delete(sh.items, id)
 	a.mu.Unlock()
 	if !ok {
 		apptools.WriteError(w, http.StatusNotFound, "not_found", "no bookmark "+id)
@@ -274,7 +394,11 @@ func (a *app) delete(w http.ResponseWriter, r *http.Request) {
 // /bookmarks/clear/confirm; "Keep them" needs no round trip, its input is
 // the result. An api call has no one to ask, so it gets a domain error.
 func (a *app) askClear(w http.ResponseWriter, r *http.Request) {
-	found := a.sorted()
+	o, ok := ownerOf(w, r)
+	if !ok {
+		return
+	}
+	found := a.sorted(o)
 	if len(found) == 0 {
 		apptools.WriteResult(w, http.StatusOK, apptools.Result{Content: "There are no bookmarks to clear."})
 		return
@@ -327,11 +451,18 @@ func (a *app) askClear(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// clearAll deletes every bookmark: the "Delete all" button's target.
+// clearAll deletes every bookmark of the caller: the "Delete all"
+// button's target, which toolgate runs with the identity of the call that
+// showed the card.
 func (a *app) clearAll(w http.ResponseWriter, r *http.Request) {
+	o, ok := ownerOf(w, r)
+	if !ok {
+		return
+	}
 	a.mu.Lock()
-	n := len(a.items)
-	clear(a.items)
+	sh := a.shelf(o)
+	n := len(sh.items)
+	clear(sh.items)
 	a.mu.Unlock()
 	var content string
 	switch n {
@@ -345,11 +476,12 @@ func (a *app) clearAll(w http.ResponseWriter, r *http.Request) {
 	apptools.WriteResult(w, http.StatusOK, apptools.Result{Content: content})
 }
 
-// sorted returns a copy of the bookmarks in the order they were saved.
-func (a *app) sorted() []bookmark {
+// sorted returns a copy of o's bookmarks in the order they were saved.
+func (a *app) sorted(o owner) []bookmark {
 	a.mu.Lock()
-	found := make([]bookmark, 0, len(a.items))
-	for _, b := range a.items {
+	sh := a.shelf(o)
+	found := make([]bookmark, 0, len(sh.items))
+	for _, b := range sh.items {
 		found = append(found, *b)
 	}
 	a.mu.Unlock()
@@ -390,7 +522,13 @@ var cardPage = template.Must(template.New("card").Parse(`<!doctype html>
 `))
 
 func (a *app) card(w http.ResponseWriter, r *http.Request) {
-	b, ok := a.lookup(w, r)
+	o, ok := a.cardOwner(r)
+	if !ok {
+		// The same answer as an unknown id: a guessed URL learns nothing.
+		apptools.WriteError(w, http.StatusNotFound, "not_found", "no bookmark "+r.PathValue("id"))
+		return
+	}
+	b, ok := a.lookup(w, r, o)
 	if !ok {
 		return
 	}
@@ -400,11 +538,12 @@ func (a *app) card(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// lookup finds the bookmark named by the {id} path value, or answers 404.
-func (a *app) lookup(w http.ResponseWriter, r *http.Request) (bookmark, bool) {
+// lookup finds o's bookmark named by the {id} path value, or answers 404:
+// another owner's bookmark is not found either.
+func (a *app) lookup(w http.ResponseWriter, r *http.Request, o owner) (bookmark, bool) {
 	id := r.PathValue("id")
 	a.mu.Lock()
-	b, ok := a.items[id]
+	b, ok := a.shelf(o).items[id]
 	var cp bookmark
 	if ok {
 		cp = *b

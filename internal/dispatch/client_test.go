@@ -448,8 +448,8 @@ func TestClientTargetRequest(t *testing.T) {
 		{
 			name:    "GET sends no body",
 			spec:    dispatch.Spec{Type: "app", Component: "svc", Method: "GET", Path: "/u/${input.id}", Query: map[string]string{"q": "${input.q}"}},
-			input:   `{"id":"../admin","q":"a&b"}`,
-			wantURI: "/base/u/..%2Fadmin?q=a%26b",
+			input:   `{"id":"a b","q":"a&b"}`,
+			wantURI: "/base/u/a%20b?q=a%26b",
 		},
 		{
 			name:    "DELETE without body sends none",

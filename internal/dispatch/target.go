@@ -284,6 +284,9 @@ func (t *Target) compileAppPath() error {
 	for i := range t.urlEncs {
 		t.urlEncs[i] = escapeSegment
 	}
+	if err := t.checkEnvValues(); err != nil {
+		return fmt.Errorf("app target: path %q: %w", p, err)
+	}
 	return nil
 }
 
@@ -322,29 +325,55 @@ func (t *Target) compileURL() error {
 			}
 		}
 		if strings.Contains(before, "?") {
-			t.urlEncs[i] = url.QueryEscape
+			t.urlEncs[i] = escapeQuery
 		} else {
 			t.urlEncs[i] = escapeSegment
 		}
 	}
 	t.url = tmpl
+	if err := t.checkEnvValues(); err != nil {
+		return fmt.Errorf("url target: url %q: %w", t.Spec.URL, err)
+	}
 	return nil
 }
 
-// checkPathShape refuses dot segments written by the author: a path is
-// what it says.
+// checkEnvValues puts the env values that the path or URL references
+// through their encoders now: they are known at load, and a value that
+// every call would refuse is the author's mistake. The error names the
+// reference, not the value, which may be secret. An env name the component
+// does not declare is reported by Compile.
+func (t *Target) checkEnvValues() error {
+	if t.Component == nil {
+		return nil
+	}
+	for i, r := range t.url.Refs() {
+		if r.Root != refs.RootEnv {
+			continue
+		}
+		v, ok := t.Component.Env[r.Path[0]]
+		if !ok {
+			continue
+		}
+		if _, err := t.urlEncs[i](v); err != nil {
+			return fmt.Errorf("reference %s: %w", r, err)
+		}
+	}
+	return nil
+}
+
+// checkPathShape refuses dot segments written by the author, by the same
+// rule Request applies to the resolved path: a path is what it says, and
+// a literal that passes here never fails a call.
 func checkPathShape(escapedPath string) error {
 	for _, seg := range strings.Split(escapedPath, "/") {
-		if seg == "." || seg == ".." {
+		if isDotSegment(seg) {
 			return fmt.Errorf("dot segments are not allowed")
 		}
 	}
 	return nil
 }
 
-// escapeSegment encodes text as (part of) one path segment: "/" cannot add
-// segments. Request refuses a resulting segment of dots alone.
-func escapeSegment(s string) string { return url.PathEscape(s) }
+func escapeQuery(s string) (string, error) { return url.QueryEscape(s), nil }
 
 func sortedKeys(m map[string]string) []string {
 	keys := make([]string, 0, len(m))
@@ -421,11 +450,13 @@ func (t *Target) Request(ctx context.Context, input any) (*http.Request, error) 
 	if err != nil {
 		return nil, fmt.Errorf("the resolved URL does not parse: %v", err)
 	}
-	// A value of dots alone would climb once a handler decodes its path
-	// (RFC 3986 makes %2E a dot): the call fails rather than send it.
+	// escapeSegment refused every value of dots alone, and checkPathShape
+	// every literal dot segment; the resolved path is checked once more so
+	// that a change to either cannot let a climb through. The message names
+	// the path as written: the resolved one may hold an ${env.NAME} secret.
 	for _, seg := range strings.Split(req.URL.EscapedPath(), "/") {
-		if dec, err := url.PathUnescape(seg); err == nil && (dec == "." || dec == "..") {
-			return nil, fmt.Errorf("the resolved path %q holds a dot segment", req.URL.EscapedPath())
+		if isDotSegment(seg) {
+			return nil, fmt.Errorf("the path of %q would resolve to a dot segment (a path reference must stay in its segment)", t.url.Source())
 		}
 	}
 	if body != nil {

@@ -202,7 +202,7 @@ func TestCompile(t *testing.T) {
 		{name: "query bad reference", spec: dispatch.Spec{Type: "url", Method: "GET", URL: "https://api.example.com/", Query: map[string]string{"q": "${input..q}"}}, wantErr: `query "q"`},
 
 		// Env.
-		{name: "app env declared", spec: dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/${env.REGION}", Headers: map[string]string{"X-Token": "${env.TOKEN}"}}},
+		{name: "app env declared", spec: dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/${env.TOKEN}", Headers: map[string]string{"X-Region": "${env.REGION}"}}},
 		{name: "app env undeclared in path", spec: dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/${env.HOME}"}, wantErr: "declares no env HOME"},
 		{name: "app env undeclared in header", spec: dispatch.Spec{Type: "app", Component: "bare", Method: "GET", Path: "/x", Headers: map[string]string{"X-Token": "${env.TOKEN}"}}, wantErr: "declares no env TOKEN"},
 		{name: "app env undeclared in query", spec: dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/x", Query: map[string]string{"k": "${env.PATH}"}}, wantErr: "declares no env PATH"},
@@ -343,27 +343,21 @@ func TestRequestURL(t *testing.T) {
 		{name: "app bare base", spec: dispatch.Spec{Type: "app", Component: "bare", Method: "GET", Path: "/x/y"}, input: `{}`, want: "http://bare.internal/x/y"},
 		{name: "app root path", spec: dispatch.Spec{Type: "app", Component: "bare", Method: "GET", Path: "/"}, input: `{}`, want: "http://bare.internal/"},
 		{name: "segment plain", spec: dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/f/${input.v}"}, input: `{"v":"abc"}`, want: "http://api.internal:8080/base/f/abc"},
-		{name: "slash encoded", spec: dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/f/${input.v}"}, input: `{"v":"a/b"}`, want: "http://api.internal:8080/base/f/a%2Fb"},
-		{name: "climb encoded", spec: dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/f/${input.v}"}, input: `{"v":"../admin"}`, want: "http://api.internal:8080/base/f/..%2Fadmin"},
-		{name: "double climb encoded", spec: dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/f/${input.v}"}, input: `{"v":"../../etc/passwd"}`, want: "http://api.internal:8080/base/f/..%2F..%2Fetc%2Fpasswd"},
-		{name: "three dots", spec: dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/f/${input.v}"}, input: `{"v":"..."}`, want: "http://api.internal:8080/base/f/..."},
 		{name: "dots inside a name stay", spec: dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/f/${input.v}"}, input: `{"v":"a..b"}`, want: "http://api.internal:8080/base/f/a..b"},
 		{name: "space and query chars", spec: dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/f/${input.v}"}, input: `{"v":"a b?c#d"}`, want: "http://api.internal:8080/base/f/a%20b%3Fc%23d"},
-		{name: "percent encoded again", spec: dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/f/${input.v}"}, input: `{"v":"%2F%2E%2E"}`, want: "http://api.internal:8080/base/f/%252F%252E%252E"},
-		{name: "backslash", spec: dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/f/${input.v}"}, input: `{"v":"..\\..\\x"}`, want: "http://api.internal:8080/base/f/..%5C..%5Cx"},
 		{name: "unicode", spec: dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/f/${input.v}"}, input: `{"v":"grüße"}`, want: "http://api.internal:8080/base/f/gr%C3%BC%C3%9Fe"},
 		{name: "number", spec: dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/f/${input.v}"}, input: `{"v":12345678901234567890}`, want: "http://api.internal:8080/base/f/12345678901234567890"},
-		{name: "array item", spec: dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/f/${input.items.1}"}, input: `{"items":["a","b/c"]}`, want: "http://api.internal:8080/base/f/b%2Fc"},
+		{name: "array item", spec: dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/f/${input.items.1}"}, input: `{"items":["a","b c"]}`, want: "http://api.internal:8080/base/f/b%20c"},
 		{name: "nested value", spec: dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/f/${input.a.b}"}, input: `{"a":{"b":"x"}}`, want: "http://api.internal:8080/base/f/x"},
 		{name: "one pass", spec: dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/f/${input.v}"}, input: `{"v":"${env.TOKEN}"}`, want: "http://api.internal:8080/base/f/$%7Benv.TOKEN%7D"},
-		{name: "env in path", spec: dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/r/${env.REGION}/x"}, input: `{}`, want: "http://api.internal:8080/base/r/eu%2Fwest/x"},
 		{name: "app query map", spec: dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/s", Query: map[string]string{"q": "${input.q}", "page": "2"}}, input: `{"q":"a b&c=d"}`, want: "http://api.internal:8080/base/s?page=2&q=a+b%26c%3Dd"},
 		{name: "query env", spec: dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/s", Query: map[string]string{"k": "${env.TOKEN}"}}, input: `{}`, want: "http://api.internal:8080/base/s?k=s3cret"},
-		{name: "url path segment", spec: dispatch.Spec{Type: "url", Method: "GET", URL: "https://api.example.com/users/${input.id}"}, input: `{"id":"a/b"}`, want: "https://api.example.com/users/a%2Fb"},
-		{name: "url part of segment", spec: dispatch.Spec{Type: "url", Method: "GET", URL: "https://api.example.com/users/u-${input.id}.json"}, input: `{"id":"../x"}`, want: "https://api.example.com/users/u-..%2Fx.json"},
+		{name: "url path segment", spec: dispatch.Spec{Type: "url", Method: "GET", URL: "https://api.example.com/users/${input.id}"}, input: `{"id":"a?b"}`, want: "https://api.example.com/users/a%3Fb"},
+		{name: "url part of segment", spec: dispatch.Spec{Type: "url", Method: "GET", URL: "https://api.example.com/users/u-${input.id}.json"}, input: `{"id":"a..b"}`, want: "https://api.example.com/users/u-a..b.json"},
+		{name: "url part of segment may hold a dot", spec: dispatch.Spec{Type: "url", Method: "GET", URL: "https://api.example.com/users/u${input.id}"}, input: `{"id":".x"}`, want: "https://api.example.com/users/u.x"},
 		{name: "url own query value", spec: dispatch.Spec{Type: "url", Method: "GET", URL: "https://api.example.com/s?q=${input.q}&lang=en"}, input: `{"q":"a b&admin=1#f"}`, want: "https://api.example.com/s?q=a+b%26admin%3D1%23f&lang=en"},
 		{name: "url query without path", spec: dispatch.Spec{Type: "url", Method: "GET", URL: "https://api.example.com?q=${input.q}"}, input: `{"q":"/x"}`, want: "https://api.example.com?q=%2Fx"},
-		{name: "url path and query", spec: dispatch.Spec{Type: "url", Method: "GET", URL: "https://api.example.com/${input.p}?q=${input.p}"}, input: `{"p":"a/b c"}`, want: "https://api.example.com/a%2Fb%20c?q=a%2Fb+c"},
+		{name: "url path and query", spec: dispatch.Spec{Type: "url", Method: "GET", URL: "https://api.example.com/${input.p}?q=${input.p}"}, input: `{"p":"a b;c"}`, want: "https://api.example.com/a%20b%3Bc?q=a+b%3Bc"},
 		{name: "url own query and query map", spec: dispatch.Spec{Type: "url", Method: "GET", URL: "https://api.example.com/s?a=1", Query: map[string]string{"b": "${input.b}"}}, input: `{"b":"x&y"}`, want: "https://api.example.com/s?a=1&b=x%26y"},
 		{name: "url query map only", spec: dispatch.Spec{Type: "url", Method: "GET", URL: "https://api.example.com/s", Query: map[string]string{"b": "${input.b}"}}, input: `{"b":"?#"}`, want: "https://api.example.com/s?b=%3F%23"},
 		{name: "url env in query", spec: dispatch.Spec{Type: "url", Component: "api", Method: "GET", URL: "https://api.example.com/s?key=${env.TOKEN}"}, input: `{}`, want: "https://api.example.com/s?key=s3cret"},
@@ -391,24 +385,29 @@ func TestRequestURL(t *testing.T) {
 // author's origin, with the whole value in one path segment or one query
 // value.
 func TestRequestOriginFixed(t *testing.T) {
-	hostile := []string{
-		"@evil.com",
-		"//evil.com",
-		"http://evil.com",
-		"https://evil.com/x",
-		"%2F%2Fevil",
-		"\\evil",
-		"\\\\evil.com\\x",
-		"?x=",
-		"#frag",
-		"evil.com:80",
-		":443",
-		"user:pw@evil.com",
-		"/../../evil",
-		"a\r\nHost: evil.com",
-		"a b",
-		"${env.TOKEN}",
-		"",
+	// inSegment: the path segment rule (TestRequestPathSegmentRule) lets
+	// the value stand in a path; otherwise a path place must refuse it.
+	hostile := []struct {
+		v         string
+		inSegment bool
+	}{
+		{"@evil.com", true},
+		{"//evil.com", false},
+		{"http://evil.com", false},
+		{"https://evil.com/x", false},
+		{"%2F%2Fevil", false},
+		{"\\evil", false},
+		{"\\\\evil.com\\x", false},
+		{"?x=", true},
+		{"#frag", true},
+		{"evil.com:80", true},
+		{":443", true},
+		{"user:pw@evil.com", true},
+		{"/../../evil", false},
+		{"a\r\nHost: evil.com", false},
+		{"a b", true},
+		{"${env.TOKEN}", true},
+		{"", false},
 	}
 	type place struct {
 		name       string
@@ -430,9 +429,16 @@ func TestRequestOriginFixed(t *testing.T) {
 	}
 	for _, p := range places {
 		tgt := mustCompile(t, p.spec)
-		for _, v := range hostile {
+		for _, h := range hostile {
+			v := h.v
 			t.Run(p.name+"/"+v, func(t *testing.T) {
 				req, err := tgt.Request(context.Background(), map[string]any{"v": v})
+				if p.queryKey == "" && !h.inSegment {
+					if err == nil || !strings.Contains(err.Error(), "must stay in its segment") {
+						t.Fatalf("Request = %v, %v; want the path segment rule to refuse %q", req, err, v)
+					}
+					return
+				}
 				if err != nil {
 					t.Fatalf("Request: %v", err)
 				}
@@ -696,34 +702,172 @@ func TestRequestContext(t *testing.T) {
 	}
 }
 
-// TestRequestDotSegments checks that a value of dots alone, which a handler
-// would decode into a climbing segment, fails the call.
-func TestRequestDotSegments(t *testing.T) {
-	comps := map[string]*dispatch.Component{}
-	c, err := dispatch.NewComponent("api", "http://api.internal:8080/base", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	comps["api"] = c
-	for _, tc := range []struct {
-		name  string
-		spec  dispatch.Spec
-		input map[string]any
+// TestRequestPathSegmentRule checks rule 4 of issue 12: a value resolved
+// into a path segment, of an app path or a url's path, that a server could
+// read as a separator or a dot segment fails the call, naming the rule and
+// the reference but not the value. Values that are plain text, numbers,
+// booleans or JSON text without such characters stand in one segment.
+func TestRequestPathSegmentRule(t *testing.T) {
+	places := []struct {
+		name string
+		spec dispatch.Spec
 	}{
-		{"dot dot alone", dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/f/${input.v}"}, map[string]any{"v": ".."}},
-		{"dot alone", dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/f/${input.v}"}, map[string]any{"v": "."}},
-		{"dot dot in two references", dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/f/${input.a}${input.b}"}, map[string]any{"a": ".", "b": "."}},
-		{"url dot dot alone", dispatch.Spec{Type: "url", Method: "GET", URL: "https://api.example.com/users/${input.id}/x"}, map[string]any{"id": ".."}},
+		{"app", dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/f/${input.v}/x"}},
+		{"app part of segment", dispatch.Spec{Type: "app", Component: "bare", Method: "POST", Path: "/f/v-${input.v}"}},
+		{"url", dispatch.Spec{Type: "url", Method: "GET", URL: "https://api.example.com/users/${input.v}?q=1"}},
+		{"url part of segment", dispatch.Spec{Type: "url", Method: "DELETE", URL: "https://api.example.com/users/${input.v}.json"}},
+	}
+	refused := []struct {
+		name string
+		v    any
+	}{
+		{"empty", ""},
+		{"blank", "  "},
+		{"dot", "."},
+		{"dot dot", ".."},
+		{"three dots (Windows drops trailing dots)", "..."},
+		{"dots and spaces", ". ."},
+		{"dot dot space", ".. "},
+		{"dot dot with a path parameter (Tomcat)", "..;x"},
+		{"path parameter alone", ";jsessionid=1"},
+		{"slash", "/"},
+		{"slash inside", "a/b"},
+		{"climb", "../admin"},
+		{"backslash", "\\"},
+		{"backslash climb", "..\\x"},
+		{"NUL", "a\x00b"},
+		{"LF", "a\nb"},
+		{"CR", "\r"},
+		{"tab", "a\tb"},
+		{"DEL", "a\x7fb"},
+		{"C1 next line", "a\u0085b"},
+		{"%2f", "%2f"},
+		{"%2F", "a%2Fb"},
+		{"%5c", "%5c"},
+		{"%5C", "a%5Cb"},
+		{"%2e", "%2e"},
+		{"%2E", "%2E"},
+		{"%2e%2e", "%2e%2e"},
+		{"mixed case %2E%2e", "%2E%2e"},
+		{"dot then %2e", ".%2e"},
+		{"%2E then dot", "%2E."},
+		{"%00", "a%00"},
+		{"%0a", "x%0a"},
+		{"%0D%0A", "%0D%0A"},
+		{"%7f", "%7f"},
+		{"%20 alone", "%20"},
+		{"double encoded slash", "%252f"},
+		{"double encoded dots", "%252e%252E"},
+		{"triple encoded slash", "%25252F"},
+		{"IIS %u slash", "%u002f"},
+		{"IIS %u dots", "%U002E%u002e"},
+		{"overlong slash", "%c0%af"},
+		{"overlong dot", "%c0%ae%c0%ae"},
+		{"raw invalid UTF-8", "a\xc0\xafb"},
+		{"fullwidth solidus", "a\uff0fb"},
+		{"fullwidth reverse solidus", "\uff3c"},
+		{"encoded fullwidth solidus", "%EF%BC%8F"},
+		{"two dot leader", "\u2025"},
+		{"fullwidth dots", "\uff0e\uff0e"},
+		{"object holding a slash", map[string]any{"a": "b/c"}},
+		{"array holding a climb", []any{"../x"}},
+	}
+	allowed := []struct {
+		name string
+		v    any
+		want string // the escaped text in the segment
+	}{
+		{"name", "abc", "abc"},
+		{"dots inside", "a..b", "a..b"},
+		{"leading dot", ".well-known", ".well-known"},
+		{"dots then a letter", "..a", "..a"},
+		{"path parameter", "a;b", "a%3Bb"},
+		{"stray percent", "100%", "100%25"},
+		{"percent that escapes nothing", "%zz%2", "%25zz%252"},
+		{"percent-encoded letter", "%41", "%2541"},
+		{"encoded percent", "50%25off", "50%2525off"},
+		{"query and fragment characters", "a b?c#d", "a%20b%3Fc%23d"},
+		{"unicode", "grüße", "gr%C3%BC%C3%9Fe"},
+		{"one pass", "${env.TOKEN}", "$%7Benv.TOKEN%7D"},
+		{"big integer", json.Number("12345678901234567890"), "12345678901234567890"},
+		{"negative decimal", json.Number("-1.5e3"), "-1.5e3"},
+		{"bool", true, "true"},
+		{"null", nil, "null"},
+		{"object without a slash", map[string]any{"a": 1}, "%7B%22a%22:1%7D"},
+	}
+	for _, p := range places {
+		tgt := mustCompile(t, p.spec)
+		plain, err := tgt.Request(context.Background(), map[string]any{"v": "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		segments := strings.Count(plain.URL.EscapedPath(), "/")
+		for _, tc := range refused {
+			t.Run(p.name+"/refused/"+tc.name, func(t *testing.T) {
+				req, err := tgt.Request(context.Background(), map[string]any{"v": tc.v})
+				if err == nil {
+					t.Fatalf("Request sent %s; want the path segment rule to refuse %q", req.URL, tc.v)
+				}
+				for _, want := range []string{"reference ${input.v}", "a path reference must stay in its segment"} {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("error %q does not say %q", err, want)
+					}
+				}
+			})
+		}
+		for _, tc := range allowed {
+			t.Run(p.name+"/allowed/"+tc.name, func(t *testing.T) {
+				req, err := tgt.Request(context.Background(), map[string]any{"v": tc.v})
+				if err != nil {
+					t.Fatalf("Request: %v", err)
+				}
+				if !strings.Contains(req.URL.EscapedPath(), tc.want) {
+					t.Errorf("escaped path %q does not hold %q", req.URL.EscapedPath(), tc.want)
+				}
+				if strings.Count(req.URL.EscapedPath(), "/") != segments {
+					t.Errorf("escaped path %q: the value added or removed a segment", req.URL.EscapedPath())
+				}
+			})
+		}
+	}
+}
+
+// TestCompileEnvInPath checks that an env value that breaks the path
+// segment rule is a config error at load, naming the reference and not the
+// value, which may be secret; in a query it is fine.
+func TestCompileEnvInPath(t *testing.T) {
+	for _, spec := range []dispatch.Spec{
+		{Type: "app", Component: "api", Method: "GET", Path: "/r/${env.REGION}/x"},
+		{Type: "url", Component: "api", Method: "GET", URL: "https://api.example.com/r/${env.REGION}?q=1"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			target, err := dispatch.Compile(tc.spec, comps)
-			if err != nil {
-				t.Fatal(err)
+		_, err := dispatch.Compile(spec, testComponents(t))
+		if err == nil || !strings.Contains(err.Error(), "reference ${env.REGION}") || !strings.Contains(err.Error(), "must stay in its segment") {
+			t.Errorf("Compile(%s %s%s) = %v; want REGION (eu/west) refused in a path segment", spec.Type, spec.Path, spec.URL, err)
+		}
+		if err != nil && (strings.Contains(err.Error(), "eu") || strings.Contains(err.Error(), "west")) {
+			t.Errorf("error %q shows the env value", err)
+		}
+	}
+	mustCompile(t, dispatch.Spec{Type: "url", Component: "api", Method: "GET", URL: "https://api.example.com/r?region=${env.REGION}"})
+	mustCompile(t, dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/r/${env.TOKEN}/${input}"})
+}
+
+// TestCompileDotSegments checks that an author's literal path is held to
+// the same dot rule at load as resolved paths are per call.
+func TestCompileDotSegments(t *testing.T) {
+	for _, path := range []string{"/a/../b", "/a/./b", "/a/%2e%2E/b", "/a/...", "/a/..;x/b", "/a/%252e/b"} {
+		for _, spec := range []dispatch.Spec{
+			{Type: "app", Component: "api", Method: "GET", Path: path},
+			{Type: "url", Method: "GET", URL: "https://api.example.com" + path},
+		} {
+			if _, err := dispatch.Compile(spec, testComponents(t)); err == nil || !strings.Contains(err.Error(), "dot segments") {
+				t.Errorf("Compile(%s %s%s) = %v; want a dot segment error", spec.Type, spec.Path, spec.URL, err)
 			}
-			req, err := target.Request(context.Background(), tc.input)
-			if err == nil || !strings.Contains(err.Error(), "dot segment") {
-				t.Errorf("Request = %v, %v; want a dot segment error", req, err)
-			}
-		})
+		}
+	}
+	for _, path := range []string{"/a//b", "/items/", "/.well-known/x", "/a/..b"} {
+		if _, err := dispatch.Compile(dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: path}, testComponents(t)); err != nil {
+			t.Errorf("Compile(%s): %v", path, err)
+		}
 	}
 }

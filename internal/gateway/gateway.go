@@ -397,9 +397,9 @@ func (g *Gateway) Allowed(tool *manifest.Compiled, call Call, input any) (bool, 
 	if tool.Policy == nil {
 		return true, nil
 	}
-	in, _ := policy.Plain(input).(map[string]any)
-	if in == nil {
-		in = map[string]any{}
+	in, err := tool.Policy.Input(input)
+	if err != nil {
+		return false, err
 	}
 	claims := call.Claims
 	if claims == nil {

@@ -123,6 +123,7 @@ func TestInvoke(t *testing.T) {
 		{"schema violation", `{"id":"toolong"}`, "/id"},
 		{"wrong type", `{"id":1}`, "/id"},
 		{"missing reference", `{}`, "reference ${input.id}"},
+		{"path reference leaves its segment", `{"id":"../"}`, "reference ${input.id}: a path segment value may not hold"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			a, err := gw.Invoke(ctx, Call{Tool: "app", Input: json.RawMessage(c.input), Identity: me})
@@ -140,16 +141,16 @@ func TestInvoke(t *testing.T) {
 	default:
 	}
 
-	a, err := gw.Invoke(ctx, Call{Tool: "app", CallID: "c1", Input: json.RawMessage(`{"id":"a/b","big":12345678901234567890}`),
+	a, err := gw.Invoke(ctx, Call{Tool: "app", CallID: "c1", Input: json.RawMessage(`{"id":"a b","big":12345678901234567890}`),
 		Context: Context{Source: "thread", ThreadID: "t"}, Identity: me})
-	if err != nil || a.IsError || a.CallID != "c1" || a.Content != "got /i/a/b" {
+	if err != nil || a.IsError || a.CallID != "c1" || a.Content != "got /i/a b" {
 		t.Fatalf("got %+v, %v", a, err)
 	}
 	s := <-ch
-	if s.path != "/i/a%2Fb" || !strings.HasPrefix(s.auth, "Bearer ey") || s.ctx != `{"source":"thread","threadId":"t"}` {
+	if s.path != "/i/a%20b" || !strings.HasPrefix(s.auth, "Bearer ey") || s.ctx != `{"source":"thread","threadId":"t"}` {
 		t.Errorf("upstream saw %+v", s)
 	}
-	if string(s.body) != `{"big":12345678901234567890,"id":"a/b"}` {
+	if string(s.body) != `{"big":12345678901234567890,"id":"a b"}` {
 		t.Errorf("body %s: the number must keep its exact text", s.body)
 	}
 

@@ -6,8 +6,11 @@ package policy
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/vm"
 )
 
@@ -33,6 +36,9 @@ type Env struct {
 type Allow struct {
 	src  string
 	prog *vm.Program
+	// readsInput is whether the expression can see the input at all; when
+	// it cannot, the input is neither converted nor held to Input's rules.
+	readsInput bool
 }
 
 // Compile compiles an allow expression against Env; it must yield a bool.
@@ -41,8 +47,21 @@ func Compile(src string) (*Allow, error) {
 	if err != nil {
 		return nil, fmt.Errorf("allow %q: %w", src, err)
 	}
-	return &Allow{src: src, prog: prog}, nil
+	a := &Allow{src: src, prog: prog}
+	root := prog.Node()
+	ast.Walk(&root, visitor(func(n *ast.Node) {
+		// $env is the whole environment, so $env.input or $env["input"]
+		// read the input without naming it.
+		if id, ok := (*n).(*ast.IdentifierNode); ok && (id.Value == "input" || id.Value == "$env") {
+			a.readsInput = true
+		}
+	}))
+	return a, nil
 }
+
+type visitor func(*ast.Node)
+
+func (v visitor) Visit(n *ast.Node) { v(n) }
 
 // Source returns the expression as written.
 func (a *Allow) Source() string { return a.src }
@@ -58,27 +77,155 @@ func (a *Allow) Eval(env Env) (bool, error) {
 	return ok, nil
 }
 
-// Plain converts decoded JSON that holds json.Number values into the
-// float64 numbers expressions compare with.
-func Plain(v any) any {
+// Input returns a call's decoded input as the expression reads it (see
+// Plain), or an empty map when the expression does not read the input. It
+// fails, and the call must be denied, when the input holds a number the
+// expression could only compare rounded.
+func (a *Allow) Input(input any) (map[string]any, error) {
+	if !a.readsInput || input == nil {
+		return map[string]any{}, nil
+	}
+	v, err := Plain(input)
+	if err != nil {
+		return nil, fmt.Errorf("allow %q: %w", a.src, err)
+	}
+	m, _ := v.(map[string]any)
+	if m == nil {
+		m = map[string]any{}
+	}
+	return m, nil
+}
+
+// InexactError says an input number has no exact value in an expression.
+type InexactError struct {
+	// Path is where the number stands, e.g. "input.items.0.amount".
+	Path string
+	// Number is the number's text, cut short when long.
+	Number string
+}
+
+func (e *InexactError) Error() string {
+	return fmt.Sprintf("%s: the number %s has no exact float64 value, so the policy denies rather than compare it rounded", e.Path, e.Number)
+}
+
+// Plain converts a call's decoded input, whose numbers are json.Number,
+// into what expressions compare, so that a policy judges the number the
+// target receives (the input's own text, sent as written) and not a
+// rounded neighbour of it. A number becomes a float64 when the float64 is
+// that number, or reads back as it in its shortest text (0.1, 2.50, -0.0,
+// 1e20, 2^53, 2^63); any other number fails with an *InexactError, and the
+// policy denies: 100.0000000000000001 would be 100 to the policy but more
+// than 100 to a target that reads decimals, 9007199254740993 would be
+// 9007199254740992, and 1e400 or a 30-digit integer have no float64.
+//
+// Integers are not made ints, though expr compares ints exactly: expr's
+// int arithmetic wraps silently, so "input.price * input.qty <= 1000"
+// would let price 2^62 and qty 4 through as 0. Float arithmetic ends at
+// +Inf instead, which compares greater than any limit.
+func Plain(v any) (any, error) {
+	return plain(v, []string{"input"})
+}
+
+func plain(v any, path []string) (any, error) {
 	switch x := v.(type) {
 	case json.Number:
-		if f, err := x.Float64(); err == nil {
-			return f
+		if n, ok := exactNumber(string(x)); ok {
+			return n, nil
 		}
-		return x.String()
+		text := string(x)
+		if len(text) > 40 {
+			text = text[:32] + "…"
+		}
+		return nil, &InexactError{Path: strings.Join(path, "."), Number: text}
 	case map[string]any:
 		m := make(map[string]any, len(x))
 		for k, e := range x {
-			m[k] = Plain(e)
+			p, err := plain(e, append(path, k))
+			if err != nil {
+				return nil, err
+			}
+			m[k] = p
 		}
-		return m
+		return m, nil
 	case []any:
 		s := make([]any, len(x))
 		for i, e := range x {
-			s[i] = Plain(e)
+			p, err := plain(e, append(path, strconv.Itoa(i)))
+			if err != nil {
+				return nil, err
+			}
+			s[i] = p
 		}
-		return s
+		return s, nil
 	}
-	return v
+	return v, nil
+}
+
+// exactNumber returns the float64 whose value is the decimal number s, if
+// there is one.
+func exactNumber(s string) (any, bool) {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return nil, false
+	}
+	want, ok := parseDecimal(s)
+	if !ok {
+		return nil, false
+	}
+	// s is f's own decimal when f's shortest text names the same number
+	// (0.1, 2.50, 1e20): no other shortest text reads as f, so comparing
+	// f compares s. A rounded s (100.0000000000000001) names another.
+	if d, ok := parseDecimal(strconv.FormatFloat(f, 'e', -1, 64)); ok && d == want {
+		return f, true
+	}
+	// f may also hold s exactly though it prints shorter: 2^63 is
+	// 9223372036854775808 and prints 9.223372036854776e18. 767 digits
+	// write any float64 out in full.
+	if d, ok := parseDecimal(strconv.FormatFloat(f, 'e', 767, 64)); ok && d == want {
+		return f, true
+	}
+	return nil, false
+}
+
+// decimalNumber is a decimal number written one way only: 0.digits × 10^exp,
+// digits without leading or trailing zeros. Zero is the zero value.
+type decimalNumber struct {
+	neg    bool
+	digits string
+	exp    int
+}
+
+// parseDecimal reads a JSON number's text ("-12.50e+3"); ok is false for
+// any other text (Inf, hex, underscores) or an exponent out of reach.
+func parseDecimal(s string) (d decimalNumber, ok bool) {
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	mant, expText := s, ""
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		mant, expText = s[:i], s[i+1:]
+	}
+	exp := 0
+	if expText != "" {
+		e, err := strconv.Atoi(expText)
+		// A float64 spans about 10^±324; this bound only keeps the
+		// arithmetic below from overflowing on absurd text.
+		if err != nil || e > 1<<30 || e < -1<<30 {
+			return d, false
+		}
+		exp = e
+	}
+	intPart, frac, _ := strings.Cut(mant, ".")
+	if intPart == "" || strings.Trim(intPart, "0123456789") != "" || strings.Trim(frac, "0123456789") != "" {
+		return d, false
+	}
+	all := intPart + frac
+	trimmed := strings.TrimLeft(all, "0")
+	if trimmed == "" {
+		return decimalNumber{}, true
+	}
+	lead := len(all) - len(trimmed)
+	if len(all) > 1<<30 {
+		return d, false
+	}
+	return decimalNumber{neg: neg, digits: strings.TrimRight(trimmed, "0"), exp: len(intPart) + exp - lead}, true
 }

@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -66,7 +67,11 @@ func decodeInput(t *testing.T, s string) map[string]any {
 	if err := dec.Decode(&v); err != nil {
 		t.Fatal(err)
 	}
-	m, ok := policy.Plain(v).(map[string]any)
+	p, err := policy.Plain(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, ok := p.(map[string]any)
 	if !ok {
 		t.Fatalf("Plain(%s) is not a map", s)
 	}
@@ -188,10 +193,9 @@ func TestPlain(t *testing.T) {
 		in   any
 		want any
 	}{
-		{"number", json.Number("42"), 42.0},
+		{"integer", json.Number("42"), 42.0},
 		{"fraction", json.Number("-1.5"), -1.5},
 		{"exponent", json.Number("1e3"), 1000.0},
-		{"out of float range", json.Number("1e400"), "1e400"},
 		{"string untouched", "42", "42"},
 		{"bool untouched", true, true},
 		{"nil untouched", nil, nil},
@@ -210,20 +214,166 @@ func TestPlain(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := policy.Plain(tt.in); !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("Plain(%#v) = %#v, want %#v", tt.in, got, tt.want)
+			got, err := policy.Plain(tt.in)
+			if err != nil || !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Plain(%#v) = %#v, %v; want %#v", tt.in, got, err, tt.want)
 			}
 		})
+	}
+}
+
+// TestPlainNumbers is issue 12 rule 7: the number an expression compares
+// is exactly the number the target receives (the input's text), or Plain
+// fails and the policy denies.
+func TestPlainNumbers(t *testing.T) {
+	tests := []struct {
+		text string
+		want any // a float64, or nil for an *InexactError
+	}{
+		{"0", 0.0},
+		{"-0", 0.0},
+		{"7", 7.0},
+		{"-7", -7.0},
+		{"9007199254740992", 9007199254740992.0}, // 2^53
+		{"9007199254740993", nil},                // a float64 would make it 2^53
+		{"-9007199254740993", nil},
+		{"9007199254740994", 9007199254740994.0},
+		{"9007199254740994.0", 9007199254740994.0},
+		{"9223372036854775807", nil},                     // max int64
+		{"9223372036854775808", 9223372036854775808.0},   // 2^63, a float64 exactly
+		{"18446744073709551616", 18446744073709551616.0}, // 2^64
+		{"18446744073709551617", nil},
+		{"100000000000000000000", 1e20},
+		{"1e20", 1e20},
+		{"1E+2", 100.0},
+		{"100.0", 100.0},
+		{"100.000", 100.0},
+		{"1.00e2", 100.0},
+		{"0.1", 0.1},
+		{"-2.50", -2.5},
+		{"0.30000000000000004", 0.30000000000000004},
+		{"-0.0", 0.0},
+		{"0e999", 0.0},
+		{"1e-5", 1e-5},
+		{"1.7976931348623157e308", 1.7976931348623157e308},
+		{"5e-324", 5e-324},
+		{"100.0000000000000001", nil}, // 100 to a float64, more than 100 to a decimal reader
+		{"9007199254740993.0", nil},
+		{"9007199254740993e0", nil},
+		{"0.30000000000000001", nil}, // its float64 is 0.3's, written "0.3"
+		{"123456789012345678901234567890", nil},
+		{"-123456789012345678901234567890", nil},
+		{"1e400", nil},
+		{"-1e400", nil},
+		{"1e-400", nil}, // 0 to a float64
+		{"2.4703282292062328e-324", nil},
+		{"1e99999999999999999999", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.text, func(t *testing.T) {
+			got, err := policy.Plain(map[string]any{"a": []any{json.Number(tt.text)}})
+			if tt.want == nil {
+				var ie *policy.InexactError
+				if !errors.As(err, &ie) || ie.Path != "input.a.0" || !strings.Contains(err.Error(), "input.a.0") {
+					t.Fatalf("Plain(%s) = %#v, %v; want an InexactError at input.a.0", tt.text, got, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Plain(%s): %v", tt.text, err)
+			}
+			if n := got.(map[string]any)["a"].([]any)[0]; n != tt.want {
+				t.Errorf("Plain(%s) = %#v (%T), want %#v (%T)", tt.text, n, n, tt.want, tt.want)
+			}
+		})
+	}
+}
+
+// TestPlainLongNumber checks that the error cuts a long number short.
+func TestPlainLongNumber(t *testing.T) {
+	long := strings.Repeat("9", 5000)
+	_, err := policy.Plain(map[string]any{"n": json.Number(long)})
+	if err == nil || len(err.Error()) > 300 {
+		t.Errorf("Plain of a 5000-digit number: %v", err)
 	}
 }
 
 // Plain copies: the decoded input is left as it was.
 func TestPlainCopies(t *testing.T) {
 	in := map[string]any{"a": json.Number("1"), "l": []any{json.Number("2")}}
-	out := policy.Plain(in).(map[string]any)
+	p, err := policy.Plain(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := p.(map[string]any)
 	out["a"] = "changed"
 	out["l"].([]any)[0] = "changed"
 	if in["a"] != json.Number("1") || in["l"].([]any)[0] != json.Number("2") {
 		t.Errorf("Plain changed its input: %#v", in)
+	}
+}
+
+// TestAllowExactNumbers runs allow expressions over inputs as the gateway
+// decodes them: comparisons beyond 2^53 are exact, and an inexact number
+// denies with an error naming the expression and the number's place.
+func TestAllowExactNumbers(t *testing.T) {
+	tests := []struct {
+		src, input string
+		want       bool
+		wantErr    string
+	}{
+		{`input.amount <= 9007199254740992`, `{"amount": 9007199254740993}`, false, "9007199254740993"},
+		{`input.amount <= 9007199254740992`, `{"amount": 9007199254740992}`, true, ""},
+		{`input.amount > 9007199254740992`, `{"amount": 9007199254740994}`, true, ""},
+		{`input.amount == 9007199254740992`, `{"amount": 9007199254740992}`, true, ""},
+		{`input.amount >= -9007199254740992`, `{"amount": -9007199254740993}`, false, "-9007199254740993"},
+		{`input.amount < 9223372036854775807`, `{"amount": 9223372036854775807}`, false, "9223372036854775807"},
+		// Arithmetic does not wrap: 2^62 * 4 is not 0.
+		{`input.price * input.qty <= 1000`, `{"price": 4611686018427387904, "qty": 4}`, false, ""},
+		{`input.a + input.b <= 100`, `{"a": 9223372036854775808, "b": 9223372036854775808}`, false, ""},
+		{`input.amount <= 100`, `{"amount": 100}`, true, ""},
+		{`input.amount <= 100`, `{"amount": 100.0}`, true, ""},
+		{`input.amount <= 100`, `{"amount": 1e2}`, true, ""},
+		{`input.amount <= 100`, `{"amount": 100.5}`, false, ""},
+		{`input.amount <= 100`, `{"amount": 100.0000000000000001}`, false, "100.0000000000000001"},
+		{`input.amount <= 100`, `{"amount": 1e400}`, false, "1e400"},
+		{`input.amount <= 100`, `{"amount": -1e400}`, false, "-1e400"},
+		{`input.amount < 0.3`, `{"amount": 0.1}`, true, ""},
+		{`input.amount <= 100`, `{"amount": 5, "other": 123456789012345678901234567890}`, false, "input.other"},
+		{`all(input.items, .n < 10)`, `{"items": [{"n": 1}, {"n": 9007199254740993.0}]}`, false, "input.items.1.n"},
+		{`$env.input.amount <= 100`, `{"amount": 100.0000000000000001}`, false, "input.amount"},
+		// A policy that cannot see the input is not held to its numbers.
+		{`user == "u_1"`, `{"amount": 100.0000000000000001}`, true, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.src+" "+tt.input, func(t *testing.T) {
+			a, err := policy.Compile(tt.src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dec := json.NewDecoder(strings.NewReader(tt.input))
+			dec.UseNumber()
+			var v any
+			if err := dec.Decode(&v); err != nil {
+				t.Fatal(err)
+			}
+			got, err := false, error(nil)
+			in, err := a.Input(v)
+			if err == nil {
+				got, err = a.Eval(policy.Env{User: "u_1", Input: in})
+			}
+			if got != tt.want {
+				t.Errorf("allowed = %v, want %v (error %v)", got, tt.want, err)
+			}
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Errorf("error: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), fmt.Sprintf("allow %q", tt.src)) {
+				t.Errorf("error %v; want one naming the expression and %q", err, tt.wantErr)
+			}
+		})
 	}
 }

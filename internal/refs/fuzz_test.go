@@ -3,7 +3,6 @@ package refs_test
 import (
 	"encoding/json"
 	"errors"
-	"net/url"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -51,7 +50,7 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 
-		out, err := tmpl.Expand(scope, url.PathEscape)
+		out, err := tmpl.Expand(scope, pathEscape)
 		if err != nil {
 			var me *refs.MissingError
 			if !errors.As(err, &me) || !strings.Contains(err.Error(), me.Ref) {
@@ -61,7 +60,7 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("Expand(%q) returned %q with an error", src, out)
 			}
 		}
-		if _, errEach := tmpl.ExpandEach(scope, []refs.Encoder{url.PathEscape, nil, url.QueryEscape}); (errEach == nil) != (err == nil) {
+		if _, errEach := tmpl.ExpandEach(scope, []refs.Encoder{pathEscape, nil, queryEscape}); (errEach == nil) != (err == nil) {
 			t.Fatalf("ExpandEach(%q) error %v, Expand error %v: they disagree", src, errEach, err)
 		}
 		for i := 0; i <= len(tmpl.Refs()); i++ {
@@ -120,7 +119,7 @@ func FuzzResolveOnePass(f *testing.F) {
 		if want := "a/" + x + "/b"; got != want {
 			t.Fatalf("Expand with x=%q = %q, want %q", x, got, want)
 		}
-		if got, _ := tmpl.Expand(s, url.PathEscape); strings.Count(got, "/") != 2 {
+		if got, _ := tmpl.Expand(s, pathEscape); strings.Count(got, "/") != 2 {
 			t.Fatalf("path-escaped x=%q added a segment: %q", x, got)
 		}
 

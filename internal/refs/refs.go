@@ -202,8 +202,9 @@ func (t *Template) Single() (Ref, bool) {
 }
 
 // Encoder transforms substituted text before it is spliced in: a path or
-// query escaper, or nil for raw text.
-type Encoder func(string) string
+// query escaper, or nil for raw text. It may refuse a value that has no
+// safe place there; the error is reported with the reference's name.
+type Encoder func(string) (string, error)
 
 // Expand resolves every reference as text (strings raw, other values as
 // compact JSON), passes it through enc, and splices it between the literals.
@@ -243,7 +244,9 @@ func (t *Template) expand(s Scope, encFor func(int) Encoder) (string, error) {
 			return "", fmt.Errorf("reference %s: %w", p.ref.Text, err)
 		}
 		if enc := encFor(n); enc != nil {
-			text = enc(text)
+			if text, err = enc(text); err != nil {
+				return "", fmt.Errorf("reference %s: %w", p.ref.Text, err)
+			}
 		}
 		n++
 		b.WriteString(text)

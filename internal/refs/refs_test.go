@@ -333,13 +333,13 @@ func TestExpandEncoder(t *testing.T) {
 		enc  refs.Encoder
 		want string
 	}{
-		{"path escape cannot climb", "https://h/files/${input.p}", url.PathEscape, "https://h/files/..%2Fa%20b%2Fc%3Fd%23e"},
-		{"query escape", "https://h/s?q=${input.p}", url.QueryEscape, "https://h/s?q=..%2Fa+b%2Fc%3Fd%23e"},
-		{"encoder sees compact JSON", "https://h/${input.obj}", url.PathEscape, "https://h/%7B%22k%22:%22v%2Fw%22%7D"},
-		{"encoder sees number text", "https://h/${input.n}", url.PathEscape, "https://h/1.50"},
-		{"literals are not encoded", "https://h/a b/${input.n}", url.PathEscape, "https://h/a b/1.50"},
+		{"path escape cannot climb", "https://h/files/${input.p}", pathEscape, "https://h/files/..%2Fa%20b%2Fc%3Fd%23e"},
+		{"query escape", "https://h/s?q=${input.p}", queryEscape, "https://h/s?q=..%2Fa+b%2Fc%3Fd%23e"},
+		{"encoder sees compact JSON", "https://h/${input.obj}", pathEscape, "https://h/%7B%22k%22:%22v%2Fw%22%7D"},
+		{"encoder sees number text", "https://h/${input.n}", pathEscape, "https://h/1.50"},
+		{"literals are not encoded", "https://h/a b/${input.n}", pathEscape, "https://h/a b/1.50"},
 		{"nil encoder is raw", "https://h/${input.p}", nil, "https://h/../a b/c?d#e"},
-		{"no refs skip the encoder", "x/$${y}", strings.ToUpper, "x/${y}"},
+		{"no refs skip the encoder", "x/$${y}", upper, "x/${y}"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -354,6 +354,37 @@ func TestExpandEncoder(t *testing.T) {
 	}
 }
 
+// The url escapers as Encoders, which never refuse a value.
+var (
+	pathEscape  refs.Encoder = func(s string) (string, error) { return url.PathEscape(s), nil }
+	queryEscape refs.Encoder = func(s string) (string, error) { return url.QueryEscape(s), nil }
+	upper       refs.Encoder = func(s string) (string, error) { return strings.ToUpper(s), nil }
+)
+
+// TestExpandEncoderRefuses checks that an encoder's refusal fails the
+// expansion with the reference named, its reason kept for errors.Is, and
+// no partial text returned.
+func TestExpandEncoderRefuses(t *testing.T) {
+	errNoSlash := errors.New("no slash here")
+	refuse := func(s string) (string, error) {
+		if strings.Contains(s, "/") {
+			return "", errNoSlash
+		}
+		return s, nil
+	}
+	s := refs.Scope{Input: decode(t, `{"ok":"a","bad":"a/b"}`)}
+	got, err := refs.MustParse("/x/${input.ok}/${input.bad}").ExpandEach(s, []refs.Encoder{refuse, refuse})
+	if !errors.Is(err, errNoSlash) || !strings.Contains(err.Error(), "reference ${input.bad}: ") {
+		t.Errorf("ExpandEach error = %v; want one naming ${input.bad} and wrapping the encoder's", err)
+	}
+	if got != "" {
+		t.Errorf("ExpandEach returned %q with its error", got)
+	}
+	if _, err := refs.MustParse("/x/${input.ok}/${input.bad}").ExpandEach(s, []refs.Encoder{refuse, nil}); err != nil {
+		t.Errorf("a nil encoder for the second reference still refused: %v", err)
+	}
+}
+
 func TestExpandEach(t *testing.T) {
 	s := refs.Scope{Input: decode(t, `{"a":"x/y z","b":"1&2=3"}`), Env: map[string]string{"K": "k v"}}
 	tests := []struct {
@@ -362,12 +393,12 @@ func TestExpandEach(t *testing.T) {
 		encs []refs.Encoder
 		want string
 	}{
-		{"path then query", "https://h/${input.a}?q=${input.b}", []refs.Encoder{url.PathEscape, url.QueryEscape}, "https://h/x%2Fy%20z?q=1%262%3D3"},
-		{"same ref, two encoders", "/${input.a}?a=${input.a}", []refs.Encoder{url.PathEscape, url.QueryEscape}, "/x%2Fy%20z?a=x%2Fy+z"},
-		{"nil encoder leaves raw", "/${input.a}?q=${input.b}", []refs.Encoder{nil, url.QueryEscape}, "/x/y z?q=1%262%3D3"},
-		{"fewer encoders than refs", "/${input.a}/${input.b}/${env.K}", []refs.Encoder{url.PathEscape}, "/x%2Fy%20z/1&2=3/k v"},
+		{"path then query", "https://h/${input.a}?q=${input.b}", []refs.Encoder{pathEscape, queryEscape}, "https://h/x%2Fy%20z?q=1%262%3D3"},
+		{"same ref, two encoders", "/${input.a}?a=${input.a}", []refs.Encoder{pathEscape, queryEscape}, "/x%2Fy%20z?a=x%2Fy+z"},
+		{"nil encoder leaves raw", "/${input.a}?q=${input.b}", []refs.Encoder{nil, queryEscape}, "/x/y z?q=1%262%3D3"},
+		{"fewer encoders than refs", "/${input.a}/${input.b}/${env.K}", []refs.Encoder{pathEscape}, "/x%2Fy%20z/1&2=3/k v"},
 		{"no encoders", "/${input.a}", nil, "/x/y z"},
-		{"escape does not take an encoder", "$${input.a}/${input.a}", []refs.Encoder{url.PathEscape}, "${input.a}/x%2Fy%20z"},
+		{"escape does not take an encoder", "$${input.a}/${input.a}", []refs.Encoder{pathEscape}, "${input.a}/x%2Fy%20z"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -384,7 +415,7 @@ func TestExpandEach(t *testing.T) {
 
 func TestExpandEachMissing(t *testing.T) {
 	_, err := refs.MustParse("/${input.a}?q=${input.b}").ExpandEach(
-		refs.Scope{Input: map[string]any{"a": "x"}}, []refs.Encoder{url.PathEscape, url.QueryEscape})
+		refs.Scope{Input: map[string]any{"a": "x"}}, []refs.Encoder{pathEscape, queryEscape})
 	var me *refs.MissingError
 	if !errors.As(err, &me) || me.Ref != "${input.b}" {
 		t.Errorf("ExpandEach error = %v, want a MissingError naming ${input.b}", err)
