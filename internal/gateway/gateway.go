@@ -205,6 +205,11 @@ func CheckContext(c *Context) error {
 		if c.ThreadID == "" {
 			return badRequest("invalid_context", `context: a "thread" call needs a threadId`)
 		}
+		// A thread id is stored with the call, keys the page's waiting
+		// calls and goes out in Kazzle-Tool-Context: bounded as identities.
+		if err := checkIdentityPart(c.ThreadID); err != nil {
+			return badRequest("invalid_context", "context: threadId %v", err)
+		}
 	default:
 		return badRequest("invalid_context", "context: source %q is not thread or api", c.Source)
 	}

@@ -32,6 +32,10 @@ func TestCheckContext(t *testing.T) {
 		{"api with thread id", Context{Source: "api", ThreadID: "th_1"}, Context{}, false},
 		{"thread id without source", Context{ThreadID: "th_1"}, Context{}, false},
 		{"unknown source", Context{Source: "chat"}, Context{}, false},
+		{"thread id at the bound", Context{Source: "thread", ThreadID: strings.Repeat("t", MaxIdentityLen)}, Context{Source: "thread", ThreadID: strings.Repeat("t", MaxIdentityLen)}, true},
+		{"thread id too long", Context{Source: "thread", ThreadID: strings.Repeat("t", MaxIdentityLen+1)}, Context{}, false},
+		{"thread id with a newline", Context{Source: "thread", ThreadID: "th\n1"}, Context{}, false},
+		{"thread id not UTF-8", Context{Source: "thread", ThreadID: "th\xff"}, Context{}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got := c.in
