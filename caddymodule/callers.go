@@ -76,7 +76,7 @@ func (c *Callers) verifier() (*identity.Verifier, error) {
 		if !strings.HasPrefix(c.JWKSURL, "https://") && !strings.HasPrefix(c.JWKSURL, "http://") {
 			return nil, fmt.Errorf("callers: jwks_url %q must be an http(s) URL", c.JWKSURL)
 		}
-		return identity.NewJWKSVerifier(identity.NewRemoteKeySet(c.JWKSURL, nil), opts), nil
+		return identity.NewJWKSVerifier(identity.NewRemoteKeySet(c.JWKSURL, nil, nil), opts), nil
 	case c.KeyFile != "":
 		v, err := keyFileVerifier(c.KeyFile, opts)
 		if err != nil {
