@@ -48,7 +48,7 @@ func provisionDirect(t *testing.T, h *Handler) error {
 func serveDirect(t *testing.T, h *Handler, method, path, auth, body string) *httptest.ResponseRecorder {
 	t.Helper()
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
-	req.RemoteAddr = "127.0.0.1:4000"
+	req.RemoteAddr, req.Host = "127.0.0.1:4000", "127.0.0.1:9080"
 	req.Header.Set("Content-Type", "application/json")
 	if auth != "" {
 		req.Header.Set("Authorization", "Bearer "+auth)
