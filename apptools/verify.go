@@ -47,7 +47,7 @@ func NewVerifier(jwksURL, issuer, audience string) *Verifier {
 	if issuer == "" {
 		issuer = DefaultIssuer
 	}
-	keys := identity.NewRemoteKeySet(jwksURL, nil)
+	keys := identity.NewRemoteKeySet(jwksURL, nil, nil)
 	return &Verifier{
 		audience: audience,
 		tokens: identity.NewJWKSVerifier(keys, identity.VerifyOptions{

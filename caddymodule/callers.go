@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
 
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/identity"
@@ -21,10 +23,14 @@ import (
 // exactly one of a JWKS URL, a public key file or a shared secret. The
 // call's identity then comes from the token's claims, and the loopback-only
 // default no longer applies.
+//
+// JWKSURL, KeyFile and Secret may hold Caddy placeholders such as
+// {env.NAME} or {file./path}, resolved once at load; an unknown or empty
+// one is a config error.
 type Callers struct {
-	// JWKSURL is where the caller's public keys are published. The set is
-	// cached, fetched again every 10 minutes, and on an unknown kid at most
-	// once per 30 seconds.
+	// JWKSURL is where the caller's public keys are published: an https
+	// URL (http only to a loopback host). The set is cached, fetched again
+	// every 10 minutes, and on an unknown kid at most once per 30 seconds.
 	JWKSURL string `json:"jwks_url,omitempty"`
 
 	// KeyFile is a PEM file with the caller's public key (PKIX "PUBLIC
@@ -37,10 +43,13 @@ type Callers struct {
 	// Issuer, when set, must equal the token's iss.
 	Issuer string `json:"issuer,omitempty"`
 
-	// Audience, when set, must be among the token's aud.
+	// Audience, when set, must be among the token's aud. Required when
+	// pages are configured too, and different from theirs, so that a page
+	// token is never taken for a caller token.
 	Audience string `json:"audience,omitempty"`
 
-	// Leeway allows for clock skew on exp and nbf. Default: 30s.
+	// Leeway allows for clock skew on exp and nbf; at most 5m.
+	// Default: 30s.
 	Leeway caddy.Duration `json:"leeway,omitempty"`
 
 	// UserClaim names the claim holding the user. Default: sub.
@@ -54,7 +63,13 @@ type Callers struct {
 // DefaultLeeway is the clock skew allowed on caller tokens.
 const DefaultLeeway = 30 * time.Second
 
-func (c *Callers) verifier() (*identity.Verifier, error) {
+// MaxLeeway bounds the configured leeway: an expired token is not
+// accepted for longer than that.
+const MaxLeeway = 5 * time.Minute
+
+// verifier builds the caller-token verifier. refuse is the page tokens'
+// audience, which a caller token must not name.
+func (c *Callers) verifier(repl *caddy.Replacer, logger *zap.Logger, refuse string) (*identity.Verifier, error) {
 	n := 0
 	for _, s := range []string{c.JWKSURL, c.KeyFile, c.Secret} {
 		if s != "" {
@@ -64,32 +79,83 @@ func (c *Callers) verifier() (*identity.Verifier, error) {
 	if n != 1 {
 		return nil, errors.New("callers: set exactly one of jwks_url, key_file and secret")
 	}
-	if c.Leeway < 0 {
-		return nil, errors.New("callers: leeway must not be negative")
+	if c.Leeway < 0 || time.Duration(c.Leeway) > MaxLeeway {
+		return nil, fmt.Errorf("callers: leeway %v must be between 0 and %v", time.Duration(c.Leeway), MaxLeeway)
 	}
 	opts := identity.VerifyOptions{Issuer: c.Issuer, Audience: c.Audience, Leeway: time.Duration(c.Leeway)}
 	if c.Leeway == 0 {
 		opts.Leeway = DefaultLeeway
 	}
+	if refuse != "" {
+		opts.RefuseAudiences = []string{refuse}
+	}
 	switch {
 	case c.JWKSURL != "":
-		if !strings.HasPrefix(c.JWKSURL, "https://") && !strings.HasPrefix(c.JWKSURL, "http://") {
-			return nil, fmt.Errorf("callers: jwks_url %q must be an http(s) URL", c.JWKSURL)
+		jwksURL, err := resolve(repl, "callers: jwks_url", c.JWKSURL)
+		if err != nil {
+			return nil, err
 		}
-		return identity.NewJWKSVerifier(identity.NewRemoteKeySet(c.JWKSURL, nil), opts), nil
+		if err := checkJWKSURL(jwksURL); err != nil {
+			return nil, fmt.Errorf("callers: jwks_url: %w", err)
+		}
+		return identity.NewJWKSVerifier(identity.NewRemoteKeySet(jwksURL, nil, logger), opts), nil
 	case c.KeyFile != "":
-		v, err := keyFileVerifier(c.KeyFile, opts)
+		path, err := resolve(repl, "callers: key_file", c.KeyFile)
+		if err != nil {
+			return nil, err
+		}
+		v, err := keyFileVerifier(path, opts)
 		if err != nil {
 			return nil, fmt.Errorf("callers: %w", err)
 		}
 		return v, nil
 	default:
-		v, err := identity.NewSecretVerifier([]byte(c.Secret), opts)
+		secret, err := resolve(repl, "callers: secret", c.Secret)
 		if err != nil {
-			return nil, fmt.Errorf("callers: %w", err)
+			return nil, err
+		}
+		v, err := identity.NewSecretVerifier([]byte(secret), opts)
+		if err != nil {
+			return nil, fmt.Errorf("callers: secret: %w", err)
 		}
 		return v, nil
 	}
+}
+
+// checkJWKSURL accepts an https URL, or an http one to a loopback host:
+// keys fetched in the clear could be swapped on the way.
+func checkJWKSURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return err
+	}
+	switch {
+	case u.Host == "":
+		return fmt.Errorf("%q is not an absolute URL", raw)
+	case u.Scheme == "https":
+		return nil
+	case u.Scheme == "http" && isLoopbackHost(u.Hostname()):
+		return nil
+	}
+	return fmt.Errorf("%q must be an https URL (http only to localhost, 127.0.0.0/8 or ::1)", raw)
+}
+
+// checkAudiences makes caller and page tokens tell apart: with both
+// configured, each names its own audience, so neither kind of token is
+// accepted as the other, even when both are signed with one secret.
+func checkAudiences(c *Callers, p *Pages) error {
+	if c == nil || p == nil {
+		return nil
+	}
+	switch {
+	case c.Audience == "":
+		return errors.New("callers: audience is required when pages are configured too, so that a page token is never taken for a caller token")
+	case p.Audience == "":
+		return errors.New("pages: audience is required when callers are configured too, so that a caller token is never taken for a page token")
+	case c.Audience == p.Audience:
+		return fmt.Errorf("callers and pages: the audience %q is the same; each kind of token needs its own", c.Audience)
+	}
+	return nil
 }
 
 // keyFileVerifier verifies tokens against the public key in a PEM file

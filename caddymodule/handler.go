@@ -193,13 +193,20 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) error {
 	if h.MaxRequestSize <= 0 {
 		h.MaxRequestSize = DefaultMaxRequestSize
 	}
+	// Secrets, passwords, key paths and env values may be placeholders
+	// such as {env.NAME}, resolved once here.
+	repl := caddy.NewReplacer()
 
 	components := make(map[string]*dispatch.Component, len(h.Components))
 	for name, c := range h.Components {
 		if c == nil {
 			return fmt.Errorf("component %q: no config", name)
 		}
-		comp, err := dispatch.NewComponent(name, c.BaseURL, c.Env)
+		env, err := resolveEnv(repl, name, c.Env)
+		if err != nil {
+			return err
+		}
+		comp, err := dispatch.NewComponent(name, c.BaseURL, env)
 		if err != nil {
 			return err
 		}
@@ -227,8 +234,15 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) error {
 	if !hasPolicies(tools) {
 		h.fullList = joinList(h.listEntries, tools.List())
 	}
+	if err := checkAudiences(h.Callers, h.Pages); err != nil {
+		return err
+	}
 	if h.Callers != nil {
-		if h.verifier, err = h.Callers.verifier(); err != nil {
+		var pagesAudience string
+		if h.Pages != nil {
+			pagesAudience = h.Pages.Audience
+		}
+		if h.verifier, err = h.Callers.verifier(repl, h.logger, pagesAudience); err != nil {
 			return err
 		}
 		h.userClaim, h.installClaim = h.Callers.UserClaim, h.Callers.InstallClaim
@@ -248,7 +262,7 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) error {
 	if issuerName == "" {
 		issuerName = "toolgate"
 	}
-	key, others, err := loadKeys(ctx, idc)
+	key, others, err := loadKeys(ctx, repl, idc)
 	if err != nil {
 		return fmt.Errorf("identity key: %w", err)
 	}
@@ -259,14 +273,18 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) error {
 	if lc == nil {
 		lc = new(Ledger)
 	}
-	led, ledgerKey, err := lc.open()
+	led, ledgerKey, err := lc.open(repl)
 	if err != nil {
 		return err
 	}
 	h.ledgerKey = ledgerKey
 
 	if h.Pages != nil {
-		if h.pageVerifier, err = h.Pages.verifier(); err != nil {
+		var callersAudience string
+		if h.Callers != nil {
+			callersAudience = h.Callers.Audience
+		}
+		if h.pageVerifier, err = h.Pages.verifier(ctx, repl, h.logger, callersAudience); err != nil {
 			return err
 		}
 	}

@@ -15,12 +15,17 @@ import (
 const storageKey = "toolgate/identity/ed25519.pem"
 
 // loadKeys returns the signing key and the keys still published beside it.
-func loadKeys(ctx caddy.Context, c *Identity) (identity.Key, []identity.Key, error) {
+// Key file paths may hold placeholders, resolved with repl.
+func loadKeys(ctx caddy.Context, repl *caddy.Replacer, c *Identity) (identity.Key, []identity.Key, error) {
 	if len(c.Keys) == 0 {
 		if c.SigningKey != "" {
 			return identity.Key{}, nil, errors.New("signing_key names a key, but no keys are configured")
 		}
-		k, err := loadKey(ctx, c.KeyFile)
+		path, err := resolve(repl, "key_file", c.KeyFile)
+		if err != nil {
+			return identity.Key{}, nil, err
+		}
+		k, err := loadKey(ctx, path)
 		return k, nil, err
 	}
 	if c.KeyFile != "" {
@@ -47,7 +52,11 @@ func loadKeys(ctx caddy.Context, c *Identity) (identity.Key, []identity.Key, err
 			return identity.Key{}, nil, fmt.Errorf("key id %q is used twice", kc.ID)
 		}
 		seen[kc.ID] = true
-		k, err := loadKey(ctx, kc.File)
+		path, err := resolve(repl, fmt.Sprintf("key %q: file", kc.ID), kc.File)
+		if err != nil {
+			return identity.Key{}, nil, err
+		}
+		k, err := loadKey(ctx, path)
 		if err != nil {
 			return identity.Key{}, nil, fmt.Errorf("key %q: %w", kc.ID, err)
 		}

@@ -27,7 +27,9 @@ type Ledger struct {
 	// Addr is the Redis server's host:port.
 	Addr string `json:"addr,omitempty"`
 
-	// Password authenticates to Redis.
+	// Password authenticates to Redis. It may hold Caddy placeholders such
+	// as {env.NAME} or {file./path}, resolved once at load; an unknown or
+	// empty one is a config error.
 	Password string `json:"password,omitempty"`
 
 	// DB is the Redis database number. Default: 0.
@@ -56,8 +58,9 @@ func (l openLedger) Destruct() error { return l.Close() }
 
 // open returns the ledger for this config, shared with other handlers and
 // the previous config that use the same one; the key to release in
-// Cleanup; or nil for "off".
-func (c *Ledger) open() (ledger.Ledger, string, error) {
+// Cleanup; or nil for "off". The password's placeholders are resolved
+// with repl.
+func (c *Ledger) open(repl *caddy.Replacer) (ledger.Ledger, string, error) {
 	cfg := *c
 	if cfg.Backend == "" {
 		cfg.Backend = "bolt"
@@ -78,6 +81,10 @@ func (c *Ledger) open() (ledger.Ledger, string, error) {
 		}
 		if cfg.Path != "" || cfg.Fsync {
 			return nil, "", fmt.Errorf("ledger redis: path and fsync are for bolt")
+		}
+		var err error
+		if cfg.Password, err = resolve(repl, "ledger redis: password", cfg.Password); err != nil {
+			return nil, "", err
 		}
 	default:
 		return nil, "", fmt.Errorf("ledger: unknown backend %q (want bolt, redis or off)", cfg.Backend)

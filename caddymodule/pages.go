@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
 
 	"github.com/toolgate/toolgate/internal/clienttools"
 	"github.com/toolgate/toolgate/internal/gateway"
@@ -23,17 +24,24 @@ import (
 // Pages configures the page tokens: JWTs the app mints for one user and one
 // thread (claims sub and thread), which the browser client sends in
 // Authorization to the page endpoints.
+//
+// KeyFile and Secret may hold Caddy placeholders such as {env.NAME} or
+// {file./path}, resolved once at load; an unknown or empty one is a
+// config error.
 type Pages struct {
 	// KeyFile is a PEM file with the app's public key (PKIX "PUBLIC KEY").
 	KeyFile string `json:"key_file,omitempty"`
 
-	// Secret is a shared HS256/384/512 secret of at least 32 bytes.
+	// Secret is a shared HS256/384/512 secret of at least 32 bytes. The
+	// public fallback of Caddyfile.example is refused unless every
+	// listener of the http app is on loopback.
 	Secret string `json:"secret,omitempty"`
 
 	// Issuer, when set, must equal the token's iss.
 	Issuer string `json:"issuer,omitempty"`
 
-	// Audience, when set, must be among the token's aud.
+	// Audience, when set, must be among the token's aud. Required when
+	// callers are configured too, and different from theirs.
 	Audience string `json:"audience,omitempty"`
 
 	// Origins are page origins other than the gateway's own site that may
@@ -80,7 +88,9 @@ func (p *Pages) limits() (clienttools.Limits, error) {
 	}, nil
 }
 
-func (p *Pages) verifier() (*identity.Verifier, error) {
+// verifier builds the page-token verifier. refuse is the caller tokens'
+// audience, which a page token must not name.
+func (p *Pages) verifier(ctx caddy.Context, repl *caddy.Replacer, logger *zap.Logger, refuse string) (*identity.Verifier, error) {
 	if (p.KeyFile == "") == (p.Secret == "") {
 		return nil, errors.New("pages: set exactly one of key_file and secret")
 	}
@@ -91,14 +101,31 @@ func (p *Pages) verifier() (*identity.Verifier, error) {
 		}
 	}
 	opts := identity.VerifyOptions{Issuer: p.Issuer, Audience: p.Audience, Leeway: DefaultLeeway}
+	if refuse != "" {
+		opts.RefuseAudiences = []string{refuse}
+	}
 	if p.Secret != "" {
-		v, err := identity.NewSecretVerifier([]byte(p.Secret), opts)
+		secret, err := resolve(repl, "pages: secret", p.Secret)
 		if err != nil {
-			return nil, fmt.Errorf("pages: %w", err)
+			return nil, err
+		}
+		if secret == examplePageSecret {
+			if err := loopbackOnly(ctx, repl); err != nil {
+				return nil, fmt.Errorf("pages: secret is the example's public fallback, which lets anyone sign page tokens; it is refused unless every listener is on loopback: %w; set TOOLGATE_PAGE_SECRET", err)
+			}
+			logger.Warn("pages: the secret is the example's public fallback: anyone who reads Caddyfile.example can sign page tokens; accepted only because every listener is on loopback; set TOOLGATE_PAGE_SECRET")
+		}
+		v, err := identity.NewSecretVerifier([]byte(secret), opts)
+		if err != nil {
+			return nil, fmt.Errorf("pages: secret: %w", err)
 		}
 		return v, nil
 	}
-	v, err := keyFileVerifier(p.KeyFile, opts)
+	path, err := resolve(repl, "pages: key_file", p.KeyFile)
+	if err != nil {
+		return nil, err
+	}
+	v, err := keyFileVerifier(path, opts)
 	if err != nil {
 		return nil, fmt.Errorf("pages: %w", err)
 	}

@@ -31,6 +31,15 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+# The page secret signs the page tokens the component mints for toolgate.
+# Without one, each run makes its own: the example's fallback secret is
+# public. Both processes read it from the environment (not a flag, which
+# any user could read in the process list).
+if [[ -z "${TOOLGATE_PAGE_SECRET:-}" ]]; then
+	TOOLGATE_PAGE_SECRET=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
+fi
+export TOOLGATE_PAGE_SECRET
+
 echo "building the bookmarks component and toolgate into $bin ..."
 go build -o "$bin/bookmarks" ./examples/bookmarks
 go build -o "$bin/toolgate" ./cmd/toolgate

@@ -45,7 +45,7 @@ func (g *Gateway) settle(ctx context.Context, c *ledger.Call) (*Answer, error) {
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
 		case errors.Is(err, ledger.ErrUnavailable):
-			return nil, unavailable(err)
+			return nil, g.unavailable(err)
 		case wctx.Err() == nil:
 			return nil, err
 		}
@@ -59,7 +59,7 @@ func (g *Gateway) settle(ctx context.Context, c *ledger.Call) (*Answer, error) {
 		case errors.Is(err, ledger.ErrConflict):
 			c = cur
 		default:
-			return nil, unavailable(err)
+			return nil, g.unavailable(err)
 		}
 	}
 	return answerOf(c), nil
@@ -130,7 +130,7 @@ func (g *Gateway) lookup(ctx context.Context, who Identity, callID string) (*led
 	case errors.Is(err, ledger.ErrNotFound):
 		return nil, &RequestError{Code: "unknown_call", Msg: fmt.Sprintf("no call %q for this caller", callID), kind: ErrUnknownCall}
 	case err != nil:
-		return nil, unavailable(err)
+		return nil, g.unavailable(err)
 	}
 	return c, nil
 }
@@ -201,7 +201,7 @@ func (g *Gateway) Resume(ctx context.Context, req ResumeRequest) (*Answer, error
 			continue
 		}
 		if err != nil {
-			return nil, unavailable(err)
+			return nil, g.unavailable(err)
 		}
 
 		res := g.answerCard(ctx, &claimed, card, button, want.Action)

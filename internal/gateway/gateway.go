@@ -129,8 +129,12 @@ func badRequest(code, format string, args ...any) error {
 	return &RequestError{Code: code, Msg: fmt.Sprintf(format, args...), kind: ErrBadRequest}
 }
 
-func unavailable(err error) error {
-	return &RequestError{Code: "unavailable", Msg: fmt.Sprintf("the call ledger is unavailable, nothing was run: %v", err), kind: ErrUnavailable}
+// unavailable answers a ledger failure. Its detail names the bolt file or
+// the Redis address and the call's key, which holds the user: it is logged
+// for the operator, and the caller gets a fixed message.
+func (g *Gateway) unavailable(err error) error {
+	g.logger.Error("the call ledger is unavailable", zap.Error(err))
+	return &RequestError{Code: "unavailable", Msg: "the call ledger is unavailable, nothing was run", kind: ErrUnavailable}
 }
 
 // Config is what a Gateway serves with.
@@ -297,7 +301,7 @@ func (g *Gateway) Invoke(ctx context.Context, call Call) (*Answer, error) {
 	}
 	existing, created, err := g.ledger.Create(ctx, rec)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, g.unavailable(err)
 	}
 	if !created {
 		if existing.Tool != call.Tool || existing.Digest != digest {

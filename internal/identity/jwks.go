@@ -16,6 +16,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"go.uber.org/zap"
 )
 
 // PublicKey is a verification key with the algorithms it may verify.
@@ -161,39 +163,97 @@ func (k jwk) publicKey() (crypto.PublicKey, error) {
 const (
 	MinRefreshInterval = 30 * time.Second
 	MaxKeyAge          = 10 * time.Minute
+	// FetchTimeout bounds one fetch of the set. It is the fetch's own:
+	// the fetch is shared by every lookup waiting on it, so no one
+	// caller's deadline or cancellation may end it for the others.
+	FetchTimeout = 10 * time.Second
 )
+
+// ErrKeysUnavailable is why a lookup fails when the set has never been
+// fetched: the fetch's own error names the URL and what the issuer
+// answered, which is for the operator's log, never for the sender of the
+// token.
+var ErrKeysUnavailable = errors.New("the key set could not be fetched")
+
+// ErrUnknownKey is why a lookup fails when no key of a fetched set has
+// the token's kid.
+var ErrUnknownKey = errors.New("no key with the token's kid")
 
 // RemoteKeySet is a JWKS fetched from a URL and cached. It is fetched again
 // every MaxKeyAge, and on an unknown kid at most once per
 // MinRefreshInterval, so a flood of forged kids cannot hammer the issuer.
+//
+// One fetch runs at a time, in its own goroutine with its own timeout;
+// lookups that need it wait for it (or their own context), and the lock
+// is never held across it. A known kid never waits: while the set is
+// refreshed, the keys it had keep verifying.
 type RemoteKeySet struct {
 	url    string
 	client *http.Client
 	now    func() time.Time
+	logger *zap.Logger
+	// timeout bounds a fetch: FetchTimeout, shorter in tests.
+	timeout time.Duration
 
-	mu        sync.Mutex
+	mu        sync.Mutex // guards what follows; held only to read or swap it
 	keys      []PublicKey
-	fetched   time.Time // last successful fetch
-	attempted time.Time // last attempt
-	lastErr   error
+	fetched   time.Time     // start of the last successful fetch
+	attempted time.Time     // start of the last fetch
+	inflight  chan struct{} // closed when the running fetch ends; nil when none runs
 }
 
-// NewRemoteKeySet returns a key set for url. client may be nil.
-func NewRemoteKeySet(url string, client *http.Client) *RemoteKeySet {
+// NewRemoteKeySet returns a key set for url. client may be nil. Failed
+// fetches are logged to logger, which may be nil.
+func NewRemoteKeySet(url string, client *http.Client, logger *zap.Logger) *RemoteKeySet {
 	if client == nil {
-		client = &http.Client{Timeout: 10 * time.Second}
+		client = &http.Client{}
 	}
-	return &RemoteKeySet{url: url, client: client, now: time.Now}
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	return &RemoteKeySet{url: url, client: client, now: time.Now, logger: logger, timeout: FetchTimeout}
 }
 
 // SetClock replaces the clock, for tests.
 func (s *RemoteKeySet) SetClock(now func() time.Time) { s.now = now }
 
-// Lookup returns the keys with the given kid (all keys when kid is empty),
-// fetching the set when it is stale or the kid is unknown.
+// Lookup returns the keys with the given kid (all keys when kid is empty).
+// A known kid is answered at once, starting a refresh in the background
+// when the set is stale. An unknown kid waits for a refresh, when one runs
+// or may start, or for ctx.
 func (s *RemoteKeySet) Lookup(ctx context.Context, kid string) ([]PublicKey, error) {
 	s.mu.Lock()
+	found := match(s.keys, kid)
+	done := s.refresh(len(found) == 0)
+	s.mu.Unlock()
+	if len(found) > 0 {
+		return found, nil
+	}
+	if done != nil {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	s.mu.Lock()
 	defer s.mu.Unlock()
+	if found := match(s.keys, kid); len(found) > 0 {
+		return found, nil
+	}
+	if s.fetched.IsZero() {
+		return nil, ErrKeysUnavailable
+	}
+	return nil, ErrUnknownKey
+}
+
+// refresh starts a fetch when one is due and returns the channel the
+// running fetch closes, or nil when none runs. unknown says a kid was not
+// found. s.mu is held.
+func (s *RemoteKeySet) refresh(unknown bool) <-chan struct{} {
+	if s.inflight != nil {
+		return s.inflight
+	}
 	now := s.now()
 	// Until a first fetch succeeds, retry each second rather than each
 	// MinRefreshInterval: an issuer that starts after us must not lock
@@ -203,32 +263,32 @@ func (s *RemoteKeySet) Lookup(ctx context.Context, kid string) ([]PublicKey, err
 		retry = time.Second
 	}
 	stale := s.fetched.IsZero() || now.Sub(s.fetched) >= MaxKeyAge
-	if stale && (s.attempted.IsZero() || now.Sub(s.attempted) >= retry) {
-		s.fetch(ctx, now)
+	due := s.attempted.IsZero() || now.Sub(s.attempted) >= retry
+	if !due || !(stale || unknown) {
+		return nil
 	}
-	if found := match(s.keys, kid); len(found) > 0 {
-		return found, nil
-	}
-	if now.Sub(s.attempted) >= retry {
-		s.fetch(ctx, now)
-		if found := match(s.keys, kid); len(found) > 0 {
-			return found, nil
-		}
-	}
-	if s.fetched.IsZero() && s.lastErr != nil {
-		return nil, fmt.Errorf("no keys: %w", s.lastErr)
-	}
-	return nil, fmt.Errorf("no key with kid %q", kid)
+	s.attempted = now
+	s.inflight = make(chan struct{})
+	go s.fetch(now, s.inflight)
+	return s.inflight
 }
 
-func (s *RemoteKeySet) fetch(ctx context.Context, now time.Time) {
-	s.attempted = now
+// fetch gets the set and swaps it in; done is closed when it is over. A
+// failed fetch keeps the last good set.
+func (s *RemoteKeySet) fetch(started time.Time, done chan struct{}) {
+	defer close(done)
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	keys, err := s.get(ctx)
+	cancel()
 	if err != nil {
-		s.lastErr = err
-		return
+		s.logger.Error("fetching the JWKS failed", zap.String("url", s.url), zap.Error(err))
 	}
-	s.keys, s.fetched, s.lastErr = keys, now, nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inflight = nil
+	if err == nil {
+		s.keys, s.fetched = keys, started
+	}
 }
 
 func (s *RemoteKeySet) get(ctx context.Context) ([]PublicKey, error) {

@@ -5,6 +5,7 @@ import (
 	"crypto"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,6 +20,10 @@ type VerifyOptions struct {
 	Audience string
 	// Leeway allows for clock skew on exp, nbf and iat.
 	Leeway time.Duration
+	// RefuseAudiences are audiences a token must not name, even beside
+	// Audience: those of the other kinds of token a gateway accepts, so
+	// that one kind is never taken for another.
+	RefuseAudiences []string
 }
 
 // KeySource finds the keys that may have signed a token with the given kid.
@@ -92,7 +97,7 @@ func (v *Verifier) Verify(ctx context.Context, token string) (jwt.MapClaims, err
 		kid, _ := t.Header["kid"].(string)
 		keys, err := v.keys(ctx, kid)
 		if err != nil {
-			return nil, err
+			return nil, &keyError{err}
 		}
 		var set jwt.VerificationKeySet
 		for _, k := range keys {
@@ -104,21 +109,53 @@ func (v *Verifier) Verify(ctx context.Context, token string) (jwt.MapClaims, err
 			}
 		}
 		if len(set.Keys) == 0 {
-			return nil, fmt.Errorf("no key allows %s for kid %q", alg, kid)
+			return nil, &keyError{fmt.Errorf("%w: none allows %s", ErrUnknownKey, alg)}
 		}
 		return set, nil
 	})
+	if err == nil {
+		err = refuseAudiences(claims, v.opts.RefuseAudiences)
+	}
 	if err != nil {
 		return nil, &VerifyError{err: err}
 	}
 	return claims, nil
 }
 
+func refuseAudiences(claims jwt.MapClaims, refused []string) error {
+	if len(refused) == 0 {
+		return nil
+	}
+	auds, err := claims.GetAudience()
+	if err != nil {
+		return err
+	}
+	for _, a := range auds {
+		if slices.Contains(refused, a) {
+			return fmt.Errorf("%w: %q is another kind of token's", jwt.ErrTokenInvalidAudience, a)
+		}
+	}
+	return nil
+}
+
+// keyError is a failure to find the keys of a token. Its cause may name
+// the key set's URL or what the issuer answered: it is logged where it
+// happens, never told to the token's sender.
+type keyError struct{ err error }
+
+func (e *keyError) Error() string { return e.err.Error() }
+func (e *keyError) Unwrap() error { return e.err }
+
 // VerifyError says why a token was refused.
 type VerifyError struct{ err error }
 
 func (e *VerifyError) Error() string {
+	var ke *keyError
 	switch {
+	case errors.Is(e.err, ErrUnknownKey):
+		return "the token's key is not known"
+	case errors.As(e.err, &ke):
+		return "the token could not be verified"
 	case errors.Is(e.err, jwt.ErrTokenExpired):
 		return "the token has expired"
 	case errors.Is(e.err, jwt.ErrTokenNotValidYet), errors.Is(e.err, jwt.ErrTokenUsedBeforeIssued):

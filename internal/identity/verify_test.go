@@ -25,6 +25,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 const (
@@ -261,7 +263,7 @@ func TestVerifier(t *testing.T) {
 		// Skipped: an encryption key with the other RSA key.
 		withJWK(pubJWK(t, "enc-1", &k.otherRSA.PublicKey), "use", "enc"),
 	))
-	set := NewRemoteKeySet(srv.srv.URL, nil)
+	set := NewRemoteKeySet(srv.srv.URL, nil, nil)
 	set.SetClock(at)
 	jwksV := NewJWKSVerifier(set, opts)
 	jwksV.SetClock(at)
@@ -304,22 +306,22 @@ func TestVerifier(t *testing.T) {
 			{name: "no kid tries every key", tok: func(t testing.TB) string { return signJWT(t, jwt.SigningMethodRS256, k.rsa, "", baseClaims()) }},
 			{name: "alg narrowed to RS256 refuses PS256", tok: func(t testing.TB) string {
 				return signJWT(t, jwt.SigningMethodPS256, k.rsa, "rsa-1", baseClaims())
-			}, want: `no key allows PS256 for kid "rsa-1"`},
+			}, want: "the token's key is not known", is: ErrUnknownKey},
 			{name: "HS256 with the RSA public key PEM as secret", tok: func(t testing.TB) string {
 				return signJWT(t, jwt.SigningMethodHS256, rsaPEM, "rsa-1", baseClaims())
 			}, want: "signature", is: jwt.ErrTokenSignatureInvalid},
 			{name: "ES256 header with the RSA key's kid", tok: func(t testing.TB) string {
 				return signJWT(t, jwt.SigningMethodES256, k.ec, "rsa-1", baseClaims())
-			}, want: `no key allows ES256 for kid "rsa-1"`},
+			}, want: "the token's key is not known", is: ErrUnknownKey},
 			{name: "signed by an unknown key under a known kid", tok: func(t testing.TB) string {
 				return signJWT(t, jwt.SigningMethodRS256, k.otherRSA, "rsa-1", baseClaims())
 			}, want: "signature", is: jwt.ErrTokenSignatureInvalid},
 			{name: "kid of a skipped encryption key", tok: func(t testing.TB) string {
 				return signJWT(t, jwt.SigningMethodRS256, k.otherRSA, "enc-1", baseClaims())
-			}, want: `no key with kid "enc-1"`},
+			}, want: "the token's key is not known", is: ErrUnknownKey},
 			{name: "unknown kid", tok: func(t testing.TB) string {
 				return signJWT(t, jwt.SigningMethodRS256, k.otherRSA, "nope", baseClaims())
-			}, want: `no key with kid "nope"`},
+			}, want: "the token's key is not known", is: ErrUnknownKey},
 		}},
 		{name: "jwks PS256 without alg", v: jwksV, sign: by(jwt.SigningMethodPS256, k.rsa, "rsa-any"), extra: []extra{
 			{name: "RS512 by the same key", tok: func(t testing.TB) string { return signJWT(t, jwt.SigningMethodRS512, k.rsa, "rsa-any", baseClaims()) }},
@@ -330,7 +332,7 @@ func TestVerifier(t *testing.T) {
 			}, want: "signature", is: jwt.ErrTokenSignatureInvalid},
 			{name: "RS256 header with the EC key's kid", tok: func(t testing.TB) string {
 				return signJWT(t, jwt.SigningMethodRS256, k.rsa, "ec-1", baseClaims())
-			}, want: `no key allows RS256 for kid "ec-1"`},
+			}, want: "the token's key is not known", is: ErrUnknownKey},
 		}},
 		{name: "jwks EdDSA", v: jwksV, sign: by(jwt.SigningMethodEdDSA, k.ed, "ed-1"), extra: []extra{
 			{name: "no kid", tok: func(t testing.TB) string { return signJWT(t, jwt.SigningMethodEdDSA, k.ed, "", baseClaims()) }},
@@ -342,7 +344,7 @@ func TestVerifier(t *testing.T) {
 			}, want: "signature", is: jwt.ErrTokenSignatureInvalid},
 			{name: "unknown kid", tok: func(t testing.TB) string {
 				return signJWT(t, jwt.SigningMethodEdDSA, k.otherEd, "ed-2", baseClaims())
-			}, want: `no key with kid "ed-2"`},
+			}, want: "the token's key is not known", is: ErrUnknownKey},
 		}},
 		{name: "key RSA", v: newKeyV(&k.rsa.PublicKey), sign: by(jwt.SigningMethodRS256, k.rsa, ""), extra: []extra{
 			{name: "PS384", tok: func(t testing.TB) string { return signJWT(t, jwt.SigningMethodPS384, k.rsa, "", baseClaims()) }},
@@ -606,6 +608,8 @@ func TestVerifyErrorMessages(t *testing.T) {
 type rotationFixture struct {
 	srv   *jwksServer
 	clock *stepClock
+	keys  *RemoteKeySet
+	logs  *observer.ObservedLogs
 	v     *Verifier
 	t0    time.Time
 	a, b  ed25519.PrivateKey
@@ -626,9 +630,11 @@ func newRotationFixture(t *testing.T, keys ...string) *rotationFixture {
 	f.jwkA = pubJWK(t, "A", f.a.Public())
 	f.jwkB = pubJWK(t, "B", f.b.Public())
 	f.srv = newJWKSServer(t, f.set(t, keys...))
-	set := NewRemoteKeySet(f.srv.srv.URL, f.srv.srv.Client())
-	set.SetClock(f.clock.now)
-	f.v = NewJWKSVerifier(set, VerifyOptions{Issuer: vIssuer, Audience: vAudience})
+	core, logs := observer.New(zap.InfoLevel)
+	f.logs = logs
+	f.keys = NewRemoteKeySet(f.srv.srv.URL, f.srv.srv.Client(), zap.New(core))
+	f.keys.SetClock(f.clock.now)
+	f.v = NewJWKSVerifier(f.keys, VerifyOptions{Issuer: vIssuer, Audience: vAudience})
 	f.v.SetClock(f.clock.now)
 	return f
 }
@@ -654,6 +660,7 @@ func (f *rotationFixture) verify(t *testing.T, d time.Duration, name string) err
 
 func (f *rotationFixture) wantHits(t *testing.T, n int64) {
 	t.Helper()
+	f.keys.idle()
 	if got := f.srv.hits.Load(); got != n {
 		t.Fatalf("JWKS fetched %d times, want %d", got, n)
 	}
@@ -685,7 +692,7 @@ func TestRemoteKeySetRotation(t *testing.T) {
 		f.srv.set(f.set(t, "A", "B"))
 		for _, d := range []time.Duration{0, time.Second, 10 * time.Second, MinRefreshInterval - time.Millisecond} {
 			for range 20 { // a flood of calls with the unknown kid
-				wantRefused(t, f.verify(t, d, "B"), `no key with kid "B"`)
+				wantRefused(t, f.verify(t, d, "B"), "the token's key is not known")
 			}
 		}
 		f.wantHits(t, 1)
@@ -697,7 +704,7 @@ func TestRemoteKeySetRotation(t *testing.T) {
 		// And a forged kid right after does not fetch again.
 		c := jwt.MapClaims{"iss": vIssuer, "aud": vAudience, "exp": f.t0.Add(time.Hour).Unix()}
 		_, err := f.v.Verify(context.Background(), signJWT(t, jwt.SigningMethodEdDSA, f.a, "forged", c))
-		wantRefused(t, err, `no key with kid "forged"`)
+		wantRefused(t, err, "the token's key is not known")
 		f.wantHits(t, 2)
 	})
 
@@ -713,7 +720,13 @@ func TestRemoteKeySetRotation(t *testing.T) {
 			}
 		}
 		f.wantHits(t, 1)
-		wantRefused(t, f.verify(t, MaxKeyAge, "A"), `no key with kid "A"`)
+		// Stale: A still verifies while the refresh it started runs,
+		// and no longer once it has run.
+		if err := f.verify(t, MaxKeyAge, "A"); err != nil {
+			t.Fatalf("A refused while the stale set is refreshed: %v", err)
+		}
+		f.wantHits(t, 2)
+		wantRefused(t, f.verify(t, MaxKeyAge, "A"), "the token's key is not known")
 		f.wantHits(t, 2)
 		if err := f.verify(t, MaxKeyAge, "B"); err != nil {
 			t.Fatalf("B refused after the refetch: %v", err)
@@ -738,29 +751,46 @@ func TestRemoteKeySetRotation(t *testing.T) {
 		f.wantHits(t, 2)
 		f.srv.setStatus(http.StatusOK)
 		f.srv.set(f.set(t, "B"))
-		wantRefused(t, f.verify(t, MaxKeyAge+MinRefreshInterval, "A"), `no key with kid "A"`)
+		if err := f.verify(t, MaxKeyAge+MinRefreshInterval, "A"); err != nil {
+			t.Fatalf("A refused while the set is refreshed: %v", err)
+		}
 		f.wantHits(t, 3)
+		wantRefused(t, f.verify(t, MaxKeyAge+MinRefreshInterval, "A"), "the token's key is not known")
+		f.wantHits(t, 3)
+		// The failure was logged for the operator.
+		if n := f.logs.FilterMessage("fetching the JWKS failed").FilterField(zap.String("url", f.srv.srv.URL)).Len(); n != 1 {
+			t.Errorf("%d failed fetches logged with the URL, want 1", n)
+		}
 	})
 
 	t.Run("issuer down before the first fetch retries after 1s", func(t *testing.T) {
 		f := newRotationFixture(t, "A")
 		f.srv.setStatus(http.StatusServiceUnavailable)
 		err := f.verify(t, 0, "A")
-		wantRefused(t, err, "status 503")
-		wantRefused(t, err, "no keys")
+		wantRefused(t, err, "the token could not be verified")
+		if !errors.Is(err, ErrKeysUnavailable) {
+			t.Errorf("error %v is not ErrKeysUnavailable", err)
+		}
+		// What failed is logged, never told to the token's sender.
+		if strings.Contains(err.Error(), "503") || strings.Contains(err.Error(), f.srv.srv.URL) {
+			t.Errorf("the refusal %q tells the fetch error", err)
+		}
+		if logged := f.logs.FilterMessage("fetching the JWKS failed").All(); len(logged) != 1 || !strings.Contains(logged[0].ContextMap()["error"].(string), "status 503") {
+			t.Errorf("logged %+v, want the fetch error with its status", logged)
+		}
 		f.wantHits(t, 1)
-		wantRefused(t, f.verify(t, 500*time.Millisecond, "A"), "status 503")
+		wantRefused(t, f.verify(t, 500*time.Millisecond, "A"), "the token could not be verified")
 		f.wantHits(t, 1)
 		f.srv.setStatus(http.StatusOK)
-		wantRefused(t, f.verify(t, time.Second-time.Millisecond, "A"), "status 503")
+		wantRefused(t, f.verify(t, time.Second-time.Millisecond, "A"), "the token could not be verified")
 		f.wantHits(t, 1)
 		if err := f.verify(t, time.Second, "A"); err != nil {
 			t.Fatalf("A refused 1s after the failed fetch, the issuer up: %v", err)
 		}
 		f.wantHits(t, 2)
 		// Once a fetch succeeded, an unknown kid waits the full 30s.
-		wantRefused(t, f.verify(t, 2*time.Second, "B"), `no key with kid "B"`)
-		wantRefused(t, f.verify(t, 3*time.Second, "B"), `no key with kid "B"`)
+		wantRefused(t, f.verify(t, 2*time.Second, "B"), "the token's key is not known")
+		wantRefused(t, f.verify(t, 3*time.Second, "B"), "the token's key is not known")
 		f.wantHits(t, 2)
 	})
 
@@ -768,8 +798,8 @@ func TestRemoteKeySetRotation(t *testing.T) {
 		f := newRotationFixture(t, "A")
 		f.srv.setStatus(http.StatusInternalServerError)
 		for i := range 5 {
-			wantRefused(t, f.verify(t, time.Duration(i)*time.Second, "A"), "status 500")
-			wantRefused(t, f.verify(t, time.Duration(i)*time.Second+999*time.Millisecond, "A"), "status 500")
+			wantRefused(t, f.verify(t, time.Duration(i)*time.Second, "A"), "the token could not be verified")
+			wantRefused(t, f.verify(t, time.Duration(i)*time.Second+999*time.Millisecond, "A"), "the token could not be verified")
 		}
 		f.wantHits(t, 5)
 	})
@@ -777,7 +807,10 @@ func TestRemoteKeySetRotation(t *testing.T) {
 	t.Run("a bad key set is not kept", func(t *testing.T) {
 		f := newRotationFixture(t, "A")
 		f.srv.set([]byte(`{"keys": [{"kty": "RSA", "kid": "x", "n": "!!", "e": "AQAB"}]}`))
-		wantRefused(t, f.verify(t, 0, "A"), "bad RSA n or e")
+		wantRefused(t, f.verify(t, 0, "A"), "the token could not be verified")
+		if n := f.logs.FilterMessage("fetching the JWKS failed").Len(); n != 1 {
+			t.Errorf("%d failed fetches logged, want 1", n)
+		}
 		f.srv.set(f.set(t, "A"))
 		if err := f.verify(t, time.Second, "A"); err != nil {
 			t.Fatalf("A refused after the set was fixed: %v", err)
@@ -786,8 +819,8 @@ func TestRemoteKeySetRotation(t *testing.T) {
 	})
 }
 
-// Concurrent first lookups share one fetch: the set's lock is held across
-// it, so a burst of calls at start-up does not hammer the issuer.
+// Concurrent first lookups share one fetch, so a burst of calls at
+// start-up does not hammer the issuer.
 func TestRemoteKeySetConcurrent(t *testing.T) {
 	f := newRotationFixture(t, "A")
 	c := jwt.MapClaims{"iss": vIssuer, "aud": vAudience, "exp": f.t0.Add(time.Hour).Unix()}
@@ -812,7 +845,7 @@ func TestRemoteKeySetConcurrent(t *testing.T) {
 
 func TestRemoteKeySetLookup(t *testing.T) {
 	f := newRotationFixture(t, "A", "B")
-	set := NewRemoteKeySet(f.srv.srv.URL, nil)
+	set := NewRemoteKeySet(f.srv.srv.URL, nil, nil)
 	set.SetClock(f.clock.now)
 	all, err := set.Lookup(context.Background(), "")
 	if err != nil {
@@ -829,11 +862,18 @@ func TestRemoteKeySetLookup(t *testing.T) {
 		t.Errorf("algs = %v, want [EdDSA]", b[0].Algs)
 	}
 
+	// A cancelled caller gets its context's error; the fetch it started
+	// goes on for the others.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	down := NewRemoteKeySet(f.srv.srv.URL, nil)
-	if _, err := down.Lookup(ctx, "A"); err == nil || !strings.Contains(err.Error(), "no keys") {
-		t.Errorf("Lookup with a cancelled context = %v, want a fetch error", err)
+	other := NewRemoteKeySet(f.srv.srv.URL, nil, nil)
+	other.SetClock(f.clock.now)
+	if _, err := other.Lookup(ctx, "A"); !errors.Is(err, context.Canceled) {
+		t.Errorf("Lookup with a cancelled context = %v, want context.Canceled", err)
+	}
+	other.idle()
+	if a, err := other.Lookup(context.Background(), "A"); err != nil || len(a) != 1 {
+		t.Errorf("Lookup(A) after the cancelled one = %+v, %v; want the key its fetch got", a, err)
 	}
 }
 
