@@ -62,11 +62,14 @@ func newEnvFor(t *testing.T, component string) *env {
 	}))
 	t.Cleanup(keys.Close)
 
-	v := apptools.NewVerifier(keys.URL+"/.well-known/jwks.json", "toolgate", "bookmarks")
+	// As main does: the component's name in toolgate is its tokens' aud.
+	v := apptools.NewVerifier(keys.URL+"/.well-known/jwks.json", "toolgate", component)
 	srv := httptest.NewServer(newApp(testPublic+"/", component, v).routes())
 	t.Cleanup(srv.Close)
 	e := &env{srv: srv, key: priv}
-	e.token = sign(t, priv, claims())
+	c := claims()
+	c["aud"] = component
+	e.token = sign(t, priv, c)
 	return e
 }
 

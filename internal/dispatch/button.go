@@ -70,7 +70,10 @@ func compileButton(s Spec, owner *Component) (*Target, error) {
 	case s.Component != owner.Name:
 		return nil, fmt.Errorf("target: component %q: a button runs on component %q, the one that answered the card", s.Component, owner.Name)
 	}
-	t, err := compile(s, map[string]*Component{owner.Name: owner})
+	// Compiled against the owner without its env: a button never reads it,
+	// so no check on the way can look at (or name) a secret value.
+	bare := &Component{Name: owner.Name, BaseURL: owner.BaseURL}
+	t, err := compile(s, map[string]*Component{owner.Name: bare})
 	if err != nil {
 		return nil, fmt.Errorf("target: %w", err)
 	}
@@ -79,5 +82,6 @@ func compileButton(s Spec, owner *Component) (*Target, error) {
 			return nil, fmt.Errorf("target: %s: a button may reference ${input…} only, never env", r)
 		}
 	}
+	t.Component = owner
 	return t, nil
 }

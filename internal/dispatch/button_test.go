@@ -76,15 +76,15 @@ func TestCompileButtonRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := tgt.Request(context.Background(), map[string]any{"id": "../x"})
+	req, err := tgt.Request(context.Background(), map[string]any{"id": "a b?c"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(req.Body)
-	if got := req.URL.String(); got != "http://api.internal:8080/base/items/..%2Fx" {
+	if got := req.URL.String(); got != "http://api.internal:8080/base/items/a%20b%3Fc" {
 		t.Errorf("URL %s", got)
 	}
-	if string(body) != `{"id":"../x","note":"${env.TOKEN}"}` {
+	if string(body) != `{"id":"a b?c","note":"${env.TOKEN}"}` {
 		t.Errorf("body %s", body)
 	}
 }

@@ -253,7 +253,12 @@ func TestRecordedCardCheckedAtResume(t *testing.T) {
 			{"type":"button","id":"x","label":"X","target":{"type":"app","component":"b","method":"GET","path":"/"}}]}`, `button "x"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			id := "old_" + strings.ReplaceAll(c.name, " ", "_")
+			id := "old_" + strings.Map(func(r rune) rune {
+				if 'a' <= r && r <= 'z' {
+					return r
+				}
+				return '_'
+			}, c.name)
 			record(id, c.tool, c.card)
 			r, err := rig.gw.Resume(ctx, ResumeRequest{CallID: id, Identity: rig.me, ButtonID: "go"})
 			if err != nil || r.Status != StatusDone || !r.IsError || !strings.Contains(r.Content, "the card cannot be answered") || !strings.Contains(r.Content, c.want) {
