@@ -15,6 +15,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
+
+	"github.com/toolgate/toolgate/internal/redistest"
 )
 
 // These tests put faults between a running gateway and what it stands on
@@ -289,5 +291,93 @@ func TestFaultsUpstream(t *testing.T) {
 				t.Errorf("the upstream ran %s %d times, want %d", id, n, c.runs)
 			}
 		})
+	}
+}
+
+// asyncInvoke invokes a tool in the background.
+func asyncInvoke(t *testing.T, tc *caddytest.Tester, tool, body string) <-chan []byte {
+	ch := make(chan []byte, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, base+"/tools/"+tool, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := tc.Client.Do(req)
+		if err != nil {
+			msg, _ := json.Marshal(err.Error())
+			ch <- []byte(`{"error":{"code":"test","message":` + string(msg) + `}}`)
+			return
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		ch <- raw
+	}()
+	return ch
+}
+
+// within receives from ch, or fails the test after d.
+func within[T any](t *testing.T, ch <-chan T, d time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(d):
+		t.Fatalf("%s: nothing within %s", what, d)
+	}
+	var zero T
+	return zero
+}
+
+// TestFaultsRedisDiesMidCall kills Redis while the upstream holds a call and
+// starts it again on the same data (appendonly, fsync always: a Redis that
+// forgets acknowledged writes forgets calls, and nothing can keep a call id
+// from running again then). While it is down, new calls are refused with
+// 503 and reach nothing. The held call answers its result when the upstream
+// does, and is recorded once Redis returns: a retry and GET /calls give that
+// same result, and the upstream ran it once.
+func TestFaultsRedisDiesMidCall(t *testing.T) {
+	rs := redistest.StartPersistent(t)
+	up := newFaultUpstream(t)
+	tc := caddytest.NewTester(t)
+	tc.InitServer(faultsConfig(dataDir(t), up.srv.URL, "redis "+rs.Addr, "20s"), "caddyfile")
+
+	held := `{"input":{"kind":"hold"},"callId":"rd_1",` + who + `}`
+	first := asyncInvoke(t, tc, "fault", held)
+	if key := within(t, up.held, 10*time.Second, "the held call"); key != "rd_1" {
+		t.Fatalf("held call %q", key)
+	}
+	rs.Stop()
+
+	status, raw := rawInvoke(t, tc, "fault", `{"input":{"kind":"ok"},"callId":"rd_2",`+who+`}`)
+	if a := decode(t, raw); status != 503 || a.Error == nil || a.Error.Code != "unavailable" {
+		t.Errorf("a call while Redis is down: %d %s, want 503 unavailable", status, raw)
+	}
+	if n := up.count("rd_2"); n != 0 {
+		t.Errorf("a call while Redis is down reached the upstream %d times", n)
+	}
+	if status, _ := getCall(t, tc, "/calls/rd_1?user=u_1&install=in_1"); status != 503 {
+		t.Errorf("GET /calls while Redis is down: %d, want 503", status)
+	}
+
+	// The upstream answers while Redis is still down.
+	up.releaseHeld()
+	raw = within(t, first, 15*time.Second, "the held call's answer")
+	if a := decode(t, raw); a.Status != "done" || a.IsError || a.Content != "held" {
+		t.Fatalf("the held call answered %s, want its result", raw)
+	}
+
+	rs.Restart(t)
+	retried := asyncInvoke(t, tc, "fault", held)
+	again := within(t, retried, 15*time.Second, "the retry after Redis returned")
+	if !bytes.Equal(again, raw) {
+		t.Errorf("the retry after Redis returned: %s, want the first answer %s", again, raw)
+	}
+	if status, g := getCall(t, tc, "/calls/rd_1?user=u_1&install=in_1"); status != 200 || g.Status != "done" || g.Content != "held" {
+		t.Errorf("GET /calls after Redis returned: %d %+v", status, g)
+	}
+	if n := up.count("rd_1"); n != 1 {
+		t.Errorf("the upstream ran rd_1 %d times, want once", n)
+	}
+	// The call refused while Redis was down was never recorded: it runs now.
+	if status, raw := rawInvoke(t, tc, "fault", `{"input":{"kind":"ok"},"callId":"rd_2",`+who+`}`); status != 200 || decode(t, raw).Content != "ok" || up.count("rd_2") != 1 {
+		t.Errorf("the refused call after Redis returned: %d %s, ran %d times", status, raw, up.count("rd_2"))
 	}
 }
