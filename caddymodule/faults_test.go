@@ -294,13 +294,17 @@ func TestFaultsUpstream(t *testing.T) {
 	}
 }
 
+// longClient waits longer than caddytest's client (5s), for calls held
+// across a fault.
+var longClient = &http.Client{Timeout: 30 * time.Second}
+
 // asyncInvoke invokes a tool in the background.
-func asyncInvoke(t *testing.T, tc *caddytest.Tester, tool, body string) <-chan []byte {
+func asyncInvoke(t *testing.T, tool, body string) <-chan []byte {
 	ch := make(chan []byte, 1)
 	go func() {
 		req, _ := http.NewRequest(http.MethodPost, base+"/tools/"+tool, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
-		resp, err := tc.Client.Do(req)
+		resp, err := longClient.Do(req)
 		if err != nil {
 			msg, _ := json.Marshal(err.Error())
 			ch <- []byte(`{"error":{"code":"test","message":` + string(msg) + `}}`)
@@ -340,7 +344,7 @@ func TestFaultsRedisDiesMidCall(t *testing.T) {
 	tc.InitServer(faultsConfig(dataDir(t), up.srv.URL, "redis "+rs.Addr, "20s"), "caddyfile")
 
 	held := `{"input":{"kind":"hold"},"callId":"rd_1",` + who + `}`
-	first := asyncInvoke(t, tc, "fault", held)
+	first := asyncInvoke(t, "fault", held)
 	if key := within(t, up.held, 10*time.Second, "the held call"); key != "rd_1" {
 		t.Fatalf("held call %q", key)
 	}
@@ -365,7 +369,7 @@ func TestFaultsRedisDiesMidCall(t *testing.T) {
 	}
 
 	rs.Restart(t)
-	retried := asyncInvoke(t, tc, "fault", held)
+	retried := asyncInvoke(t, "fault", held)
 	again := within(t, retried, 15*time.Second, "the retry after Redis returned")
 	if !bytes.Equal(again, raw) {
 		t.Errorf("the retry after Redis returned: %s, want the first answer %s", again, raw)
@@ -379,5 +383,73 @@ func TestFaultsRedisDiesMidCall(t *testing.T) {
 	// The call refused while Redis was down was never recorded: it runs now.
 	if status, raw := rawInvoke(t, tc, "fault", `{"input":{"kind":"ok"},"callId":"rd_2",`+who+`}`); status != 200 || decode(t, raw).Content != "ok" || up.count("rd_2") != 1 {
 		t.Errorf("the refused call after Redis returned: %d %s, ran %d times", status, raw, up.count("rd_2"))
+	}
+}
+
+// TestFaultsReload loads a changed config (POST /load to the admin API)
+// while the upstream holds a call and while a client tool call waits for its
+// page. Both end normally after the reload: the held call's result is
+// recorded and returned, the page claims and answers its call through the
+// new config, and a repeat of either gets the recorded answer.
+func TestFaultsReload(t *testing.T) {
+	up := newFaultUpstream(t)
+	dir := dataDir(t)
+	ledger := "bolt " + dir + "/ledger.db"
+	tc := caddytest.NewTester(t)
+	tc.InitServer(faultsConfig(dir, up.srv.URL, ledger, "20s"), "caddyfile")
+	tok := pageToken(t, "u_1", "th_1")
+	page, status, msg := openStream(t, tok, "th_1")
+	if page == nil {
+		t.Fatalf("stream: %d %s", status, msg)
+	}
+
+	heldBody := `{"input":{"kind":"hold"},"callId":"rl_1",` + who + `}`
+	held := asyncInvoke(t, "fault", heldBody)
+	within(t, up.held, 10*time.Second, "the held call")
+	pageBody := `{"input":{},"callId":"rl_2",` + threadCtx + `,` + pageIdentity + `}`
+	waiting := asyncInvoke(t, "where", pageBody)
+	if o := page.next(t); o.CallID != "rl_2" {
+		t.Fatalf("the page was offered %+v", o)
+	}
+
+	tc.InitServer(faultsConfig(dir, up.srv.URL, ledger, "20s", `tool added {
+				description "Added by the reload."
+				input_schema `+emptySchema+`
+				target app api GET /f/ok
+			}`), "caddyfile")
+	if status, raw := rawInvoke(t, tc, "added", `{"input":{},"callId":"rl_3",`+who+`}`); status != 200 || decode(t, raw).Content != "ok" {
+		t.Fatalf("the reloaded config does not serve: %d %s", status, raw)
+	}
+
+	if status, body := claim(t, tc, tok, "rl_2"); status != 200 {
+		t.Fatalf("claim after the reload: %d %s", status, body)
+	}
+	if status, body := postResult(t, tc, tok, "rl_2", `{"result":"at 83s"}`); status != 200 {
+		t.Fatalf("result after the reload: %d %s", status, body)
+	}
+	pageRaw := within(t, waiting, 10*time.Second, "the client tool call")
+	if a := decode(t, pageRaw); a.Status != "done" || a.IsError || a.Content != "at 83s" {
+		t.Errorf("the client tool call across the reload: %s", pageRaw)
+	}
+
+	up.releaseHeld()
+	heldRaw := within(t, held, 10*time.Second, "the held call")
+	if a := decode(t, heldRaw); a.Status != "done" || a.IsError || a.Content != "held" {
+		t.Errorf("the held call across the reload: %s", heldRaw)
+	}
+
+	for _, c := range []struct {
+		tool, body string
+		want       []byte
+	}{{"fault", heldBody, heldRaw}, {"where", pageBody, pageRaw}} {
+		if status, raw := rawInvoke(t, tc, c.tool, c.body); status != 200 || !bytes.Equal(raw, c.want) {
+			t.Errorf("repeat of %s after the reload: %d %s, want %s", c.tool, status, raw, c.want)
+		}
+	}
+	if status, body := claim(t, tc, tok, "rl_2"); status != 409 {
+		t.Errorf("a second claim: %d %s, want 409", status, body)
+	}
+	if n := up.count("rl_1"); n != 1 {
+		t.Errorf("the upstream ran the held call %d times, want once", n)
 	}
 }
