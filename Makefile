@@ -49,6 +49,7 @@ mcp:
 # The load harness is run by hand (bench/run.sh); CI only builds it.
 bench-build:
 	BUILD_ONLY=1 bench/run.sh
+	BUILD_ONLY=1 bench/faults.sh
 
 fuzz:
 	@set -e; for f in $(FUZZ); do \

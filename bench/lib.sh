@@ -12,15 +12,17 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# build builds toolgate and the upstream into $work.
+# build builds toolgate, the upstream and faults.sh's checker into $work.
 build() {
 	go build -o "$work/toolgate" ./cmd/toolgate
 	go build -o "$work/upstream" ./bench/upstream
+	go build -o "$work/faultcheck" ./bench/faultcheck
 }
 
-# start_upstream runs the fixed upstream on $UP.
+# start_upstream runs the fixed upstream on $UP, with any flags given
+# (fault mode: see bench/upstream).
 start_upstream() {
-	"$work/upstream" -addr "$UP" >"$work/upstream.log" 2>&1 &
+	"$work/upstream" -addr "$UP" "$@" >"$work/upstream.log" 2>&1 &
 	up=$!
 	pids+=($up)
 }

@@ -92,6 +92,7 @@ func (c *Client) Do(req *http.Request) (*Response, error) {
 		defer cancel()
 		req = req.WithContext(ctx)
 	}
+	sendOnce(req)
 	resp, err := c.transport.RoundTrip(req)
 	if err != nil {
 		return nil, c.classify(ctx, err, false)
@@ -116,6 +117,40 @@ func (c *Client) Do(req *http.Request) (*Response, error) {
 	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: body}, nil
 }
 
+// sendOnce makes req one the transport never sends twice. On a reused
+// connection that closes before the answer begins, the transport sends a
+// request again on a new one if it deems it idempotent (GET, HEAD, OPTIONS,
+// TRACE, or an Idempotency-Key or X-Idempotency-Key header) and can rewind
+// its body. The upstream may have run it before the connection closed, and
+// a tool call must not run twice; the call ends as an error result instead.
+func sendOnce(req *http.Request) {
+	// A body that cannot be rewound is not sent again.
+	req.GetBody = nil
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		if req.Body == nil || req.Body == http.NoBody {
+			// Nor is a request with a body the transport cannot rewind,
+			// even an empty one. It reads a byte of such a body first and,
+			// finding none, sends the request as it would with no body.
+			req.Body = emptyBody{}
+		}
+	}
+	// The transport only reads these two names, as canonical keys; on the
+	// wire a header's name is the same in any case.
+	for _, k := range [...][2]string{{"Idempotency-Key", "idempotency-key"}, {"X-Idempotency-Key", "x-idempotency-key"}} {
+		if v, ok := req.Header[k[0]]; ok {
+			delete(req.Header, k[0])
+			req.Header[k[1]] = v
+		}
+	}
+}
+
+// emptyBody is a request body without bytes that cannot be rewound.
+type emptyBody struct{}
+
+func (emptyBody) Read([]byte) (int, error) { return 0, io.EOF }
+func (emptyBody) Close() error             { return nil }
+
 func (c *Client) tooLarge() *Error {
 	return &Error{Kind: "too_large", Msg: fmt.Sprintf("the answer is larger than max_response_size (%d bytes)", c.maxResponseSize)}
 }
@@ -130,7 +165,11 @@ func (c *Client) classify(ctx context.Context, err error, reading bool) *Error {
 	if reading {
 		return &Error{Kind: "cut", Msg: fmt.Sprintf("the upstream connection broke while reading the answer: %v", err)}
 	}
-	return &Error{Kind: "unreachable", Msg: fmt.Sprintf("the upstream could not be reached: %v", err)}
+	if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
+		return &Error{Kind: "unreachable", Msg: fmt.Sprintf("the upstream could not be reached: %v", err)}
+	}
+	// Connected, and the request may have been sent and run.
+	return &Error{Kind: "cut", Msg: fmt.Sprintf("the upstream connection broke before an answer arrived; the call may have run: %v", err)}
 }
 
 // ReadAll appends all of r to buf. It first makes room in buf for size

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"go.uber.org/zap"
-
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/ledger"
 	"github.com/toolgate/toolgate/internal/result"
@@ -206,9 +204,7 @@ func (g *Gateway) Resume(ctx context.Context, req ResumeRequest) (*Answer, error
 
 		res := g.answerCard(ctx, &claimed, card, button, want.Action)
 		claimed.State, claimed.Result, claimed.Updated = ledger.Done, &res, g.now()
-		if _, err := g.ledger.Update(context.WithoutCancel(ctx), &claimed, ledger.Running); err != nil {
-			g.logger.Error("recording a resumed call", zap.String("call_id", c.CallID), zap.Error(err))
-		}
+		g.record(ctx, &claimed, ledger.Running)
 		return answerOf(&claimed), nil
 	}
 }

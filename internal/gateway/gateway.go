@@ -319,11 +319,56 @@ func (g *Gateway) Invoke(ctx context.Context, call Call) (*Answer, error) {
 		rec.State, rec.Result = ledger.Done, &out.res
 	}
 	rec.Updated = g.now()
-	// Recorded even if the caller went away: a repeat must find it.
-	if _, err := g.ledger.Update(context.WithoutCancel(ctx), rec, state); err != nil {
-		g.logger.Error("recording a finished call", zap.String("tool", call.Tool), zap.String("call_id", call.CallID), zap.Error(err))
-	}
+	g.record(ctx, rec, state)
 	return answerOf(rec), nil
+}
+
+// recordRetry bounds the pause between tries to record a finished call
+// while the ledger is unavailable.
+const recordRetry = time.Second
+
+// record writes a call that ran, even if the caller went away: a repeat must
+// find it. While the ledger is unavailable (Redis restarting) it tries again
+// in the background until the call's deadline, so that a repeat, which waits
+// for the call meanwhile, gets its result rather than "outcome unknown".
+func (g *Gateway) record(ctx context.Context, c *ledger.Call, from ledger.State) {
+	ctx = context.WithoutCancel(ctx)
+	_, err := g.ledger.Update(ctx, c, from)
+	if err == nil {
+		return
+	}
+	fields := []zap.Field{zap.String("tool", c.Tool), zap.String("call_id", c.CallID)}
+	if !errors.Is(err, ledger.ErrUnavailable) {
+		g.logger.Error("recording a finished call", append(fields, zap.Error(err))...)
+		return
+	}
+	g.logger.Warn("recording a finished call: the ledger is unavailable; trying again until the call's deadline",
+		append(fields, zap.Time("deadline", c.Deadline), zap.Error(err))...)
+	done := *c
+	go func() {
+		var cur *ledger.Call
+		pause := recordRetry / 10
+		for g.now().Add(pause).Before(done.Deadline) {
+			time.Sleep(pause)
+			cur, err = g.ledger.Update(ctx, &done, from)
+			if !errors.Is(err, ledger.ErrUnavailable) {
+				break
+			}
+			pause = min(2*pause, recordRetry)
+		}
+		switch {
+		case err == nil:
+			g.logger.Info("recorded a finished call after the ledger returned", fields...)
+		case errors.Is(err, ledger.ErrConflict) && cur != nil && cur.State == done.State && cur.Result != nil && done.Result != nil && *cur.Result == *done.Result:
+			// An earlier try was written, though its reply was lost.
+		case errors.Is(err, ledger.ErrConflict):
+			// A waiter closed it as outcome unknown at its deadline: the
+			// first outcome recorded stands.
+			g.logger.Error("recording a finished call: it was closed as outcome unknown first", fields...)
+		default:
+			g.logger.Error("recording a finished call: giving up at its deadline", append(fields, zap.Error(err))...)
+		}
+	}()
 }
 
 func (g *Gateway) logCall(call Call, res result.Result, start time.Time) {

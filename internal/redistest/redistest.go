@@ -16,15 +16,29 @@ import (
 
 // Server is a running redis-server.
 type Server struct {
-	Addr string
-	dir  string
-	cmd  *exec.Cmd
+	Addr    string
+	dir     string
+	cmd     *exec.Cmd
+	persist bool
 }
 
 // Start runs redis-server on a free 127.0.0.1 port, without persistence,
 // stopped when the test ends. Without redis-server the test is skipped,
 // except under CI, which installs it.
 func Start(t testing.TB) *Server {
+	t.Helper()
+	return start(t, false)
+}
+
+// StartPersistent is Start with every write appended to a file and flushed
+// to disk before it is acknowledged (appendonly, appendfsync always): after
+// Stop and Restart the server has every write it acknowledged.
+func StartPersistent(t testing.TB) *Server {
+	t.Helper()
+	return start(t, true)
+}
+
+func start(t testing.TB, persist bool) *Server {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		if os.Getenv("CI") != "" {
@@ -38,18 +52,22 @@ func Start(t testing.TB) *Server {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	s := &Server{Addr: addr, dir: t.TempDir()}
+	s := &Server{Addr: addr, dir: t.TempDir(), persist: persist}
 	s.Restart(t)
 	t.Cleanup(s.Stop)
 	return s
 }
 
-// Restart starts the server again on the same port (after Stop).
+// Restart starts the server again on the same port and folder (after Stop).
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
 	_, port, _ := net.SplitHostPort(s.Addr)
-	s.cmd = exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis.log"))
+	aof := []string{"--appendonly", "no"}
+	if s.persist {
+		aof = []string{"--appendonly", "yes", "--appendfsync", "always"}
+	}
+	s.cmd = exec.Command("redis-server", append([]string{"--port", port, "--bind", "127.0.0.1",
+		"--save", "", "--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis.log")}, aof...)...)
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
