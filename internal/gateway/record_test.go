@@ -13,15 +13,15 @@ import (
 	"github.com/toolgate/toolgate/internal/ledger"
 )
 
-// downLedger is a ledger whose Updates fail as unavailable while down is
+// restartingLedger is a ledger whose Updates fail as unavailable while down is
 // set, as Redis's do while it restarts; each such failure is reported.
-type downLedger struct {
+type restartingLedger struct {
 	ledger.Ledger
 	down   atomic.Bool
 	failed chan struct{}
 }
 
-func (l *downLedger) Update(ctx context.Context, c *ledger.Call, from ledger.State) (*ledger.Call, error) {
+func (l *restartingLedger) Update(ctx context.Context, c *ledger.Call, from ledger.State) (*ledger.Call, error) {
 	if l.down.Load() {
 		select {
 		case l.failed <- struct{}{}:
@@ -43,7 +43,7 @@ func TestRecordWhenLedgerReturns(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = bolt.Close() })
-	led := &downLedger{Ledger: bolt, failed: make(chan struct{}, 1)}
+	led := &restartingLedger{Ledger: bolt, failed: make(chan struct{}, 1)}
 	gw.ledger = led
 	ctx := context.Background()
 	call := Call{Tool: "app", CallID: "c1", Input: json.RawMessage(`{"id":"a"}`), Identity: Identity{User: "u_1"}}
