@@ -42,6 +42,9 @@ var (
 	// so was not made, or (when only its reply was lost) may have been:
 	// read again before deciding.
 	ErrUnavailable = errors.New("ledger: unavailable")
+	// ErrCorrupt: the stored call cannot be read (a damaged value). Only
+	// that call fails; it is kept as it is, and never run again.
+	ErrCorrupt = errors.New("ledger: stored call cannot be read")
 )
 
 // Resume is how a card was answered.

@@ -338,3 +338,34 @@ func TestRedisLostReply(t *testing.T) {
 		t.Fatalf("Update whose reply was lost = %+v, %v; want success", got, err)
 	}
 }
+
+// A stored call that does not decode fails only that call, with
+// ErrCorrupt, and is never run again; the others go on.
+func TestRedisDamagedCall(t *testing.T) {
+	ctx := context.Background()
+	s := redistest.Start(t)
+	l := openRedis(t, s.Addr, "damaged:")
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer rdb.Close()
+
+	bad := newCall(t, "bad")
+	for _, data := range []string{`{"key":"x","callId":`, "\xff\x00", `{"state":7}`, ``} {
+		if err := rdb.HSet(ctx, "damaged:call:"+bad.Key, "state", "running", "data", data).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Get(ctx, bad.Key); !errors.Is(err, ledger.ErrCorrupt) {
+			t.Errorf("Get of data %q = %v; want ErrCorrupt", data, err)
+		}
+		if _, created, err := l.Create(ctx, bad); created || !errors.Is(err, ledger.ErrCorrupt) {
+			t.Errorf("Create over data %q = %v, %v; want ErrCorrupt, not created", data, created, err)
+		}
+		if _, err := l.Update(ctx, done(bad, "x"), ledger.AwaitingClient); !errors.Is(err, ledger.ErrCorrupt) {
+			t.Errorf("Update of data %q = %v; want ErrCorrupt", data, err)
+		}
+	}
+	good := newCall(t, "good")
+	mustCreate(t, l, good)
+	if got, err := l.Get(ctx, good.Key); err != nil || got.CallID != good.CallID {
+		t.Fatalf("Get of a good call beside a damaged one = %+v, %v", got, err)
+	}
+}
