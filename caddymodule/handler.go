@@ -252,6 +252,9 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) error {
 	if lc == nil {
 		lc = new(Ledger)
 	}
+	if err := lc.checkRetention(time.Duration(h.UpstreamTimeout), time.Duration(h.ClientToolTimeout)); err != nil {
+		return err
+	}
 	led, ledgerKey, err := lc.open()
 	if err != nil {
 		return err

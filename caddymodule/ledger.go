@@ -9,6 +9,9 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/toolgate/toolgate/internal/clienttools"
+	"github.com/toolgate/toolgate/internal/dispatch"
+	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/ledger"
 )
 
@@ -36,14 +39,42 @@ type Ledger struct {
 	// Prefix starts every Redis key and channel. Default: "toolgate:".
 	Prefix string `json:"prefix,omitempty"`
 
-	// Retention is how long a call is kept after its last change.
-	// Default: 24h.
+	// Retention is how long a call is kept after its last change; a call
+	// in flight is kept for it past its deadline too. It must be at least
+	// the longer of upstream_timeout and client_tool_timeout plus 15s (the
+	// longest a call may stay in flight), or a repeat of a call still in
+	// flight could find it swept and run it again. Default: 24h.
 	Retention caddy.Duration `json:"retention,omitempty"`
 
 	// Fsync makes each bolt commit wait for the disk, so records survive a
 	// power loss, not only a crash or kill -9 of the gateway (which they
 	// always survive). It costs two disk flushes per call. Default: off.
 	Fsync bool `json:"fsync,omitempty"`
+}
+
+// checkRetention refuses a retention shorter than the longest a call may
+// stay in flight: the longer of upstream_timeout and client_tool_timeout
+// (their defaults when unset) and gateway.InFlightMargin. A call swept
+// while in flight is not found by its repeat, which runs it again.
+func (c *Ledger) checkRetention(upstream, client time.Duration) error {
+	if c.Backend == "off" {
+		return nil
+	}
+	if upstream <= 0 {
+		upstream = dispatch.DefaultTimeout
+	}
+	if client <= 0 {
+		client = clienttools.DefaultTimeout
+	}
+	retention := time.Duration(c.Retention)
+	if retention == 0 {
+		retention = ledger.DefaultRetention
+	}
+	if longest := max(upstream, client) + gateway.InFlightMargin; retention < longest {
+		return fmt.Errorf("ledger: retention %s is shorter than a call may stay in flight, %s (the longer of upstream_timeout %s and client_tool_timeout %s, plus %s): a call swept in flight would run again when repeated; set retention to at least %s",
+			retention, longest, upstream, client, gateway.InFlightMargin, longest)
+	}
+	return nil
 }
 
 // ledgers holds the open ledgers across config reloads, keyed by their

@@ -1,16 +1,22 @@
 package caddymodule
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"go.uber.org/zap"
 
+	"github.com/toolgate/toolgate/internal/dispatch"
+	"github.com/toolgate/toolgate/internal/manifest"
 	"github.com/toolgate/toolgate/internal/redistest"
 )
 
@@ -249,5 +255,60 @@ func TestRedisDown(t *testing.T) {
 	}
 	if status != 200 || a.Content != "saved" {
 		t.Errorf("after redis returned: %d %+v", status, a)
+	}
+}
+
+// A retention shorter than a call may stay in flight (the longer of the
+// upstream and client tool timeouts, plus 15s) is a config error naming
+// the numbers: a call swept while in flight would run again when repeated.
+func TestLedgerRetentionCoversInFlight(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		ledger           Ledger
+		upstream, client time.Duration
+		want             string // in the error; "" for none
+	}{
+		{name: "defaults", ledger: Ledger{}},
+		{name: "below the default client wait", ledger: Ledger{Retention: caddy.Duration(time.Minute)},
+			want: "retention 1m0s is shorter than a call may stay in flight, 2m15s (the longer of upstream_timeout 30s and client_tool_timeout 2m0s, plus 15s)"},
+		{name: "just enough", ledger: Ledger{Retention: caddy.Duration(2*time.Minute + 15*time.Second)}},
+		{name: "short timeouts", ledger: Ledger{Retention: caddy.Duration(time.Minute)}, upstream: 10 * time.Second, client: 30 * time.Second},
+		{name: "upstream the longer", ledger: Ledger{Retention: caddy.Duration(10 * time.Minute)}, upstream: 10 * time.Minute, client: time.Minute,
+			want: "retention 10m0s is shorter than a call may stay in flight, 10m15s (the longer of upstream_timeout 10m0s and client_tool_timeout 1m0s, plus 15s)"},
+		{name: "redis", ledger: Ledger{Backend: "redis", Addr: "127.0.0.1:1", Retention: caddy.Duration(time.Second)},
+			want: "retention 1s is shorter"},
+		{name: "default retention, day-long timeout", ledger: Ledger{}, upstream: 24 * time.Hour,
+			want: "retention 24h0m0s is shorter"},
+		{name: "off", ledger: Ledger{Backend: "off", Retention: caddy.Duration(time.Second)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := tc.ledger
+			if l.Backend == "" {
+				l.Path = filepath.Join(t.TempDir(), "ledger.db")
+			}
+			h := &Handler{
+				Ledger:            &l,
+				UpstreamTimeout:   caddy.Duration(tc.upstream),
+				ClientToolTimeout: caddy.Duration(tc.client),
+				Identity:          &Identity{KeyFile: writeKey(t)},
+				Tools: []manifest.Tool{{
+					Name: "ping", Description: "d", InputSchema: json.RawMessage(`{"type":"object"}`),
+					Target: dispatch.Spec{Type: "url", Method: "GET", URL: "http://127.0.0.1:1/ping"},
+				}},
+			}
+			ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+			defer cancel()
+			err := h.provision(ctx, zap.NewNop())
+			defer h.Cleanup()
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("provision: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("provision error %v; want one with %q", err, tc.want)
+			}
+		})
 	}
 }

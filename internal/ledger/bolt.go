@@ -23,7 +23,8 @@ import (
 // BoltOptions configures OpenBolt.
 type BoltOptions struct {
 	// Retention is how long a call is kept after its last change (its
-	// Updated time). Default: 24h (DefaultRetention).
+	// Updated time; for a call in flight, its Deadline if that is later).
+	// Default: 24h (DefaultRetention).
 	Retention time.Duration
 
 	// Now is the clock that stamps calls and drives the sweeper.
@@ -567,23 +568,38 @@ func (b *Bolt) Wait(ctx context.Context, key string, state State) (*Call, error)
 }
 
 // Sweep removes the calls whose Updated is more than the retention before
-// now, and says how many it removed. The sweeper calls it on its own; it is
-// exported so a caller (or a test) can sweep at a time of its choosing.
+// now, and says how many it removed; a call in flight is kept for the
+// retention past its deadline too (keptFrom). The sweeper calls it on its
+// own; it is exported so a caller (or a test) can sweep at a time of its
+// choosing.
 func (b *Bolt) Sweep(now time.Time) (int, error) {
 	cutoff := now.Add(-b.retention)
 	expired := func(v []byte) bool {
 		// A call that cannot be read is kept: losing a record is worse
 		// than keeping a broken one.
 		updated, err := boltUpdated(v)
-		return err == nil && updated.Before(cutoff)
+		if err != nil || !updated.Before(cutoff) {
+			return false
+		}
+		st, err := boltState("", v)
+		if err != nil {
+			return false
+		}
+		if !inFlight(st) {
+			return true
+		}
+		// Only a resumed card's call is in flight in the B+tree: few
+		// enough to decode for their deadline.
+		c, err := boltCall("", v)
+		return err == nil && keptFrom(c).Before(cutoff)
 	}
 
 	// Calls in flight in memory that have not changed for the retention
-	// were given up long ago (their deadline is minutes): let them go.
+	// since their deadline were given up long ago: let them go.
 	removed := 0
 	b.mu.Lock()
 	for key, c := range b.flying {
-		if _, busy := b.finishing[key]; !busy && c.Updated.Before(cutoff) {
+		if _, busy := b.finishing[key]; !busy && keptFrom(c).Before(cutoff) {
 			delete(b.flying, key)
 			removed++
 		}

@@ -28,7 +28,10 @@ const (
 	Done           State = "done"
 )
 
-// DefaultRetention is how long a call is kept after its last change.
+// DefaultRetention is how long a call is kept after its last change. A
+// retention shorter than the time a call may stay in flight would let a
+// repeat of a call still running find nothing and run it again: the
+// ledgers keep a call in flight for the retention past its deadline.
 const DefaultRetention = 24 * time.Hour
 
 // Errors of a Ledger.

@@ -28,6 +28,22 @@ func stamp(c *Call, now func() time.Time) *Call {
 	return &rec
 }
 
+// inFlight says whether a call in state s may still be running somewhere.
+func inFlight(s State) bool {
+	return s == Running || s == AwaitingClient
+}
+
+// keptFrom is when a call's retention starts: its last change, or, for a
+// call in flight, its deadline when that is later. A call in flight is
+// kept until a repeat of it can give it up as outcome unknown; swept
+// before, its call id would run again.
+func keptFrom(c *Call) time.Time {
+	if inFlight(c.State) && c.Deadline.After(c.Updated) {
+		return c.Deadline
+	}
+	return c.Updated
+}
+
 // checkCreate enforces the Create contract shared by both back ends.
 func checkCreate(c *Call) error {
 	if c.Key == "" {

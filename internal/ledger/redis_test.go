@@ -369,3 +369,52 @@ func TestRedisDamagedCall(t *testing.T) {
 		t.Fatalf("Get of a good call beside a damaged one = %+v, %v", got, err)
 	}
 }
+
+// A call in flight keeps its key for the retention past its deadline, not
+// only past its last write: a retention shorter than the time the call may
+// run must not let its key expire while it runs.
+func TestRedisInFlightOutlivesDeadline(t *testing.T) {
+	ctx := context.Background()
+	s := redistest.Start(t)
+	l, err := ledger.OpenRedis(ctx, ledger.RedisOptions{Addr: s.Addr, Prefix: "ttl:", Retention: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer rdb.Close()
+	ttl := func(c *ledger.Call) time.Duration {
+		t.Helper()
+		d, err := rdb.PTTL(ctx, "ttl:call:"+c.Key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	// within says whether d is want, less the little time the test took.
+	within := func(d, want time.Duration) bool { return d <= want && d > want-10*time.Second }
+
+	c := newCall(t, "1")
+	c.Created, c.Updated = time.Now(), time.Now()
+	c.Deadline = c.Created.Add(2 * time.Hour)
+	mustCreate(t, l, c)
+	if d := ttl(c); !within(d, 2*time.Hour+time.Minute) {
+		t.Errorf("TTL of a new call due in 2h = %s; want 2h1m", d)
+	}
+	waiting := *c
+	waiting.State, waiting.Updated = ledger.AwaitingClient, time.Now()
+	if _, err := l.Update(ctx, &waiting, ledger.Running); err != nil {
+		t.Fatal(err)
+	}
+	if d := ttl(c); !within(d, 2*time.Hour+time.Minute) {
+		t.Errorf("TTL of a call still in flight after an update = %s; want 2h1m", d)
+	}
+	finished := done(&waiting, "ok")
+	finished.Updated = time.Now()
+	if _, err := l.Update(ctx, finished, ledger.AwaitingClient); err != nil {
+		t.Fatal(err)
+	}
+	if d := ttl(c); !within(d, time.Minute) {
+		t.Errorf("TTL of a finished call = %s; want the retention, 1m", d)
+	}
+}
