@@ -2,9 +2,17 @@ package caddymodule
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -27,8 +35,19 @@ type Ledger struct {
 	// directory.
 	Path string `json:"path,omitempty"`
 
-	// Addr is the Redis server's host:port.
+	// Addr is the Redis server's host:port, or redis://host:port, or
+	// rediss://host:port for TLS (as if TLS were set).
 	Addr string `json:"addr,omitempty"`
+
+	// TLS connects to Redis over TLS, verifying the server's certificate
+	// for the host of addr against the system's roots, or TLSCAFile's.
+	// Default: off (on for a rediss:// addr).
+	TLS bool `json:"tls,omitempty"`
+
+	// TLSCAFile is a PEM file of the CA certificates that Redis's
+	// certificate is verified against instead of the system's roots: for
+	// a server with a private CA. It needs TLS. Default: none.
+	TLSCAFile string `json:"tls_ca_file,omitempty"`
 
 	// Password authenticates to Redis.
 	Password string `json:"password,omitempty"`
@@ -77,6 +96,51 @@ func (c *Ledger) checkRetention(upstream, client time.Duration) error {
 	return nil
 }
 
+// redisTLS reads the redis addr (host:port, redis://host:port or
+// rediss://host:port) and the TLS options into the server's host:port and
+// its TLS config, or nil for plain TCP.
+func (c *Ledger) redisTLS() (string, *tls.Config, error) {
+	addr, on := c.Addr, c.TLS
+	if scheme, _, ok := strings.Cut(addr, "://"); ok {
+		u, err := url.Parse(addr)
+		if err != nil || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+			return "", nil, fmt.Errorf("ledger redis: addr %q: want host:port, redis://host:port or rediss://host:port (password and db are options of their own)", addr)
+		}
+		switch scheme {
+		case "rediss":
+			on = true
+		case "redis":
+			if on {
+				return "", nil, fmt.Errorf("ledger redis: addr %q is plain redis:// but tls is on; use rediss:// or drop tls", addr)
+			}
+		default:
+			return "", nil, fmt.Errorf("ledger redis: addr %q: unknown scheme %q (want redis or rediss)", addr, scheme)
+		}
+		addr = u.Host
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return "", nil, fmt.Errorf("ledger redis: addr %q: %w", c.Addr, err)
+	}
+	if !on {
+		if c.TLSCAFile != "" {
+			return "", nil, fmt.Errorf("ledger redis: tls_ca_file %s needs tls (or a rediss:// addr)", c.TLSCAFile)
+		}
+		return addr, nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if c.TLSCAFile != "" {
+		pem, err := os.ReadFile(c.TLSCAFile)
+		if err != nil {
+			return "", nil, fmt.Errorf("ledger redis: tls_ca_file: %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return "", nil, fmt.Errorf("ledger redis: tls_ca_file %s: no PEM certificate in it", c.TLSCAFile)
+		}
+	}
+	return addr, cfg, nil
+}
+
 // ledgers holds the open ledgers across config reloads, keyed by their
 // config: a reload that keeps the ledger keeps its waiters and its file.
 var ledgers = caddy.NewUsagePool()
@@ -90,6 +154,8 @@ func (l openLedger) Destruct() error { return l.Close() }
 // Cleanup; or nil for "off".
 func (c *Ledger) open() (ledger.Ledger, string, error) {
 	cfg := *c
+	var addr string           // redis host:port
+	var tlsConfig *tls.Config // redis TLS, or nil
 	if cfg.Backend == "" {
 		cfg.Backend = "bolt"
 	}
@@ -97,8 +163,8 @@ func (c *Ledger) open() (ledger.Ledger, string, error) {
 	case "off":
 		return nil, "", nil
 	case "bolt":
-		if cfg.Addr != "" || cfg.Password != "" || cfg.DB != 0 || cfg.Prefix != "" {
-			return nil, "", fmt.Errorf("ledger bolt: addr, password, db and prefix are for redis")
+		if cfg.Addr != "" || cfg.Password != "" || cfg.DB != 0 || cfg.Prefix != "" || cfg.TLS || cfg.TLSCAFile != "" {
+			return nil, "", fmt.Errorf("ledger bolt: addr, password, db, prefix, tls and tls_ca_file are for redis")
 		}
 		if cfg.Path == "" {
 			cfg.Path = filepath.Join(caddy.AppDataDir(), "toolgate", "ledger.db")
@@ -109,6 +175,10 @@ func (c *Ledger) open() (ledger.Ledger, string, error) {
 		}
 		if cfg.Path != "" || cfg.Fsync {
 			return nil, "", fmt.Errorf("ledger redis: path and fsync are for bolt")
+		}
+		var err error
+		if addr, tlsConfig, err = cfg.redisTLS(); err != nil {
+			return nil, "", err
 		}
 	default:
 		return nil, "", fmt.Errorf("ledger: unknown backend %q (want bolt, redis or off)", cfg.Backend)
@@ -130,10 +200,15 @@ func (c *Ledger) open() (ledger.Ledger, string, error) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			l, err := ledger.OpenRedis(ctx, ledger.RedisOptions{
-				Addr: cfg.Addr, Password: cfg.Password, DB: cfg.DB, Prefix: cfg.Prefix,
+				Addr: addr, TLS: tlsConfig, Password: cfg.Password, DB: cfg.DB, Prefix: cfg.Prefix,
 				Retention: time.Duration(cfg.Retention),
 			})
 			if err != nil {
+				if tlsConfig == nil && errors.Is(err, io.EOF) {
+					// A TLS server closes a plain connection at its first
+					// command, which says only EOF.
+					return nil, fmt.Errorf("ledger redis %s: %w (if the server speaks TLS, use rediss:// or tls)", cfg.Addr, err)
+				}
 				return nil, fmt.Errorf("ledger redis %s: %w", cfg.Addr, err)
 			}
 			return openLedger{l}, nil

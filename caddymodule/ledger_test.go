@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -306,6 +307,77 @@ func TestLedgerRetentionCoversInFlight(t *testing.T) {
 				}
 				return
 			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("provision error %v; want one with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestLedgerRedisTLS runs calls through a Redis ledger that speaks only
+// TLS, named by a rediss:// addr or by the tls flag, trusting its private
+// CA: each call id still runs once.
+func TestLedgerRedisTLS(t *testing.T) {
+	rs := redistest.StartTLS(t)
+	for _, ledgerBlock := range []string{
+		"ledger redis rediss://" + rs.Addr + " {\n\t\t\ttls_ca_file " + rs.CAFile + "\n\t\t}",
+		"ledger redis " + rs.Addr + " {\n\t\t\ttls\n\t\t\ttls_ca_file " + rs.CAFile + "\n\t\t\tprefix flag:\n\t\t}",
+	} {
+		rec := newRecorder(t)
+		cfg := strings.Replace(testConfig(t, rec.srv.URL, dataDir(t)), "ledger bolt ", ledgerBlock+" # ", 1)
+		tc := caddytest.NewTester(t)
+		tc.InitServer(cfg, "caddyfile")
+		for range 2 {
+			if status, a := call(t, tc, "POST", "/tools/md", `{"input":{},"callId":"tls_1",`+who+`}`); status != 200 || a.Content != "saved" {
+				t.Fatalf("%s: %d %+v", ledgerBlock, status, a)
+			}
+		}
+		if n := rec.count(); n != 1 {
+			t.Errorf("%s: the target ran %d times for one call id", ledgerBlock, n)
+		}
+	}
+}
+
+// Redis TLS options that cannot work are config errors naming the option.
+func TestLedgerRedisTLSErrors(t *testing.T) {
+	rs := redistest.StartTLS(t)
+	notPEM := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(notPEM, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		ledger Ledger
+		want   string
+	}{
+		{"untrusted certificate", Ledger{Addr: "rediss://" + rs.Addr}, "certificate signed by unknown authority"},
+		{"plain to a TLS server", Ledger{Addr: rs.Addr}, "if the server speaks TLS, use rediss:// or tls"},
+		{"plain scheme with tls", Ledger{Addr: "redis://" + rs.Addr, TLS: true}, "is plain redis:// but tls is on"},
+		{"ca file without tls", Ledger{Addr: rs.Addr, TLSCAFile: rs.CAFile}, "tls_ca_file " + rs.CAFile + " needs tls"},
+		{"missing ca file", Ledger{Addr: "rediss://" + rs.Addr, TLSCAFile: "/nonexistent/ca.pem"}, "tls_ca_file: open /nonexistent/ca.pem"},
+		{"ca file not PEM", Ledger{Addr: "rediss://" + rs.Addr, TLSCAFile: notPEM}, "tls_ca_file " + notPEM + ": no PEM certificate"},
+		{"credentials in the addr", Ledger{Addr: "rediss://u:p@" + rs.Addr + "/2"}, "password and db are options of their own"},
+		{"unknown scheme", Ledger{Addr: "http://" + rs.Addr}, `unknown scheme "http"`},
+		{"no port", Ledger{Addr: "rediss://127.0.0.1"}, "missing port"},
+		{"tls on bolt", Ledger{Backend: "bolt", TLS: true}, "tls and tls_ca_file are for redis"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := tc.ledger
+			if l.Backend == "" {
+				l.Backend = "redis"
+			}
+			h := &Handler{
+				Ledger:   &l,
+				Identity: &Identity{KeyFile: writeKey(t)},
+				Tools: []manifest.Tool{{
+					Name: "ping", Description: "d", InputSchema: json.RawMessage(`{"type":"object"}`),
+					Target: dispatch.Spec{Type: "url", Method: "GET", URL: "http://127.0.0.1:1/ping"},
+				}},
+			}
+			ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+			defer cancel()
+			err := h.provision(ctx, zap.NewNop())
+			defer h.Cleanup()
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("provision error %v; want one with %q", err, tc.want)
 			}

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -21,6 +22,10 @@ type RedisOptions struct {
 
 	// Password authenticates to the server. Default: none.
 	Password string
+
+	// TLS, when set, makes every connection TLS with this config (its
+	// ServerName, when empty, is Addr's host). Default: plain TCP.
+	TLS *tls.Config
 
 	// DB is the database number. Default: 0.
 	DB int
@@ -137,6 +142,7 @@ func OpenRedis(ctx context.Context, opts RedisOptions) (*Redis, error) {
 		Addr:                  opts.Addr,
 		Password:              opts.Password,
 		DB:                    opts.DB,
+		TLSConfig:             opts.TLS,
 		DialTimeout:           redisTimeout,
 		ReadTimeout:           redisTimeout,
 		WriteTimeout:          redisTimeout,

@@ -2,10 +2,13 @@ package ledger_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -416,5 +419,53 @@ func TestRedisInFlightOutlivesDeadline(t *testing.T) {
 	}
 	if d := ttl(c); !within(d, time.Minute) {
 		t.Errorf("TTL of a finished call = %s; want the retention, 1m", d)
+	}
+}
+
+// TestRedisTLS records calls in a redis-server that speaks only TLS; a
+// client that does not trust its certificate, or speaks plain TCP to it,
+// cannot open the ledger.
+func TestRedisTLS(t *testing.T) {
+	ctx := context.Background()
+	s := redistest.StartTLS(t)
+	pem, err := os.ReadFile(s.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(pem)
+
+	l, err := ledger.OpenRedis(ctx, ledger.RedisOptions{Addr: s.Addr, TLS: &tls.Config{RootCAs: roots}})
+	if err != nil {
+		t.Fatalf("OpenRedis over TLS: %v", err)
+	}
+	defer l.Close()
+	c := newCall(t, "1")
+	mustCreate(t, l, c)
+	if got, err := l.Get(ctx, c.Key); err != nil || got.CallID != c.CallID {
+		t.Fatalf("Get over TLS = %+v, %v", got, err)
+	}
+
+	for _, tc := range []struct {
+		name string
+		tls  *tls.Config
+		want string
+	}{
+		{"system roots", &tls.Config{}, "certificate signed by unknown authority"},
+		{"wrong name", &tls.Config{RootCAs: roots, ServerName: "redis.example.com"}, "redis.example.com"},
+		{"plain TCP", nil, "unavailable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(ctx, patience)
+			defer cancel()
+			l, err := ledger.OpenRedis(ctx, ledger.RedisOptions{Addr: s.Addr, TLS: tc.tls})
+			if err == nil {
+				_ = l.Close()
+				t.Fatal("OpenRedis succeeded")
+			}
+			if !errors.Is(err, ledger.ErrUnavailable) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("OpenRedis = %v; want ErrUnavailable naming %q", err, tc.want)
+			}
+		})
 	}
 }

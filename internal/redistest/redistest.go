@@ -4,6 +4,7 @@ package redistest
 
 import (
 	"bufio"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -17,14 +18,26 @@ import (
 // Server is a running redis-server.
 type Server struct {
 	Addr string
-	dir  string
-	cmd  *exec.Cmd
+	// CAFile is the PEM file of the CA that signed a TLS server's
+	// certificate (StartTLS); empty for a plain server.
+	CAFile string
+	dir    string
+	cmd    *exec.Cmd
+	tls    *tls.Config // how ping connects to a TLS server
 }
 
 // Start runs redis-server on a free 127.0.0.1 port, without persistence,
 // stopped when the test ends. Without redis-server the test is skipped,
 // except under CI, which installs it.
 func Start(t testing.TB) *Server {
+	t.Helper()
+	s := newServer(t)
+	s.Restart(t)
+	t.Cleanup(s.Stop)
+	return s
+}
+
+func newServer(t testing.TB) *Server {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		if os.Getenv("CI") != "" {
@@ -38,18 +51,20 @@ func Start(t testing.TB) *Server {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	s := &Server{Addr: addr, dir: t.TempDir()}
-	s.Restart(t)
-	t.Cleanup(s.Stop)
-	return s
+	return &Server{Addr: addr, dir: t.TempDir()}
 }
 
 // Restart starts the server again on the same port (after Stop).
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
 	_, port, _ := net.SplitHostPort(s.Addr)
-	s.cmd = exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis.log"))
+	args := []string{"--port", port}
+	if s.tls != nil {
+		args = []string{"--port", "0", "--tls-port", port, "--tls-auth-clients", "no",
+			"--tls-cert-file", filepath.Join(s.dir, "server.pem"), "--tls-key-file", filepath.Join(s.dir, "server.key")}
+	}
+	s.cmd = exec.Command("redis-server", append(args, "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis.log"))...)
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +89,13 @@ func (s *Server) Stop() {
 }
 
 func (s *Server) ping() error {
-	c, err := net.DialTimeout("tcp", s.Addr, time.Second)
+	var c net.Conn
+	var err error
+	if s.tls != nil {
+		c, err = tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", s.Addr, s.tls)
+	} else {
+		c, err = net.DialTimeout("tcp", s.Addr, time.Second)
+	}
 	if err != nil {
 		return err
 	}
