@@ -255,7 +255,7 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) error {
 	if err := lc.checkRetention(time.Duration(h.UpstreamTimeout), time.Duration(h.ClientToolTimeout)); err != nil {
 		return err
 	}
-	led, ledgerKey, err := lc.open()
+	led, ledgerKey, err := lc.open(h.logger)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
 
 	"github.com/toolgate/toolgate/internal/clienttools"
 	"github.com/toolgate/toolgate/internal/dispatch"
@@ -149,10 +150,21 @@ type openLedger struct{ ledger.Ledger }
 
 func (l openLedger) Destruct() error { return l.Close() }
 
+const (
+	// boltLockWait is how long provisioning waits for the bolt file's
+	// lock: a moment, for a process that is just exiting. The file may be
+	// held for good by the gateway whose config `caddy validate` checks,
+	// or until it is cleaned up by the config a reload replaces; then the
+	// ledger is opened later (ledger.Later), trying every
+	// boltLockRetry, and calls answer 503 until then.
+	boltLockWait  = 100 * time.Millisecond
+	boltLockRetry = time.Second
+)
+
 // open returns the ledger for this config, shared with other handlers and
 // the previous config that use the same one; the key to release in
 // Cleanup; or nil for "off".
-func (c *Ledger) open() (ledger.Ledger, string, error) {
+func (c *Ledger) open(logger *zap.Logger) (ledger.Ledger, string, error) {
 	cfg := *c
 	var addr string           // redis host:port
 	var tlsConfig *tls.Config // redis TLS, or nil
@@ -191,9 +203,22 @@ func (c *Ledger) open() (ledger.Ledger, string, error) {
 	val, _, err := ledgers.LoadOrNew(key, func() (caddy.Destructor, error) {
 		switch cfg.Backend {
 		case "bolt":
-			l, err := ledger.OpenBolt(cfg.Path, ledger.BoltOptions{Retention: time.Duration(cfg.Retention), Fsync: cfg.Fsync})
+			opts := ledger.BoltOptions{Retention: time.Duration(cfg.Retention), Fsync: cfg.Fsync, Logger: logger, LockTimeout: boltLockWait}
+			open := func() (ledger.Ledger, error) {
+				l, err := ledger.OpenBolt(cfg.Path, opts)
+				if err != nil {
+					return nil, fmt.Errorf("ledger bolt %s: %w", cfg.Path, err)
+				}
+				return l, nil
+			}
+			l, err := open()
+			if errors.Is(err, ledger.ErrLocked) {
+				logger.Error("the ledger file is in use by another process (or by the config this one replaces); calls answer 503 until it is free",
+					zap.String("path", cfg.Path))
+				return openLedger{ledger.OpenLater(open, err, boltLockRetry, logger)}, nil
+			}
 			if err != nil {
-				return nil, fmt.Errorf("ledger bolt %s: %w", cfg.Path, err)
+				return nil, err
 			}
 			return openLedger{l}, nil
 		default:

@@ -41,6 +41,10 @@ type BoltOptions struct {
 	// Logger is told of the calls that OpenBolt finds damaged and skips
 	// or closes. Default: none.
 	Logger *zap.Logger
+
+	// LockTimeout is how long OpenBolt waits for another process to
+	// release the file before it fails with ErrLocked. Default: 5s.
+	LockTimeout time.Duration
 }
 
 // Bolt is a Ledger in one bbolt file. bbolt locks the file to one process,
@@ -174,9 +178,9 @@ func boltUpdated(v []byte) (time.Time, error) {
 const OutcomeUnknown = "outcome unknown: the gateway stopped while this call was in flight; it was not run again"
 
 const (
-	// boltOpenTimeout bounds the wait for the file lock, so a second
-	// gateway pointed at the same file fails with an error that names it
-	// instead of hanging at start-up.
+	// boltOpenTimeout is the default LockTimeout: it bounds the wait for
+	// the file lock, so a second gateway pointed at the same file fails
+	// with an error that names it instead of hanging at start-up.
 	boltOpenTimeout = 5 * time.Second
 
 	// boltBatchDelay is how long the first write of a batch waits for
@@ -211,6 +215,9 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
+	if opts.LockTimeout <= 0 {
+		opts.LockTimeout = boltOpenTimeout
+	}
 
 	// The default path is in Caddy's data directory, which need not
 	// exist yet when storage is configured elsewhere.
@@ -218,7 +225,7 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 		return nil, fmt.Errorf("opening ledger %s: %w", path, err)
 	}
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{
-		Timeout: boltOpenTimeout,
+		Timeout: opts.LockTimeout,
 		// A day of calls churns many pages; the hashmap freelist keeps
 		// finding free ones cheap where the array scans. (NoFreelistSync
 		// saved only ~5% per call here and makes every start-up scan the
@@ -230,7 +237,7 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 		InitialMmapSize: 512 << 20,
 	})
 	if errors.Is(err, bolterrors.ErrTimeout) {
-		return nil, fmt.Errorf("opening ledger %s: still locked after %s; is another gateway process using this file? %w", path, boltOpenTimeout, err)
+		return nil, fmt.Errorf("opening ledger %s: %w: still locked after %s; is another gateway process using this file? %w", path, ErrLocked, opts.LockTimeout, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("opening ledger %s: %w", path, err)

@@ -45,6 +45,9 @@ var (
 	// so was not made, or (when only its reply was lost) may have been:
 	// read again before deciding.
 	ErrUnavailable = errors.New("ledger: unavailable")
+	// ErrLocked: the bolt file is locked by another process (or another
+	// ledger of this one): bbolt serves one process at a time.
+	ErrLocked = errors.New("ledger: the ledger file is in use by another process")
 	// ErrCorrupt: the stored call cannot be read (a damaged value). Only
 	// that call fails; it is kept as it is, and never run again.
 	ErrCorrupt = errors.New("ledger: stored call cannot be read")
