@@ -384,3 +384,41 @@ func TestLedgerRedisTLSErrors(t *testing.T) {
 		})
 	}
 }
+
+// A reload that changes the bolt ledger's options opens the same file once
+// the replaced config lets it go, keeping its calls; before, the new config
+// waited for the lock and failed.
+func TestLedgerReloadChangesOptions(t *testing.T) {
+	rec := newRecorder(t)
+	dir := dataDir(t)
+	cfg := testConfig(t, rec.srv.URL, dir)
+	tc := caddytest.NewTester(t)
+	tc.InitServer(cfg, "caddyfile")
+	_, first := call(t, tc, "POST", "/tools/md", `{"input":{},"callId":"reload_1",`+who+`}`)
+
+	line := "ledger bolt " + dir + "/ledger.db"
+	if !strings.Contains(cfg, line+"\n") {
+		t.Fatalf("the test config has no %q line", line)
+	}
+	tc.InitServer(strings.Replace(cfg, line+"\n", line+" {\n\t\t\t\tretention 48h\n\t\t\t}\n", 1), "caddyfile")
+	before := rec.count()
+	deadline := time.Now().Add(patienceReload)
+	var status int
+	var again cardAnswer
+	for {
+		if status, again = call(t, tc, "POST", "/tools/md", `{"input":{},"callId":"reload_1",`+who+`}`); status == 200 || time.Now().After(deadline) {
+			break
+		}
+		if status != 503 {
+			t.Fatalf("a call while the ledger reopens: %d %+v; want 503 or 200", status, again)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if status != 200 || again.answer != first.answer || rec.count() != before {
+		t.Errorf("the recorded call after the reload: %d %+v (target ran %d times); want %+v", status, again, rec.count()-before, first)
+	}
+}
+
+// patienceReload bounds the wait for a reloaded ledger to open: it tries
+// every second.
+const patienceReload = 10 * time.Second
