@@ -8,7 +8,9 @@
 # can only be flat once the oldest calls are swept as fast as new ones
 # come. So the soak keeps calls for RETENTION (1m: the sweeper then runs
 # every minute) and counts from WARMUP, when the ledger has reached that
-# steady size; RETENTION=24h shows the growth instead.
+# steady size; RETENTION=24h shows the growth instead. A retention must
+# cover the longest a call may stay in flight, so the soak's client tool
+# timeout is 30s (30s + 15s under 1m); it calls no client tool.
 #
 #   bench/soak.sh                         # 5 minutes at 64 connections
 #   SOAK=60s CONNS=64 WARMUP=30 bench/soak.sh
@@ -33,7 +35,8 @@ http://127.0.0.1:9813 {
 	bind 127.0.0.1
 $(tool "bolt $work/ledger.db {
 				retention $RETENTION
-			}")
+			}
+			client_tool_timeout 30s")
 }
 EOF
 start_toolgate http://127.0.0.1:9813/tools

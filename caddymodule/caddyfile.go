@@ -44,12 +44,14 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			user_claim    <claim>
 //			install_claim <claim>
 //		}
-//		ledger bolt [<path>] | redis <addr> | off {
-//			retention <duration>
-//			fsync                  (bolt: wait for the disk on each commit)
-//			password  <redis password>
-//			db        <redis db>
-//			prefix    <redis key prefix>
+//		ledger bolt [<path>] | redis <[redis[s]://]host:port> | off {
+//			retention   <duration>
+//			fsync                    (bolt: wait for the disk on each commit)
+//			password    <redis password>
+//			db          <redis db>
+//			prefix      <redis key prefix>
+//			tls                      (redis: connect over TLS; rediss:// too)
+//			tls_ca_file <pem>        (redis: trust this CA, not the system's)
 //		}
 //		pages {
 //			key_file | secret <value>
@@ -353,8 +355,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return nil
 }
 
-// parseLedger reads `ledger bolt [path] { retention }`,
-// `ledger redis <addr> { password; db; prefix; retention }` or `ledger off`.
+// parseLedger reads `ledger bolt [path] { retention; fsync }`,
+// `ledger redis <addr> { password; db; prefix; retention; tls; tls_ca_file }`
+// or `ledger off`.
 func parseLedger(d *caddyfile.Dispenser) (*Ledger, error) {
 	args := d.RemainingArgs()
 	if len(args) == 0 {
@@ -381,6 +384,13 @@ func parseLedger(d *caddyfile.Dispenser) (*Ledger, error) {
 			l.Fsync = true
 			continue
 		}
+		if sub == "tls" {
+			if d.NextArg() || l.Backend != "redis" {
+				return nil, d.Errf("tls is a flag of ledger redis")
+			}
+			l.TLS = true
+			continue
+		}
 		if !d.NextArg() {
 			return nil, d.ArgErr()
 		}
@@ -388,7 +398,7 @@ func parseLedger(d *caddyfile.Dispenser) (*Ledger, error) {
 		if d.NextArg() {
 			return nil, d.ArgErr()
 		}
-		redisOnly := sub == "password" || sub == "db" || sub == "prefix"
+		redisOnly := sub == "password" || sub == "db" || sub == "prefix" || sub == "tls_ca_file"
 		if l.Backend == "off" || (redisOnly && l.Backend != "redis") {
 			return nil, d.Errf("ledger %s takes no %s", l.Backend, sub)
 		}
@@ -403,6 +413,8 @@ func parseLedger(d *caddyfile.Dispenser) (*Ledger, error) {
 			l.Password = val
 		case "prefix":
 			l.Prefix = val
+		case "tls_ca_file":
+			l.TLSCAFile = val
 		case "db":
 			n, err := strconv.Atoi(val)
 			if err != nil || n < 0 {

@@ -273,7 +273,10 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) error {
 	if lc == nil {
 		lc = new(Ledger)
 	}
-	led, ledgerKey, err := lc.open(repl)
+	if err := lc.checkRetention(time.Duration(h.UpstreamTimeout), time.Duration(h.ClientToolTimeout)); err != nil {
+		return err
+	}
+	led, ledgerKey, err := lc.open(repl, h.logger)
 	if err != nil {
 		return err
 	}

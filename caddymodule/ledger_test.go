@@ -1,16 +1,23 @@
 package caddymodule
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"go.uber.org/zap"
 
+	"github.com/toolgate/toolgate/internal/dispatch"
+	"github.com/toolgate/toolgate/internal/manifest"
 	"github.com/toolgate/toolgate/internal/redistest"
 )
 
@@ -254,3 +261,167 @@ func TestRedisDown(t *testing.T) {
 		t.Errorf("after redis returned: %d %+v", status, a)
 	}
 }
+
+// A retention shorter than a call may stay in flight (the longer of the
+// upstream and client tool timeouts, plus 15s) is a config error naming
+// the numbers: a call swept while in flight would run again when repeated.
+func TestLedgerRetentionCoversInFlight(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		ledger           Ledger
+		upstream, client time.Duration
+		want             string // in the error; "" for none
+	}{
+		{name: "defaults", ledger: Ledger{}},
+		{name: "below the default client wait", ledger: Ledger{Retention: caddy.Duration(time.Minute)},
+			want: "retention 1m0s is shorter than a call may stay in flight, 2m15s (the longer of upstream_timeout 30s and client_tool_timeout 2m0s, plus 15s)"},
+		{name: "just enough", ledger: Ledger{Retention: caddy.Duration(2*time.Minute + 15*time.Second)}},
+		{name: "short timeouts", ledger: Ledger{Retention: caddy.Duration(time.Minute)}, upstream: 10 * time.Second, client: 30 * time.Second},
+		{name: "upstream the longer", ledger: Ledger{Retention: caddy.Duration(10 * time.Minute)}, upstream: 10 * time.Minute, client: time.Minute,
+			want: "retention 10m0s is shorter than a call may stay in flight, 10m15s (the longer of upstream_timeout 10m0s and client_tool_timeout 1m0s, plus 15s)"},
+		{name: "redis", ledger: Ledger{Backend: "redis", Addr: "127.0.0.1:1", Retention: caddy.Duration(time.Second)},
+			want: "retention 1s is shorter"},
+		{name: "default retention, day-long timeout", ledger: Ledger{}, upstream: 24 * time.Hour,
+			want: "retention 24h0m0s is shorter"},
+		{name: "off", ledger: Ledger{Backend: "off", Retention: caddy.Duration(time.Second)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := tc.ledger
+			if l.Backend == "" {
+				l.Path = filepath.Join(t.TempDir(), "ledger.db")
+			}
+			h := &Handler{
+				Ledger:            &l,
+				UpstreamTimeout:   caddy.Duration(tc.upstream),
+				ClientToolTimeout: caddy.Duration(tc.client),
+				Identity:          &Identity{KeyFile: writeKey(t)},
+				Tools: []manifest.Tool{{
+					Name: "ping", Description: "d", InputSchema: json.RawMessage(`{"type":"object"}`),
+					Target: dispatch.Spec{Type: "url", Method: "GET", URL: "http://127.0.0.1:1/ping"},
+				}},
+			}
+			ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+			defer cancel()
+			err := h.provision(ctx, zap.NewNop())
+			defer h.Cleanup()
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("provision: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("provision error %v; want one with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestLedgerRedisTLS runs calls through a Redis ledger that speaks only
+// TLS, named by a rediss:// addr or by the tls flag, trusting its private
+// CA: each call id still runs once.
+func TestLedgerRedisTLS(t *testing.T) {
+	rs := redistest.StartTLS(t)
+	for _, ledgerBlock := range []string{
+		"ledger redis rediss://" + rs.Addr + " {\n\t\t\ttls_ca_file " + rs.CAFile + "\n\t\t}",
+		"ledger redis " + rs.Addr + " {\n\t\t\ttls\n\t\t\ttls_ca_file " + rs.CAFile + "\n\t\t\tprefix flag:\n\t\t}",
+	} {
+		rec := newRecorder(t)
+		cfg := strings.Replace(testConfig(t, rec.srv.URL, dataDir(t)), "ledger bolt ", ledgerBlock+" # ", 1)
+		tc := caddytest.NewTester(t)
+		tc.InitServer(cfg, "caddyfile")
+		for range 2 {
+			if status, a := call(t, tc, "POST", "/tools/md", `{"input":{},"callId":"tls_1",`+who+`}`); status != 200 || a.Content != "saved" {
+				t.Fatalf("%s: %d %+v", ledgerBlock, status, a)
+			}
+		}
+		if n := rec.count(); n != 1 {
+			t.Errorf("%s: the target ran %d times for one call id", ledgerBlock, n)
+		}
+	}
+}
+
+// Redis TLS options that cannot work are config errors naming the option.
+func TestLedgerRedisTLSErrors(t *testing.T) {
+	rs := redistest.StartTLS(t)
+	notPEM := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(notPEM, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		ledger Ledger
+		want   string
+	}{
+		{"untrusted certificate", Ledger{Addr: "rediss://" + rs.Addr}, "certificate signed by unknown authority"},
+		{"plain to a TLS server", Ledger{Addr: rs.Addr}, "if the server speaks TLS, use rediss:// or tls"},
+		{"plain scheme with tls", Ledger{Addr: "redis://" + rs.Addr, TLS: true}, "is plain redis:// but tls is on"},
+		{"ca file without tls", Ledger{Addr: rs.Addr, TLSCAFile: rs.CAFile}, "tls_ca_file " + rs.CAFile + " needs tls"},
+		{"missing ca file", Ledger{Addr: "rediss://" + rs.Addr, TLSCAFile: "/nonexistent/ca.pem"}, "tls_ca_file: open /nonexistent/ca.pem"},
+		{"ca file not PEM", Ledger{Addr: "rediss://" + rs.Addr, TLSCAFile: notPEM}, "tls_ca_file " + notPEM + ": no PEM certificate"},
+		{"credentials in the addr", Ledger{Addr: "rediss://u:p@" + rs.Addr + "/2"}, "password and db are options of their own"},
+		{"unknown scheme", Ledger{Addr: "http://" + rs.Addr}, `unknown scheme "http"`},
+		{"no port", Ledger{Addr: "rediss://127.0.0.1"}, "missing port"},
+		{"tls on bolt", Ledger{Backend: "bolt", TLS: true}, "tls and tls_ca_file are for redis"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := tc.ledger
+			if l.Backend == "" {
+				l.Backend = "redis"
+			}
+			h := &Handler{
+				Ledger:   &l,
+				Identity: &Identity{KeyFile: writeKey(t)},
+				Tools: []manifest.Tool{{
+					Name: "ping", Description: "d", InputSchema: json.RawMessage(`{"type":"object"}`),
+					Target: dispatch.Spec{Type: "url", Method: "GET", URL: "http://127.0.0.1:1/ping"},
+				}},
+			}
+			ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+			defer cancel()
+			err := h.provision(ctx, zap.NewNop())
+			defer h.Cleanup()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("provision error %v; want one with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// A reload that changes the bolt ledger's options opens the same file once
+// the replaced config lets it go, keeping its calls; before, the new config
+// waited for the lock and failed.
+func TestLedgerReloadChangesOptions(t *testing.T) {
+	rec := newRecorder(t)
+	dir := dataDir(t)
+	cfg := testConfig(t, rec.srv.URL, dir)
+	tc := caddytest.NewTester(t)
+	tc.InitServer(cfg, "caddyfile")
+	_, first := call(t, tc, "POST", "/tools/md", `{"input":{},"callId":"reload_1",`+who+`}`)
+
+	line := "ledger bolt " + dir + "/ledger.db"
+	if !strings.Contains(cfg, line+"\n") {
+		t.Fatalf("the test config has no %q line", line)
+	}
+	tc.InitServer(strings.Replace(cfg, line+"\n", line+" {\n\t\t\t\tretention 48h\n\t\t\t}\n", 1), "caddyfile")
+	before := rec.count()
+	deadline := time.Now().Add(patienceReload)
+	var status int
+	var again cardAnswer
+	for {
+		if status, again = call(t, tc, "POST", "/tools/md", `{"input":{},"callId":"reload_1",`+who+`}`); status == 200 || time.Now().After(deadline) {
+			break
+		}
+		if status != 503 {
+			t.Fatalf("a call while the ledger reopens: %d %+v; want 503 or 200", status, again)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if status != 200 || again.answer != first.answer || rec.count() != before {
+		t.Errorf("the recorded call after the reload: %d %+v (target ran %d times); want %+v", status, again, rec.count()-before, first)
+	}
+}
+
+// patienceReload bounds the wait for a reloaded ledger to open: it tries
+// every second.
+const patienceReload = 10 * time.Second

@@ -103,9 +103,11 @@ func freePort(t *testing.T) int {
 
 // instance is one toolgate process.
 type instance struct {
-	base string
-	cmd  *exec.Cmd
-	log  *bytes.Buffer
+	base   string
+	config string // its Caddyfile
+	env    []string
+	cmd    *exec.Cmd
+	log    *bytes.Buffer
 }
 
 func startInstance(t *testing.T, ledgerLine, upstreamURL, dataDir string) *instance {
@@ -143,9 +145,10 @@ http://127.0.0.1:%[1]d {
 	if err := os.WriteFile(f, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	in := &instance{base: fmt.Sprintf("http://127.0.0.1:%d", port), log: new(bytes.Buffer)}
+	in := &instance{base: fmt.Sprintf("http://127.0.0.1:%d", port), config: f, log: new(bytes.Buffer),
+		env: append(os.Environ(), "XDG_DATA_HOME="+dataDir, "XDG_CONFIG_HOME="+dataDir)}
 	in.cmd = exec.Command(toolgateBinary(t), "run", "--config", f, "--adapter", "caddyfile")
-	in.cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+dataDir, "XDG_CONFIG_HOME="+dataDir)
+	in.cmd.Env = in.env
 	in.cmd.Stdout, in.cmd.Stderr = in.log, in.log
 	if err := in.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -291,7 +291,7 @@ func (g *Gateway) Invoke(ctx context.Context, call Call) (*Answer, error) {
 	now := g.now()
 	state, limit := ledger.Running, g.inFlightLimit()
 	if tool.Target.Spec.Type == dispatch.TypeKazzle && call.Context.Source == SourceThread {
-		state, limit = ledger.AwaitingClient, g.clientWait+15*time.Second
+		state, limit = ledger.AwaitingClient, g.clientWait+InFlightMargin
 	}
 	rec := &ledger.Call{
 		Key: ledger.Key(call.Identity.User, call.Identity.Install, call.CallID), CallID: call.CallID, Tool: call.Tool,
@@ -378,10 +378,16 @@ func (g *Gateway) logCall(call Call, res result.Result, start time.Time) {
 	}
 }
 
+// InFlightMargin is added to a call's time limit (the upstream timeout, or
+// the client tool timeout) to form its deadline in the ledger, after which
+// a waiter gives it up as "outcome unknown": room for the answer to be
+// recorded once the limit cut the call short.
+const InFlightMargin = 15 * time.Second
+
 // inFlightLimit is how long a call may stay in flight before a waiter
 // gives it up as "outcome unknown": the upstream timeout and a margin.
 func (g *Gateway) inFlightLimit() time.Duration {
-	return g.client.Timeout() + 15*time.Second
+	return g.client.Timeout() + InFlightMargin
 }
 
 // outcome is what running a tool gave: a result, or a card.

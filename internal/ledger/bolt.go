@@ -15,6 +15,7 @@ import (
 
 	"go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
+	"go.uber.org/zap"
 
 	"github.com/toolgate/toolgate/internal/result"
 )
@@ -22,7 +23,8 @@ import (
 // BoltOptions configures OpenBolt.
 type BoltOptions struct {
 	// Retention is how long a call is kept after its last change (its
-	// Updated time). Default: 24h (DefaultRetention).
+	// Updated time; for a call in flight, its Deadline if that is later).
+	// Default: 24h (DefaultRetention).
 	Retention time.Duration
 
 	// Now is the clock that stamps calls and drives the sweeper.
@@ -35,6 +37,14 @@ type BoltOptions struct {
 	// and flushed by it later: a call costs about 0.2 ms instead of two
 	// disk flushes.
 	Fsync bool
+
+	// Logger is told of the calls that OpenBolt finds damaged and skips
+	// or closes. Default: none.
+	Logger *zap.Logger
+
+	// LockTimeout is how long OpenBolt waits for another process to
+	// release the file before it fails with ErrLocked. Default: 5s.
+	LockTimeout time.Duration
 }
 
 // Bolt is a Ledger in one bbolt file. bbolt locks the file to one process,
@@ -46,6 +56,7 @@ type Bolt struct {
 	retention time.Duration
 	now       func() time.Time
 	waiters   *waiters
+	logger    *zap.Logger
 
 	// Calls created here and still in flight live in memory and in the
 	// journal, not in the B+tree (see journal). finishing holds the keys
@@ -97,11 +108,41 @@ func boltValue(c *Call) ([]byte, error) {
 func boltCall(key string, v []byte) (*Call, error) {
 	if len(v) > 0 && v[0] == boltFormat {
 		if len(v) < boltHeaderSize {
-			return nil, fmt.Errorf("ledger: decoding call %q: %d bytes, shorter than a header", key, len(v))
+			return nil, fmt.Errorf("%w: call %q: %d bytes, shorter than a header", ErrCorrupt, key, len(v))
 		}
 		v = v[boltHeaderSize:]
 	}
 	return decodeCall(key, v)
+}
+
+// boltJSON is the JSON part of a stored call.
+func boltJSON(v []byte) []byte {
+	if len(v) >= boltHeaderSize && v[0] == boltFormat {
+		return v[boltHeaderSize:]
+	}
+	return v
+}
+
+// boltKeyErr says why bbolt cannot store key, or nil. Create checks it, so
+// that nothing is journaled that could not be written to the B+tree.
+func boltKeyErr(key string) error {
+	switch {
+	case key == "":
+		return errors.New("ledger: a call without a key")
+	case len(key) > bbolt.MaxKeySize:
+		return fmt.Errorf("ledger: a call key of %d bytes; bolt stores keys of at most %d", len(key), bbolt.MaxKeySize)
+	}
+	return nil
+}
+
+// keyField logs a call's key, cut short: a key is as long as the caller's
+// identity and call id, which a bad record need not have bounded.
+func keyField(key string) zap.Field {
+	const most = 128
+	if len(key) > most {
+		key = key[:most] + fmt.Sprintf("... (%d bytes)", len(key))
+	}
+	return zap.String("key", key)
 }
 
 // boltState reads only the state of a stored call.
@@ -110,7 +151,7 @@ func boltState(key string, v []byte) (State, error) {
 		if code := int(v[1]); code >= 1 && code <= len(boltStates) {
 			return boltStates[code-1], nil
 		}
-		return "", fmt.Errorf("ledger: decoding call %q: unknown state code %d", key, v[1])
+		return "", fmt.Errorf("%w: call %q: unknown state code %d", ErrCorrupt, key, v[1])
 	}
 	c, err := boltCall(key, v)
 	if err != nil {
@@ -137,9 +178,9 @@ func boltUpdated(v []byte) (time.Time, error) {
 const OutcomeUnknown = "outcome unknown: the gateway stopped while this call was in flight; it was not run again"
 
 const (
-	// boltOpenTimeout bounds the wait for the file lock, so a second
-	// gateway pointed at the same file fails with an error that names it
-	// instead of hanging at start-up.
+	// boltOpenTimeout is the default LockTimeout: it bounds the wait for
+	// the file lock, so a second gateway pointed at the same file fails
+	// with an error that names it instead of hanging at start-up.
 	boltOpenTimeout = 5 * time.Second
 
 	// boltBatchDelay is how long the first write of a batch waits for
@@ -171,6 +212,12 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.LockTimeout <= 0 {
+		opts.LockTimeout = boltOpenTimeout
+	}
 
 	// The default path is in Caddy's data directory, which need not
 	// exist yet when storage is configured elsewhere.
@@ -178,7 +225,7 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 		return nil, fmt.Errorf("opening ledger %s: %w", path, err)
 	}
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{
-		Timeout: boltOpenTimeout,
+		Timeout: opts.LockTimeout,
 		// A day of calls churns many pages; the hashmap freelist keeps
 		// finding free ones cheap where the array scans. (NoFreelistSync
 		// saved only ~5% per call here and makes every start-up scan the
@@ -190,7 +237,7 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 		InitialMmapSize: 512 << 20,
 	})
 	if errors.Is(err, bolterrors.ErrTimeout) {
-		return nil, fmt.Errorf("opening ledger %s: still locked after %s; is another gateway process using this file? %w", path, boltOpenTimeout, err)
+		return nil, fmt.Errorf("opening ledger %s: %w: still locked after %s; is another gateway process using this file? %w", path, ErrLocked, opts.LockTimeout, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("opening ledger %s: %w", path, err)
@@ -208,13 +255,14 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 		retention: opts.Retention,
 		now:       opts.Now,
 		waiters:   newWaiters(),
+		logger:    opts.Logger,
 		flying:    map[string]*Call{},
 		finishing: map[string]chan struct{}{},
 		stop:      make(chan struct{}),
 		swept:     make(chan struct{}),
 	}
 	journalPath := path + ".journal"
-	journaled, err := readJournal(journalPath)
+	journaled, err := readJournal(journalPath, b.logger)
 	if err == nil {
 		err = b.closeInFlight(journaled)
 	}
@@ -234,7 +282,10 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 // closeInFlight marks every call left in flight as Done with
 // OutcomeUnknown: those in the journal that the B+tree does not hold, and
 // those the B+tree holds as Running or AwaitingClient (a resumed card's
-// call, or a call recorded before the journal).
+// call, or a call recorded before the journal). A damaged call does not
+// stop the ledger from opening: it is logged, closed as outcome unknown as
+// far as it can be read when it was in flight, and otherwise left as it
+// is (a Get of it answers ErrCorrupt).
 func (b *Bolt) closeInFlight(journaled map[string]*Call) error {
 	now := b.now()
 	return b.db.Update(func(tx *bbolt.Tx) error {
@@ -243,49 +294,57 @@ func (b *Bolt) closeInFlight(journaled map[string]*Call) error {
 			return fmt.Errorf("creating bucket: %w", err)
 		}
 		for key, c := range journaled {
+			if err := boltKeyErr(key); err != nil {
+				b.logger.Error("ledger: skipping a call in the journal that cannot be stored", keyField(key), zap.Error(err))
+				continue
+			}
 			if bk.Get([]byte(key)) != nil {
 				continue
 			}
-			data, err := closedValue(c, now)
-			if err != nil {
-				return err
-			}
-			if err := bk.Put([]byte(key), data); err != nil {
-				return fmt.Errorf("closing call %q: %w", key, err)
-			}
+			b.closeCall(bk, []byte(key), c, now)
 		}
 		// A bucket must not change under ForEach: collect, then put.
-		var keys, values [][]byte
+		var keys [][]byte
+		var calls []*Call
 		err = bk.ForEach(func(k, v []byte) error {
 			st, err := boltState(string(k), v)
 			if err != nil {
-				return err
+				b.logger.Error("ledger: a stored call cannot be read, nor told to be in flight; kept as it is", keyField(string(k)), zap.Error(err))
+				return nil
 			}
 			if st != Running && st != AwaitingClient {
 				return nil
 			}
 			c, err := boltCall(string(k), v)
 			if err != nil {
-				return err
-			}
-			data, err := closedValue(c, now)
-			if err != nil {
-				return err
+				b.logger.Error("ledger: a call in flight cannot be read; closed as outcome unknown", keyField(string(k)), zap.Error(err))
+				c = salvage(boltJSON(v))
+				c.Key = string(k)
 			}
 			keys = append(keys, bytes.Clone(k))
-			values = append(values, data)
+			calls = append(calls, c)
 			return nil
 		})
 		if err != nil {
 			return err
 		}
 		for i, k := range keys {
-			if err := bk.Put(k, values[i]); err != nil {
-				return fmt.Errorf("closing call %q: %w", k, err)
-			}
+			b.closeCall(bk, k, calls[i], now)
 		}
 		return nil
 	})
+}
+
+// closeCall stores c under key closed as outcome unknown, or logs why it
+// could not (c came from a damaged record).
+func (b *Bolt) closeCall(bk *bbolt.Bucket, key []byte, c *Call, now time.Time) {
+	data, err := closedValue(c, now)
+	if err == nil {
+		err = bk.Put(key, data)
+	}
+	if err != nil {
+		b.logger.Error("ledger: a call left in flight could not be closed as outcome unknown", keyField(string(key)), zap.Error(err))
+	}
 }
 
 // closedValue is c closed as outcome unknown at now, as stored.
@@ -304,6 +363,9 @@ func (b *Bolt) Create(ctx context.Context, c *Call) (*Call, bool, error) {
 		return nil, false, err
 	}
 	if err := checkCreate(c); err != nil {
+		return nil, false, err
+	}
+	if err := boltKeyErr(c.Key); err != nil {
 		return nil, false, err
 	}
 	rec := stamp(c, b.now)
@@ -513,23 +575,38 @@ func (b *Bolt) Wait(ctx context.Context, key string, state State) (*Call, error)
 }
 
 // Sweep removes the calls whose Updated is more than the retention before
-// now, and says how many it removed. The sweeper calls it on its own; it is
-// exported so a caller (or a test) can sweep at a time of its choosing.
+// now, and says how many it removed; a call in flight is kept for the
+// retention past its deadline too (keptFrom). The sweeper calls it on its
+// own; it is exported so a caller (or a test) can sweep at a time of its
+// choosing.
 func (b *Bolt) Sweep(now time.Time) (int, error) {
 	cutoff := now.Add(-b.retention)
 	expired := func(v []byte) bool {
 		// A call that cannot be read is kept: losing a record is worse
 		// than keeping a broken one.
 		updated, err := boltUpdated(v)
-		return err == nil && updated.Before(cutoff)
+		if err != nil || !updated.Before(cutoff) {
+			return false
+		}
+		st, err := boltState("", v)
+		if err != nil {
+			return false
+		}
+		if !inFlight(st) {
+			return true
+		}
+		// Only a resumed card's call is in flight in the B+tree: few
+		// enough to decode for their deadline.
+		c, err := boltCall("", v)
+		return err == nil && keptFrom(c).Before(cutoff)
 	}
 
 	// Calls in flight in memory that have not changed for the retention
-	// were given up long ago (their deadline is minutes): let them go.
+	// since their deadline were given up long ago: let them go.
 	removed := 0
 	b.mu.Lock()
 	for key, c := range b.flying {
-		if _, busy := b.finishing[key]; !busy && c.Updated.Before(cutoff) {
+		if _, busy := b.finishing[key]; !busy && keptFrom(c).Before(cutoff) {
 			delete(b.flying, key)
 			removed++
 		}

@@ -1,12 +1,13 @@
 package ledger
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+
+	"go.uber.org/zap"
 )
 
 // journal is the bolt ledger's log of calls in flight. A new call is
@@ -32,9 +33,14 @@ var journalRotateSize int64 = 16 << 20
 
 // readJournal returns the calls in the journal at path and in a rewrite of
 // it that a crash may have left (path.next), the last line of a key
-// winning. A torn last line (a crash mid-write) is skipped.
-func readJournal(path string) (map[string]*Call, error) {
+// winning. A torn last line (a crash mid-write) is skipped: the call on it
+// was not yet sent. A damaged line elsewhere is logged, and the call it
+// names, if its key can be read, is returned as far as it can be read
+// (salvage), so that it is closed as outcome unknown: one bad line must
+// not keep the ledger from opening, nor let its call run again.
+func readJournal(path string, logger *zap.Logger) (map[string]*Call, error) {
 	calls := map[string]*Call{}
+	salvaged := map[string]*Call{}
 	for _, p := range []string{path, path + ".next"} {
 		data, err := os.ReadFile(p)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -43,20 +49,37 @@ func readJournal(path string) (map[string]*Call, error) {
 		if err != nil {
 			return nil, fmt.Errorf("reading journal: %w", err)
 		}
-		sc := bufio.NewScanner(bytes.NewReader(data))
-		sc.Buffer(nil, len(data)+1)
-		for sc.Scan() {
-			line := sc.Bytes()
-			if len(line) == 0 {
+		n := 0
+		for line := range bytes.Lines(data) {
+			n++
+			body, complete := bytes.CutSuffix(line, []byte{'\n'})
+			if len(body) == 0 {
 				continue
 			}
-			c, err := decodeCall("", line)
-			if err != nil {
-				// Only the line being written when the process died
-				// can be torn; the call on it was not yet sent.
+			c, err := decodeCall("", body)
+			if err == nil {
+				calls[c.Key] = c
 				continue
 			}
-			calls[c.Key] = c
+			if !complete {
+				logger.Info("ledger journal: skipping a torn last line, a call not yet sent when the process stopped",
+					zap.String("journal", p), zap.Int("line", n))
+				continue
+			}
+			c = salvage(body)
+			if c.Key == "" {
+				logger.Error("ledger journal: skipping a damaged line that names no call",
+					zap.String("journal", p), zap.Int("line", n), zap.Error(err))
+				continue
+			}
+			logger.Error("ledger journal: a damaged line; the call it names is closed as outcome unknown",
+				zap.String("journal", p), zap.Int("line", n), keyField(c.Key), zap.Error(err))
+			salvaged[c.Key] = c
+		}
+	}
+	for key, c := range salvaged {
+		if calls[key] == nil {
+			calls[key] = c
 		}
 	}
 	return calls, nil

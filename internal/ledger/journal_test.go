@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/toolgate/toolgate/internal/result"
 )
 
@@ -42,14 +44,14 @@ func TestReadJournal(t *testing.T) {
 	if err := os.WriteFile(path+".next", append(next, '\n'), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	got, err := readJournal(path)
+	got, err := readJournal(path, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 3 || got[a.Key] == nil || got[c.Key] == nil || got[b.Key].State != AwaitingClient {
 		t.Fatalf("readJournal = %v; want a, c and b's last line", got)
 	}
-	if _, err := readJournal(filepath.Join(t.TempDir(), "none")); err != nil {
+	if _, err := readJournal(filepath.Join(t.TempDir(), "none"), zap.NewNop()); err != nil {
 		t.Fatalf("readJournal of no file: %v", err)
 	}
 }

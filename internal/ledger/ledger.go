@@ -28,7 +28,10 @@ const (
 	Done           State = "done"
 )
 
-// DefaultRetention is how long a call is kept after its last change.
+// DefaultRetention is how long a call is kept after its last change. A
+// retention shorter than the time a call may stay in flight would let a
+// repeat of a call still running find nothing and run it again: the
+// ledgers keep a call in flight for the retention past its deadline.
 const DefaultRetention = 24 * time.Hour
 
 // Errors of a Ledger.
@@ -42,6 +45,12 @@ var (
 	// so was not made, or (when only its reply was lost) may have been:
 	// read again before deciding.
 	ErrUnavailable = errors.New("ledger: unavailable")
+	// ErrLocked: the bolt file is locked by another process (or another
+	// ledger of this one): bbolt serves one process at a time.
+	ErrLocked = errors.New("ledger: the ledger file is in use by another process")
+	// ErrCorrupt: the stored call cannot be read (a damaged value). Only
+	// that call fails; it is kept as it is, and never run again.
+	ErrCorrupt = errors.New("ledger: stored call cannot be read")
 )
 
 // Resume is how a card was answered.

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/toolgate/toolgate/internal/result"
 )
 
@@ -26,6 +28,22 @@ func stamp(c *Call, now func() time.Time) *Call {
 	return &rec
 }
 
+// inFlight says whether a call in state s may still be running somewhere.
+func inFlight(s State) bool {
+	return s == Running || s == AwaitingClient
+}
+
+// keptFrom is when a call's retention starts: its last change, or, for a
+// call in flight, its deadline when that is later. A call in flight is
+// kept until a repeat of it can give it up as outcome unknown; swept
+// before, its call id would run again.
+func keptFrom(c *Call) time.Time {
+	if inFlight(c.State) && c.Deadline.After(c.Updated) {
+		return c.Deadline
+	}
+	return c.Updated
+}
+
 // checkCreate enforces the Create contract shared by both back ends.
 func checkCreate(c *Call) error {
 	if c.Key == "" {
@@ -40,9 +58,45 @@ func checkCreate(c *Call) error {
 func decodeCall(key string, data []byte) (*Call, error) {
 	var c Call
 	if err := json.Unmarshal(data, &c); err != nil {
-		return nil, fmt.Errorf("ledger: decoding call %q: %w", key, err)
+		return nil, fmt.Errorf("%w: call %q: %w", ErrCorrupt, key, err)
 	}
 	return &c, nil
+}
+
+// salvage reads what it can of a stored call that does not decode whole
+// (cut short, or damaged past some point): the string members before the
+// damage. encodeCall writes the key, the call id, the tool, the caller and
+// the digest first, so a call cut anywhere after them can still be closed
+// as outcome unknown under its key, and a repeat of it recognised.
+func salvage(data []byte) *Call {
+	var c Call
+	d := jsontext.NewDecoder(bytes.NewReader(data), jsontext.AllowInvalidUTF8(true))
+	if tok, err := d.ReadToken(); err != nil || tok.Kind() != '{' {
+		return &c
+	}
+	fields := map[string]*string{
+		"key": &c.Key, "callId": &c.CallID, "tool": &c.Tool, "user": &c.User, "install": &c.Install,
+		"source": &c.Source, "threadId": &c.ThreadID, "digest": &c.Digest, "state": (*string)(&c.State),
+	}
+	for {
+		tok, err := d.ReadToken()
+		if err != nil || tok.Kind() != '"' {
+			return &c
+		}
+		// A token is valid only until the next read.
+		field := fields[tok.String()]
+		val, err := d.ReadValue()
+		if err != nil {
+			return &c
+		}
+		if field != nil && val.Kind() == '"' {
+			s, err := jsontext.AppendUnquote(nil, val)
+			if err != nil {
+				return &c
+			}
+			*field = string(s)
+		}
+	}
 }
 
 // encodeCall is the stored form of c: its JSON as encoding/json writes it

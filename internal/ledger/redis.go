@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -22,6 +23,10 @@ type RedisOptions struct {
 	// Password authenticates to the server. Default: none.
 	Password string
 
+	// TLS, when set, makes every connection TLS with this config (its
+	// ServerName, when empty, is Addr's host). Default: plain TCP.
+	TLS *tls.Config
+
 	// DB is the database number. Default: 0.
 	DB int
 
@@ -30,8 +35,9 @@ type RedisOptions struct {
 	// share calls must use the same prefix. Default: "toolgate:".
 	Prefix string
 
-	// Retention is how long a call is kept after its last change: the
-	// key's TTL, set again on every write. Default: 24h (DefaultRetention).
+	// Retention is how long a call is kept after its last change (for a
+	// call in flight, after its deadline if that is later): the key's TTL,
+	// set again on every write. Default: 24h (DefaultRetention).
 	Retention time.Duration
 
 	// Now is the clock that stamps calls without times. Default: time.Now.
@@ -48,7 +54,7 @@ type Redis struct {
 	addr      string
 	prefix    string
 	channel   string
-	retention string // milliseconds, as PEXPIRE takes them
+	retention time.Duration
 	now       func() time.Time
 	waiters   *waiters
 
@@ -136,6 +142,7 @@ func OpenRedis(ctx context.Context, opts RedisOptions) (*Redis, error) {
 		Addr:                  opts.Addr,
 		Password:              opts.Password,
 		DB:                    opts.DB,
+		TLSConfig:             opts.TLS,
 		DialTimeout:           redisTimeout,
 		ReadTimeout:           redisTimeout,
 		WriteTimeout:          redisTimeout,
@@ -151,7 +158,7 @@ func OpenRedis(ctx context.Context, opts RedisOptions) (*Redis, error) {
 		addr:      opts.Addr,
 		prefix:    opts.Prefix,
 		channel:   opts.Prefix + "done",
-		retention: strconv.FormatInt(max(opts.Retention.Milliseconds(), 1), 10),
+		retention: opts.Retention,
 		now:       opts.Now,
 		waiters:   newWaiters(),
 		opBase:    hex.EncodeToString(seed[:]) + ":",
@@ -205,6 +212,14 @@ func (r *Redis) callKey(key string) string {
 	return r.prefix + "call:" + key
 }
 
+// ttl is the time to live of c's key, in milliseconds as PEXPIRE takes
+// them: the retention from now, or from keptFrom(c) when that is later, so
+// that a call in flight outlives its deadline by the retention.
+func (r *Redis) ttl(c *Call) string {
+	d := r.retention + max(keptFrom(c).Sub(r.now()), 0)
+	return strconv.FormatInt(max(d.Milliseconds(), 1), 10)
+}
+
 func (r *Redis) nextOp() string {
 	return r.opBase + strconv.FormatUint(r.opSeq.Add(1), 36)
 }
@@ -239,12 +254,13 @@ func (r *Redis) Create(ctx context.Context, c *Call) (*Call, bool, error) {
 	if err := checkCreate(c); err != nil {
 		return nil, false, err
 	}
-	data, err := encodeCall(stamp(c, r.now))
+	rec := stamp(c, r.now)
+	data, err := encodeCall(rec)
 	if err != nil {
 		return nil, false, err
 	}
 	v, err := createScript.Run(ctx, r.client, []string{r.callKey(c.Key)},
-		string(c.State), data, r.nextOp(), r.retention).Result()
+		string(c.State), data, r.nextOp(), r.ttl(rec)).Result()
 	if err != nil {
 		return nil, false, r.unavailable(fmt.Sprintf("recording call %q", c.Key), err)
 	}
@@ -282,7 +298,7 @@ func (r *Redis) Update(ctx context.Context, c *Call, from State) (*Call, error) 
 		return nil, err
 	}
 	v, err := updateScript.Run(ctx, r.client, []string{r.callKey(c.Key)},
-		string(from), string(c.State), data, r.nextOp(), r.retention, r.channel, c.Key).Result()
+		string(from), string(c.State), data, r.nextOp(), r.ttl(rec), r.channel, c.Key).Result()
 	if errors.Is(err, redis.Nil) {
 		return nil, ErrNotFound
 	}

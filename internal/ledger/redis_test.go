@@ -2,10 +2,13 @@ package ledger_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -336,5 +339,133 @@ func TestRedisLostReply(t *testing.T) {
 	}
 	if err != nil {
 		t.Fatalf("Update whose reply was lost = %+v, %v; want success", got, err)
+	}
+}
+
+// A stored call that does not decode fails only that call, with
+// ErrCorrupt, and is never run again; the others go on.
+func TestRedisDamagedCall(t *testing.T) {
+	ctx := context.Background()
+	s := redistest.Start(t)
+	l := openRedis(t, s.Addr, "damaged:")
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer rdb.Close()
+
+	bad := newCall(t, "bad")
+	for _, data := range []string{`{"key":"x","callId":`, "\xff\x00", `{"state":7}`, ``} {
+		if err := rdb.HSet(ctx, "damaged:call:"+bad.Key, "state", "running", "data", data).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Get(ctx, bad.Key); !errors.Is(err, ledger.ErrCorrupt) {
+			t.Errorf("Get of data %q = %v; want ErrCorrupt", data, err)
+		}
+		if _, created, err := l.Create(ctx, bad); created || !errors.Is(err, ledger.ErrCorrupt) {
+			t.Errorf("Create over data %q = %v, %v; want ErrCorrupt, not created", data, created, err)
+		}
+		if _, err := l.Update(ctx, done(bad, "x"), ledger.AwaitingClient); !errors.Is(err, ledger.ErrCorrupt) {
+			t.Errorf("Update of data %q = %v; want ErrCorrupt", data, err)
+		}
+	}
+	good := newCall(t, "good")
+	mustCreate(t, l, good)
+	if got, err := l.Get(ctx, good.Key); err != nil || got.CallID != good.CallID {
+		t.Fatalf("Get of a good call beside a damaged one = %+v, %v", got, err)
+	}
+}
+
+// A call in flight keeps its key for the retention past its deadline, not
+// only past its last write: a retention shorter than the time the call may
+// run must not let its key expire while it runs.
+func TestRedisInFlightOutlivesDeadline(t *testing.T) {
+	ctx := context.Background()
+	s := redistest.Start(t)
+	l, err := ledger.OpenRedis(ctx, ledger.RedisOptions{Addr: s.Addr, Prefix: "ttl:", Retention: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer rdb.Close()
+	ttl := func(c *ledger.Call) time.Duration {
+		t.Helper()
+		d, err := rdb.PTTL(ctx, "ttl:call:"+c.Key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	// within says whether d is want, less the little time the test took.
+	within := func(d, want time.Duration) bool { return d <= want && d > want-10*time.Second }
+
+	c := newCall(t, "1")
+	c.Created, c.Updated = time.Now(), time.Now()
+	c.Deadline = c.Created.Add(2 * time.Hour)
+	mustCreate(t, l, c)
+	if d := ttl(c); !within(d, 2*time.Hour+time.Minute) {
+		t.Errorf("TTL of a new call due in 2h = %s; want 2h1m", d)
+	}
+	waiting := *c
+	waiting.State, waiting.Updated = ledger.AwaitingClient, time.Now()
+	if _, err := l.Update(ctx, &waiting, ledger.Running); err != nil {
+		t.Fatal(err)
+	}
+	if d := ttl(c); !within(d, 2*time.Hour+time.Minute) {
+		t.Errorf("TTL of a call still in flight after an update = %s; want 2h1m", d)
+	}
+	finished := done(&waiting, "ok")
+	finished.Updated = time.Now()
+	if _, err := l.Update(ctx, finished, ledger.AwaitingClient); err != nil {
+		t.Fatal(err)
+	}
+	if d := ttl(c); !within(d, time.Minute) {
+		t.Errorf("TTL of a finished call = %s; want the retention, 1m", d)
+	}
+}
+
+// TestRedisTLS records calls in a redis-server that speaks only TLS; a
+// client that does not trust its certificate, or speaks plain TCP to it,
+// cannot open the ledger.
+func TestRedisTLS(t *testing.T) {
+	ctx := context.Background()
+	s := redistest.StartTLS(t)
+	pem, err := os.ReadFile(s.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(pem)
+
+	l, err := ledger.OpenRedis(ctx, ledger.RedisOptions{Addr: s.Addr, TLS: &tls.Config{RootCAs: roots}})
+	if err != nil {
+		t.Fatalf("OpenRedis over TLS: %v", err)
+	}
+	defer l.Close()
+	c := newCall(t, "1")
+	mustCreate(t, l, c)
+	if got, err := l.Get(ctx, c.Key); err != nil || got.CallID != c.CallID {
+		t.Fatalf("Get over TLS = %+v, %v", got, err)
+	}
+
+	for _, tc := range []struct {
+		name string
+		tls  *tls.Config
+		want string
+	}{
+		{"system roots", &tls.Config{}, "certificate signed by unknown authority"},
+		{"wrong name", &tls.Config{RootCAs: roots, ServerName: "redis.example.com"}, "redis.example.com"},
+		{"plain TCP", nil, "unavailable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(ctx, patience)
+			defer cancel()
+			l, err := ledger.OpenRedis(ctx, ledger.RedisOptions{Addr: s.Addr, TLS: tc.tls})
+			if err == nil {
+				_ = l.Close()
+				t.Fatal("OpenRedis succeeded")
+			}
+			if !errors.Is(err, ledger.ErrUnavailable) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("OpenRedis = %v; want ErrUnavailable naming %q", err, tc.want)
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ package redistest
 
 import (
 	"bufio"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -16,9 +17,13 @@ import (
 
 // Server is a running redis-server.
 type Server struct {
-	Addr    string
+	Addr string
+	// CAFile is the PEM file of the CA that signed a TLS server's
+	// certificate (StartTLS); empty for a plain server.
+	CAFile  string
 	dir     string
 	cmd     *exec.Cmd
+	tls     *tls.Config // how ping connects to a TLS server
 	persist bool
 }
 
@@ -27,7 +32,10 @@ type Server struct {
 // except under CI, which installs it.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	return start(t, false)
+	s := newServer(t)
+	s.Restart(t)
+	t.Cleanup(s.Stop)
+	return s
 }
 
 // StartPersistent is Start with every write appended to a file and flushed
@@ -35,10 +43,14 @@ func Start(t testing.TB) *Server {
 // Stop and Restart the server has every write it acknowledged.
 func StartPersistent(t testing.TB) *Server {
 	t.Helper()
-	return start(t, true)
+	s := newServer(t)
+	s.persist = true
+	s.Restart(t)
+	t.Cleanup(s.Stop)
+	return s
 }
 
-func start(t testing.TB, persist bool) *Server {
+func newServer(t testing.TB) *Server {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		if os.Getenv("CI") != "" {
@@ -52,22 +64,24 @@ func start(t testing.TB, persist bool) *Server {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	s := &Server{Addr: addr, dir: t.TempDir(), persist: persist}
-	s.Restart(t)
-	t.Cleanup(s.Stop)
-	return s
+	return &Server{Addr: addr, dir: t.TempDir()}
 }
 
 // Restart starts the server again on the same port and folder (after Stop).
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
 	_, port, _ := net.SplitHostPort(s.Addr)
+	args := []string{"--port", port}
+	if s.tls != nil {
+		args = []string{"--port", "0", "--tls-port", port, "--tls-auth-clients", "no",
+			"--tls-cert-file", filepath.Join(s.dir, "server.pem"), "--tls-key-file", filepath.Join(s.dir, "server.key")}
+	}
 	aof := []string{"--appendonly", "no"}
 	if s.persist {
 		aof = []string{"--appendonly", "yes", "--appendfsync", "always"}
 	}
-	s.cmd = exec.Command("redis-server", append([]string{"--port", port, "--bind", "127.0.0.1",
-		"--save", "", "--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis.log")}, aof...)...)
+	s.cmd = exec.Command("redis-server", append(append(args, "--bind", "127.0.0.1",
+		"--save", "", "--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis.log")), aof...)...)
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +106,13 @@ func (s *Server) Stop() {
 }
 
 func (s *Server) ping() error {
-	c, err := net.DialTimeout("tcp", s.Addr, time.Second)
+	var c net.Conn
+	var err error
+	if s.tls != nil {
+		c, err = tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", s.Addr, s.tls)
+	} else {
+		c, err = net.DialTimeout("tcp", s.Addr, time.Second)
+	}
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// `toolgate validate` of a running gateway's config succeeds at once,
+// though the gateway holds the bolt ledger's file lock, and leaves the
+// gateway as it was.
+func TestValidateWhileRunning(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	up := newUpstream(t)
+	data := t.TempDir()
+	in := startInstance(t, "ledger bolt "+filepath.Join(data, "ledger.db"), up.srv.URL, data)
+	if status, a := in.post(t, "/tools/slow", `{"input":{},"callId":"v1",`+envelope+`}`); status != 200 || a.IsError {
+		t.Fatalf("call before validate: %d %+v", status, a)
+	}
+
+	start := time.Now()
+	cmd := exec.Command(toolgateBinary(t), "validate", "--config", in.config, "--adapter", "caddyfile")
+	cmd.Env = in.env
+	out, err := cmd.CombinedOutput()
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("validate while the gateway runs: %v\n%s", err, out)
+	}
+	if took > 4*time.Second {
+		t.Errorf("validate took %s; the lock wait alone was 5s", took)
+	}
+	if !strings.Contains(string(out), "in use by another process") {
+		t.Errorf("validate did not say the ledger file is in use:\n%s", out)
+	}
+
+	before := up.hits.Load()
+	if status, a := in.post(t, "/tools/slow", `{"input":{},"callId":"v1",`+envelope+`}`); status != 200 || a.IsError || up.hits.Load() != before {
+		t.Errorf("the recorded call after validate: %d %+v, %d more hits", status, a, up.hits.Load()-before)
+	}
+	if status, a := in.post(t, "/tools/slow", `{"input":{},"callId":"v2",`+envelope+`}`); status != 200 || a.IsError {
+		t.Errorf("a new call after validate: %d %+v", status, a)
+	}
+}
+
+// A second gateway on the same bolt file starts, answers 503 and runs
+// nothing while the first holds the file, and takes the ledger over, with
+// the first's calls, once the first is gone.
+func TestSecondGatewayWaitsForLedger(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	up := newUpstream(t)
+	data := t.TempDir()
+	line := "ledger bolt " + filepath.Join(data, "ledger.db")
+	first := startInstance(t, line, up.srv.URL, data)
+	_, recorded := first.post(t, "/tools/slow", `{"input":{},"callId":"w1",`+envelope+`}`)
+
+	second := startInstance(t, line, up.srv.URL, data)
+	before := up.hits.Load()
+	resp, err := http.Post(second.base+"/tools/slow", "application/json", strings.NewReader(`{"input":{},"callId":"w2",`+envelope+`}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"code":"unavailable"`) ||
+		!strings.Contains(string(body), "in use by another process") {
+		t.Errorf("a call while the file is held: %d %s; want 503 unavailable naming the lock", resp.StatusCode, body)
+	}
+	if n := up.hits.Load() - before; n != 0 {
+		t.Errorf("a call while the file is held reached the target %d times", n)
+	}
+
+	first.kill()
+	deadline := time.Now().Add(10 * time.Second)
+	var status int
+	var a answer
+	for {
+		status, a = second.post(t, "/tools/slow", `{"input":{},"callId":"w1",`+envelope+`}`)
+		if status == 200 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if status != 200 || a.Content != recorded.Content {
+		t.Errorf("the first's call from the second: %d %+v; want the recorded %+v", status, a, recorded)
+	}
+	if n := up.hits.Load() - before; n != 0 {
+		t.Errorf("the target ran %d times for calls already recorded or refused", n)
+	}
+}
