@@ -13,6 +13,7 @@ FUZZ := \
 	./internal/gateway:FuzzCheckCard \
 	./internal/dispatch:FuzzCompile \
 	./internal/manifest:FuzzManifest \
+	./internal/ledger:FuzzReadJournal \
 	./internal/pagecontext:FuzzRender
 
 .PHONY: test check unit js browser mcp bench-build fuzz tools build
