@@ -5,6 +5,7 @@ package caddymodule
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -480,18 +481,24 @@ func (h *Handler) serveInvoke(w http.ResponseWriter, r *http.Request, c caller, 
 		call.Identity = *env.Identity
 	}
 	ans, err := h.gw.Invoke(r.Context(), call)
-	return writeAnswer(w, ans, err)
+	return h.writeAnswer(w, ans, err)
 }
 
 // writeAnswer writes an answer, or a caller's mistake as its status.
-func writeAnswer(w http.ResponseWriter, ans *gateway.Answer, err error) error {
+// Only a caller's mistake (a gateway.RequestError) is told as it is; any
+// other error may name a file, a key or a user, so it is logged and the
+// answer says only that it happened.
+func (h *Handler) writeAnswer(w http.ResponseWriter, ans *gateway.Answer, err error) error {
 	if err != nil {
-		code := "error"
 		var re *gateway.RequestError
 		if errors.As(err, &re) {
-			code = re.Code
+			writeError(w, gateway.StatusOf(err), re.Code, err.Error())
+			return nil
 		}
-		writeError(w, gateway.StatusOf(err), code, err.Error())
+		if !errors.Is(err, context.Canceled) { // a caller that left reads nothing
+			h.logger.Error("answering a call", zap.Error(err))
+		}
+		writeError(w, http.StatusInternalServerError, "internal", "the gateway failed to answer; the error is in its log")
 		return nil
 	}
 	bp := buffers.Get().(*[]byte)
@@ -552,7 +559,7 @@ func (h *Handler) serveCalls(w http.ResponseWriter, r *http.Request, rest string
 			who = gateway.Identity{User: r.URL.Query().Get("user"), Install: r.URL.Query().Get("install")}
 		}
 		ans, err := h.gw.Status(r.Context(), who, callID)
-		return writeAnswer(w, ans, err)
+		return h.writeAnswer(w, ans, err)
 	}
 	var body resumeBody
 	if !h.decodeBody(w, r, &body) {
@@ -566,7 +573,7 @@ func (h *Handler) serveCalls(w http.ResponseWriter, r *http.Request, rest string
 		req.Identity = *body.Identity
 	}
 	ans, err := h.gw.Resume(r.Context(), req)
-	return writeAnswer(w, ans, err)
+	return h.writeAnswer(w, ans, err)
 }
 
 // bodyOptions make request bodies strict: unknown and repeated members are

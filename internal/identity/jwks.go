@@ -208,6 +208,10 @@ func NewRemoteKeySet(url string, client *http.Client, logger *zap.Logger) *Remot
 	if client == nil {
 		client = &http.Client{}
 	}
+	// A copy, so that the caller's client keeps its own redirect rule.
+	c := *client
+	c.CheckRedirect = keepScheme
+	client = &c
 	if logger == nil {
 		logger = zap.NewNop()
 	}
@@ -289,6 +293,19 @@ func (s *RemoteKeySet) fetch(started time.Time, done chan struct{}) {
 	if err == nil {
 		s.keys, s.fetched = keys, started
 	}
+}
+
+// keepScheme follows at most 3 redirects, none from https to another
+// scheme: the keys that decide who a caller is must not come over a
+// connection anyone on the path can rewrite.
+func keepScheme(req *http.Request, via []*http.Request) error {
+	if len(via) >= 3 {
+		return errors.New("stopped after 3 redirects")
+	}
+	if via[0].URL.Scheme == "https" && req.URL.Scheme != "https" {
+		return fmt.Errorf("refused a redirect from https to %s", req.URL.Scheme)
+	}
+	return nil
 }
 
 func (s *RemoteKeySet) get(ctx context.Context) ([]PublicKey, error) {

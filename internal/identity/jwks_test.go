@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -301,4 +302,49 @@ func TestRemoteKeySetFetchTimeout(t *testing.T) {
 	}
 	wantRefused(t, err, "the token could not be verified")
 	f.srv.wantHits(t, 1)
+}
+
+// An https JWKS URL that redirects to plain http is refused: the keys never
+// come over a connection that can be rewritten. A redirect that stays on
+// https is followed.
+func TestRemoteKeySetRedirects(t *testing.T) {
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plainHits atomic.Int64
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		plainHits.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"keys": []map[string]string{pubJWK(t, "k1", pub)}})
+	}))
+	defer plain.Close()
+	var tlsSrv *httptest.Server
+	tlsSrv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/down":
+			http.Redirect(w, r, plain.URL+"/jwks.json", http.StatusFound)
+		case "/moved":
+			http.Redirect(w, r, tlsSrv.URL+"/jwks.json", http.StatusMovedPermanently)
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(map[string]any{"keys": []map[string]string{pubJWK(t, "k1", pub)}})
+		}
+	}))
+	defer tlsSrv.Close()
+
+	moved := NewRemoteKeySet(tlsSrv.URL+"/moved", tlsSrv.Client(), nil)
+	if keys, err := moved.Lookup(context.Background(), "k1"); err != nil || len(keys) != 1 {
+		t.Errorf("https to https: %v, %v", keys, err)
+	}
+	down := NewRemoteKeySet(tlsSrv.URL+"/down", tlsSrv.Client(), nil)
+	if keys, err := down.Lookup(context.Background(), "k1"); err == nil || len(keys) != 0 {
+		t.Errorf("https to http: got %v, %v; want refused", keys, err)
+	}
+	if n := plainHits.Load(); n != 0 {
+		t.Errorf("the plain http server was asked %d times", n)
+	}
+	if tlsSrv.Client().CheckRedirect != nil {
+		t.Error("the caller's client was changed")
+	}
 }

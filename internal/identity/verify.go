@@ -77,6 +77,8 @@ func (v *Verifier) SetClock(now func() time.Time) { v.now = now }
 func (v *Verifier) Verify(ctx context.Context, token string) (jwt.MapClaims, error) {
 	opts := []jwt.ParserOption{
 		jwt.WithValidMethods(v.algs),
+		// One spelling per token: no spare base64 bits, no padding.
+		jwt.WithStrictDecoding(),
 		jwt.WithExpirationRequired(),
 		jwt.WithIssuedAt(),
 		jwt.WithLeeway(v.opts.Leeway),

@@ -1005,3 +1005,29 @@ func TestParseJWKSOfIssuer(t *testing.T) {
 		t.Errorf("key 0 = %+v", got[0])
 	}
 }
+
+// A signature has one spelling: base64url with its spare bits set decodes
+// to the same bytes, and would let one token pass as many (a replay cache
+// or a per-token count keyed by the text could be dodged).
+func TestVerifierOneSpelling(t *testing.T) {
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	v, err := NewSecretVerifier(secret, VerifyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.SetClock(func() time.Time { return vNow })
+	tok := signJWT(t, jwt.SigningMethodHS256, secret, "", baseClaims())
+	if _, err := v.Verify(context.Background(), tok); err != nil {
+		t.Fatalf("the token as signed: %v", err)
+	}
+	// HS256's 32 bytes are 43 characters, whose last holds 2 spare bits.
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	last := strings.IndexByte(alphabet, tok[len(tok)-1])
+	respelled := tok[:len(tok)-1] + string(alphabet[last^1])
+	sig := respelled[strings.LastIndexByte(respelled, '.')+1:]
+	if b, err := base64.RawURLEncoding.DecodeString(sig); err != nil || len(b) != 32 {
+		t.Fatalf("the respelled signature does not decode leniently: %v", err)
+	}
+	_, err = v.Verify(context.Background(), respelled)
+	wantRefused(t, err, "")
+}
