@@ -492,7 +492,11 @@ func (h *Handler) writeAnswer(w http.ResponseWriter, ans *gateway.Answer, err er
 	if err != nil {
 		var re *gateway.RequestError
 		if errors.As(err, &re) {
-			writeError(w, gateway.StatusOf(err), re.Code, err.Error())
+			status := gateway.StatusOf(err)
+			if status == http.StatusTooManyRequests {
+				w.Header().Set("Retry-After", retryAfter)
+			}
+			writeError(w, status, re.Code, err.Error())
 			return nil
 		}
 		if !errors.Is(err, context.Canceled) { // a caller that left reads nothing

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -266,11 +265,12 @@ func (h *Handler) serveClient(w http.ResponseWriter, r *http.Request, rest strin
 // and the browser keep it open.
 const keepAlive = 15 * time.Second
 
-// streamRetry is the Retry-After of a stream refused over
-// max_streams_per_token: streams are freed only as pages leave, so asking
-// sooner is pointless; it is also where the browser client's backoff tops
-// out.
-const streamRetry = 10 * time.Second
+// retryAfter is the Retry-After of a request refused over a pages limit:
+// a stream over max_streams_per_token (streams are freed only as pages
+// leave, so asking sooner is pointless; it is also where the browser
+// client's backoff tops out), or a client tool call over max_pending or
+// max_pending_per_thread (freed as pages answer).
+const retryAfter = "10"
 
 // streamKey is what streams are counted by: a digest of the page token's
 // signed part (header.payload). The signature is left out because one
@@ -293,7 +293,7 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, p page) er
 	}
 	stream, waiting, err := h.bridge.Open(p.user, p.thread, streamKey(r))
 	if errors.Is(err, clienttools.ErrTooManyStreams) {
-		w.Header().Set("Retry-After", strconv.Itoa(int(streamRetry/time.Second)))
+		w.Header().Set("Retry-After", retryAfter)
 		writeError(w, http.StatusTooManyRequests, "too_many_streams", err.Error())
 		return nil
 	}

@@ -64,9 +64,10 @@ func invokeIn(tc *caddytest.Tester, thread, callID string) <-chan invokeResult {
 }
 
 // TestPendingLimitsHTTP: a client tool call over max_pending_per_thread or
-// max_pending ends at once as a done error result, and nothing of it
-// reaches a page: it is not offered on the thread's stream and cannot be
-// claimed.
+// max_pending is turned away at once with 429 and Retry-After, nothing of
+// it is recorded or reaches a page (it is not offered on the thread's
+// stream and cannot be claimed), and the same call id runs once there is
+// room; a repeat of a call already waiting joins it.
 func TestPendingLimitsHTTP(t *testing.T) {
 	tc, b := startLimitedPages(t, "5s")
 	tok := pageToken(t, "u_1", "th_1")
@@ -82,9 +83,28 @@ func TestPendingLimitsHTTP(t *testing.T) {
 
 	over := func(thread, callID, want string) {
 		t.Helper()
-		r := waitInvoke(t, invokeIn(tc, thread, callID))
-		if r.status != http.StatusOK || r.a.Status != "done" || !r.a.IsError || !strings.Contains(r.a.Content, want) {
-			t.Errorf("call %s over a limit: %d %s; want a done error result %q", callID, r.status, r.raw, want)
+		req, _ := http.NewRequest(http.MethodPost, base+"/tools/where", strings.NewReader(
+			fmt.Sprintf(`{"input":{},"callId":%q,"context":{"source":"thread","threadId":%q},%s}`, callID, thread, pageIdentity)))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := tc.Client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "10" ||
+			!strings.Contains(string(raw), `"code":"too_many_client_calls"`) || !strings.Contains(string(raw), want) {
+			t.Errorf("call %s over a limit: %d Retry-After %q %s; want 429 with Retry-After 10 and %q",
+				callID, resp.StatusCode, resp.Header.Get("Retry-After"), raw, want)
+		}
+		// Nothing was recorded: the same call id may be tried again later.
+		resp, err = tc.Client.Get(base + "/calls/" + callID + "?user=u_1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("the refused %s was recorded: GET /calls answers %d, want 404", callID, resp.StatusCode)
 		}
 		if status, body := claim(t, tc, pageToken(t, "u_1", thread), callID); status != http.StatusNotFound {
 			t.Errorf("claim of the refused %s: %d %s, want 404", callID, status, body)
@@ -93,6 +113,10 @@ func TestPendingLimitsHTTP(t *testing.T) {
 	over("th_1", "lim_3", "too many client tool calls waiting in this thread")
 	page.none(t, 100*time.Millisecond)
 	waitCounts(t, b, 2, 1)
+
+	// A repeat of a call already waiting joins it, full thread or not.
+	again := invokeIn(tc, "th_1", "lim_1")
+	page.none(t, 100*time.Millisecond)
 
 	// Another thread has room of its own, up to max_pending in all.
 	inv4 := invokeIn(tc, "th_2", "lim_4")
@@ -109,20 +133,24 @@ func TestPendingLimitsHTTP(t *testing.T) {
 			t.Errorf("%s: %s", id, r.raw)
 		}
 	}
+	if r := waitInvoke(t, again); r.a.Content != "ok" || r.a.IsError {
+		t.Errorf("the repeat of lim_1: %s", r.raw)
+	}
 	tok2 := pageToken(t, "u_1", "th_2")
 	if status, body := postResult(t, tc, tok2, "lim_4", `{"result":"ok"}`); status != http.StatusOK {
 		t.Fatalf("lim_4: %d %s", status, body)
 	}
 	waitInvoke(t, inv4)
 	waitCounts(t, b, 0, 1)
-	inv6 := invokeIn(tc, "th_1", "lim_6")
-	if o := page.next(t); o.CallID != "lim_6" {
-		t.Errorf("offered %+v, want lim_6", o)
+	// The call id turned away runs now that there is room.
+	inv3 := invokeIn(tc, "th_1", "lim_3")
+	if o := page.next(t); o.CallID != "lim_3" {
+		t.Errorf("offered %+v, want lim_3", o)
 	}
-	if status, body := postResult(t, tc, tok, "lim_6", `{}`); status != http.StatusOK {
-		t.Fatalf("lim_6: %d %s", status, body)
+	if status, body := postResult(t, tc, tok, "lim_3", `{}`); status != http.StatusOK {
+		t.Fatalf("lim_3: %d %s", status, body)
 	}
-	waitInvoke(t, inv6)
+	waitInvoke(t, inv3)
 }
 
 // TestStreamsPerTokenHTTP: a page token holds at most

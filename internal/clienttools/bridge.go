@@ -200,6 +200,27 @@ func (b *Bridge) Waiting() (calls, streams int) {
 	return b.waiting, b.streams
 }
 
+// Admit reports whether a new call of user's thread would be taken now:
+// ErrThreadFull or ErrFull when Run would refuse it. It reserves nothing,
+// so a call admitted may still be refused by Run when others came first.
+func (b *Bridge) Admit(user, thread string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.expire()
+	return b.admit(threadKey{user, thread})
+}
+
+// admit is Admit for callers that hold b.mu.
+func (b *Bridge) admit(tk threadKey) error {
+	if th := b.threads[tk]; th != nil && len(th.waiting) >= b.limits.PendingPerThread {
+		return ErrThreadFull
+	}
+	if b.waiting >= b.limits.Pending {
+		return ErrFull
+	}
+	return nil
+}
+
 // ErrTimeout is Run's error when no page answered in time.
 var ErrTimeout = errors.New("client tool timed out")
 
@@ -215,16 +236,11 @@ func (b *Bridge) Run(ctx context.Context, user, thread string, offer Offer, time
 		b.mu.Unlock()
 		return Outcome{}, errors.New("this client call is already waiting for its page")
 	}
-	th := b.threads[k.threadKey]
-	switch {
-	case th != nil && len(th.waiting) >= b.limits.PendingPerThread:
+	if err := b.admit(k.threadKey); err != nil {
 		b.mu.Unlock()
-		return Outcome{}, ErrThreadFull
-	case b.waiting >= b.limits.Pending:
-		b.mu.Unlock()
-		return Outcome{}, ErrFull
+		return Outcome{}, err
 	}
-	th = b.thread(k.threadKey)
+	th := b.thread(k.threadKey)
 	b.seq++
 	p.seq = b.seq
 	b.calls[k] = p

@@ -113,6 +113,8 @@ var (
 	ErrConflict    = errors.New("conflict")
 	ErrReuse       = errors.New("idempotency key reuse")
 	ErrUnavailable = errors.New("unavailable")
+	// ErrTooMany: a client tool call over a pages limit; try again later.
+	ErrTooMany = errors.New("too many")
 )
 
 // RequestError is a caller's mistake with a stable code.
@@ -275,6 +277,9 @@ func (g *Gateway) Invoke(ctx context.Context, call Call) (*Answer, error) {
 		}
 		return nil, &RequestError{Code: "forbidden", Msg: msg, kind: ErrForbidden}
 	}
+	if err := g.admitClientCall(ctx, tool, call); err != nil {
+		return nil, err
+	}
 	if g.ledger == nil {
 		out := g.execute(ctx, tool, call, input, inputErr)
 		g.logCall(call, out.res, start)
@@ -369,6 +374,27 @@ func (g *Gateway) record(ctx context.Context, c *ledger.Call, from ledger.State)
 			g.logger.Error("recording a finished call: giving up at its deadline", append(fields, zap.Error(err))...)
 		}
 	}()
+}
+
+// admitClientCall turns away a new client tool call over a pages limit
+// (pending calls per thread, or in all) before anything is recorded, so
+// that the same call id may be tried again later. A repeat of a call
+// already recorded is answered as usual, waiting or recorded.
+func (g *Gateway) admitClientCall(ctx context.Context, tool *manifest.Compiled, call Call) error {
+	if tool.Target.Spec.Type != dispatch.TypeKazzle || call.Context.Source != SourceThread {
+		return nil
+	}
+	err := g.bridge.Admit(call.Identity.User, call.Context.ThreadID)
+	if err == nil {
+		return nil
+	}
+	if g.ledger != nil {
+		if _, gerr := g.ledger.Get(ctx, ledger.Key(call.Identity.User, call.Identity.Install, call.CallID)); gerr == nil {
+			return nil
+		}
+	}
+	return &RequestError{Code: "too_many_client_calls", kind: ErrTooMany,
+		Msg: fmt.Sprintf("client tool %s: %v; try again later", tool.Target.Spec.Name, err)}
 }
 
 func (g *Gateway) logCall(call Call, res result.Result, start time.Time) {
@@ -564,6 +590,8 @@ func StatusOf(err error) int {
 		return http.StatusUnprocessableEntity
 	case errors.Is(err, ErrUnavailable):
 		return http.StatusServiceUnavailable
+	case errors.Is(err, ErrTooMany):
+		return http.StatusTooManyRequests
 	}
 	return http.StatusInternalServerError
 }
