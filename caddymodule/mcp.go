@@ -20,7 +20,7 @@ import (
 // (and calls, on Redis) accept each other's.
 func (h *Handler) setupMCP(key identity.Key) {
 	stateKey := sha256.Sum256(append([]byte("toolgate mcp request state\x00"), key.Private.Seed()...))
-	srv := mcp.New(h.gw, mcp.Options{StateKey: stateKey[:]})
+	srv := mcp.New(h.gw, mcp.Options{StateKey: stateKey[:], Logger: h.logger})
 	h.mcp = srv
 	if h.verifier == nil {
 		return

@@ -20,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap"
 
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/result"
@@ -59,10 +60,13 @@ type Options struct {
 	StateKey []byte
 	// Version is reported as the server's version.
 	Version string
+	// Logger gets the errors a client is not told; nil discards them.
+	Logger *zap.Logger
 }
 
 // Server is the MCP endpoint.
 type Server struct {
+	logger    *zap.Logger
 	gw        *gateway.Gateway
 	server    *sdk.Server
 	stateful  http.Handler
@@ -79,7 +83,10 @@ const stateTTL = 15 * time.Minute
 
 // New builds the MCP server for the gateway's tools.
 func New(gw *gateway.Gateway, opts Options) *Server {
-	s := &Server{gw: gw, key: opts.StateKey, now: time.Now, used: map[string]time.Time{}}
+	s := &Server{gw: gw, key: opts.StateKey, now: time.Now, used: map[string]time.Time{}, logger: opts.Logger}
+	if s.logger == nil {
+		s.logger = zap.NewNop()
+	}
 	if len(s.key) == 0 {
 		s.key = make([]byte, 32)
 		_, _ = rand.Read(s.key)
@@ -240,7 +247,7 @@ func (s *Server) call(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallT
 		if errors.As(err, &re) && errors.Is(err, gateway.ErrUnknownTool) {
 			return nil, err
 		}
-		return errorResult(err.Error()), nil
+		return s.failed(err), nil
 	}
 	if ans.Status == gateway.StatusActionRequired {
 		return s.askCard(ans, c, req.ClientCapabilities())
@@ -265,6 +272,20 @@ func toolResult(r result.Result) *sdk.CallToolResult {
 		})
 	}
 	return out
+}
+
+// failed is the tool failure for an error of the gateway: a caller's
+// mistake is told as it is; any other error may name a file, a key or a
+// user, so it is logged and the client is told only that it happened.
+func (s *Server) failed(err error) *sdk.CallToolResult {
+	var re *gateway.RequestError
+	if errors.As(err, &re) {
+		return errorResult(err.Error())
+	}
+	if !errors.Is(err, context.Canceled) {
+		s.logger.Error("answering an MCP call", zap.Error(err))
+	}
+	return errorResult("the gateway failed to answer this call; the error is in its log")
 }
 
 func errorResult(msg string) *sdk.CallToolResult {
@@ -403,7 +424,7 @@ func (s *Server) resume(ctx context.Context, req *sdk.CallToolRequest, c Caller)
 	}
 	ans, err := s.gw.Resume(ctx, rr)
 	if err != nil {
-		return errorResult(err.Error()), nil
+		return s.failed(err), nil
 	}
 	if ans.Status == gateway.StatusActionRequired {
 		return s.askCard(ans, c, req.ClientCapabilities())
