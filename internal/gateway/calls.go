@@ -202,7 +202,8 @@ func (g *Gateway) Resume(ctx context.Context, req ResumeRequest) (*Answer, error
 			return nil, g.unavailable(err)
 		}
 
-		res := g.answerCard(ctx, &claimed, card, button, want.Action)
+		// As a call does, a pressed button runs to its end without its caller.
+		res := g.answerCard(context.WithoutCancel(ctx), &claimed, card, button, want.Action)
 		claimed.State, claimed.Result, claimed.Updated = ledger.Done, &res, g.now()
 		g.record(ctx, &claimed, ledger.Running)
 		return answerOf(&claimed), nil

@@ -316,7 +316,10 @@ func (g *Gateway) Invoke(ctx context.Context, call Call) (*Answer, error) {
 		return g.settle(ctx, existing)
 	}
 
-	out := g.execute(ctx, tool, call, input, inputErr)
+	// A recorded call runs to its end even if its caller goes away (its
+	// target may already be running it): a repeat then gets the result,
+	// not "cancelled" for a call that ran. The upstream timeout bounds it.
+	out := g.execute(context.WithoutCancel(ctx), tool, call, input, inputErr)
 	g.logCall(call, out.res, start)
 	if out.card != nil {
 		rec.State, rec.Card = ledger.ActionRequired, out.card
