@@ -143,7 +143,7 @@ func rawDo(t *testing.T, in *instance, method, path, body string) (int, []byte) 
 	}
 	resp, err := quick.Do(req)
 	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
+		t.Fatalf("%s %s: %v (a call that waits for its page answers only at the client tool timeout)", method, path, err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
