@@ -5,7 +5,6 @@ package caddymodule
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -499,10 +498,11 @@ func (h *Handler) writeAnswer(w http.ResponseWriter, ans *gateway.Answer, err er
 			writeError(w, status, re.Code, err.Error())
 			return nil
 		}
-		if !errors.Is(err, context.Canceled) { // a caller that left reads nothing
+		msg, logIt := gateway.Told(err)
+		if logIt {
 			h.logger.Error("answering a call", zap.Error(err))
 		}
-		writeError(w, http.StatusInternalServerError, "internal", "the gateway failed to answer; the error is in its log")
+		writeError(w, http.StatusInternalServerError, "internal", msg)
 		return nil
 	}
 	bp := buffers.Get().(*[]byte)

@@ -576,6 +576,19 @@ func contextHeader(c Context) string {
 	return `{"source":"api"}`
 }
 
+// Told returns what a caller may be told of an error of Invoke, Status or
+// Resume, and whether the error belongs in the log. A caller's mistake (a
+// RequestError) is told as it is. Any other error may name the ledger's
+// file, a key or a user: the caller is told only that the gateway failed,
+// and the error is logged, unless the caller went away (context.Canceled).
+func Told(err error) (msg string, logIt bool) {
+	var re *RequestError
+	if errors.As(err, &re) {
+		return err.Error(), false
+	}
+	return "the gateway failed to answer; the error is in its log", !errors.Is(err, context.Canceled)
+}
+
 // StatusOf maps a caller's mistake to its HTTP status.
 func StatusOf(err error) int {
 	switch {

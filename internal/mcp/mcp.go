@@ -274,18 +274,14 @@ func toolResult(r result.Result) *sdk.CallToolResult {
 	return out
 }
 
-// failed is the tool failure for an error of the gateway: a caller's
-// mistake is told as it is; any other error may name a file, a key or a
-// user, so it is logged and the client is told only that it happened.
+// failed is the tool failure for an error of the gateway, told and
+// logged as gateway.Told says.
 func (s *Server) failed(err error) *sdk.CallToolResult {
-	var re *gateway.RequestError
-	if errors.As(err, &re) {
-		return errorResult(err.Error())
-	}
-	if !errors.Is(err, context.Canceled) {
+	msg, logIt := gateway.Told(err)
+	if logIt {
 		s.logger.Error("answering an MCP call", zap.Error(err))
 	}
-	return errorResult("the gateway failed to answer this call; the error is in its log")
+	return errorResult(msg)
 }
 
 func errorResult(msg string) *sdk.CallToolResult {
