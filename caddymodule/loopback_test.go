@@ -542,3 +542,32 @@ func TestMCPIdentityAndCallIDBounds(t *testing.T) {
 		t.Errorf("at the bounds: %.300s", dump(res))
 	}
 }
+
+// The pages origins are checked once, at load (setupLoopback), as
+// scheme://host[:port] and nothing else.
+func TestPagesOriginsAtLoad(t *testing.T) {
+	for _, c := range []struct {
+		origin string
+		ok     bool
+	}{
+		{"https://app.example.com", true},
+		{"https://app.example.com/", true},
+		{"http://127.0.0.1:9001", true},
+		{"ftp://app.example.com", false},
+		{"https://app.example.com/page", false},
+		{"https://app.example.com?x=1", false},
+		{"https://user@app.example.com", false},
+		{"https://app.example.com#top", false},
+		{"app.example.com", false},
+		{"null", false},
+	} {
+		h := &Handler{Pages: &Pages{Origins: []string{c.origin}}}
+		err := h.setupLoopback()
+		if (err == nil) != c.ok {
+			t.Errorf("origin %q: %v, want ok=%v", c.origin, err, c.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "must be scheme://host[:port]") {
+			t.Errorf("origin %q: %v does not say the rule", c.origin, err)
+		}
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -49,15 +48,13 @@ type Pages struct {
 	Origins []string `json:"origins,omitempty"`
 
 	// MaxPendingPerThread caps the client tool calls of one user's thread
-	// that wait for a page. A call over it ends at once with the error
-	// result "too many client tool calls waiting in this thread" (a done
-	// answer, isError true). Default: 64.
+	// that wait for a page. A new call over it is turned away with 429 and
+	// Retry-After before anything is recorded. Default: 64.
 	MaxPendingPerThread int `json:"max_pending_per_thread,omitempty"`
 
 	// MaxPending caps the client tool calls that wait for a page in all,
-	// across users and threads. A call over it ends at once with the error
-	// result "too many client tool calls waiting on this gateway".
-	// Default: 10000.
+	// across users and threads. A new call over it is turned away with 429
+	// and Retry-After before anything is recorded. Default: 10000.
 	MaxPending int `json:"max_pending,omitempty"`
 
 	// MaxStreamsPerToken caps the open call streams (GET /client/calls)
@@ -92,12 +89,6 @@ func (p *Pages) limits() (clienttools.Limits, error) {
 func (p *Pages) verifier(ctx caddy.Context, repl *caddy.Replacer, logger *zap.Logger, refuse string) (*identity.Verifier, error) {
 	if (p.KeyFile == "") == (p.Secret == "") {
 		return nil, errors.New("pages: set exactly one of key_file and secret")
-	}
-	for _, o := range p.Origins {
-		u, err := url.Parse(o)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
-			return nil, fmt.Errorf("pages: origin %q must be scheme://host[:port]", o)
-		}
 	}
 	opts := identity.VerifyOptions{Issuer: p.Issuer, Audience: p.Audience, Leeway: DefaultLeeway}
 	if refuse != "" {
