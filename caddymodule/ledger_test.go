@@ -290,20 +290,7 @@ func TestLedgerRetentionCoversInFlight(t *testing.T) {
 			if l.Backend == "" {
 				l.Path = filepath.Join(t.TempDir(), "ledger.db")
 			}
-			h := &Handler{
-				Ledger:            &l,
-				UpstreamTimeout:   caddy.Duration(tc.upstream),
-				ClientToolTimeout: caddy.Duration(tc.client),
-				Identity:          &Identity{KeyFile: writeKey(t)},
-				Tools: []manifest.Tool{{
-					Name: "ping", Description: "d", InputSchema: json.RawMessage(`{"type":"object"}`),
-					Target: dispatch.Spec{Type: "url", Method: "GET", URL: "http://127.0.0.1:1/ping"},
-				}},
-			}
-			ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
-			defer cancel()
-			err := h.provision(ctx, zap.NewNop())
-			defer h.Cleanup()
+			err := provisionLedger(t, &Handler{Ledger: &l, UpstreamTimeout: caddy.Duration(tc.upstream), ClientToolTimeout: caddy.Duration(tc.client)})
 			if tc.want == "" {
 				if err != nil {
 					t.Fatalf("provision: %v", err)
@@ -315,6 +302,23 @@ func TestLedgerRetentionCoversInFlight(t *testing.T) {
 			}
 		})
 	}
+}
+
+// provisionLedger provisions h, given its ledger and timeouts, with a key
+// and one tool, and cleans it up when the test ends: for the ledger's
+// config checks, which need no server.
+func provisionLedger(t *testing.T, h *Handler) error {
+	t.Helper()
+	h.Identity = &Identity{KeyFile: writeKey(t)}
+	h.Tools = []manifest.Tool{{
+		Name: "ping", Description: "d", InputSchema: json.RawMessage(`{"type":"object"}`),
+		Target: dispatch.Spec{Type: "url", Method: "GET", URL: "http://127.0.0.1:1/ping"},
+	}}
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	t.Cleanup(cancel)
+	err := h.provision(ctx, zap.NewNop())
+	t.Cleanup(func() { _ = h.Cleanup() })
+	return err
 }
 
 // TestLedgerRedisTLS runs calls through a Redis ledger that speaks only
@@ -369,18 +373,7 @@ func TestLedgerRedisTLSErrors(t *testing.T) {
 			if l.Backend == "" {
 				l.Backend = "redis"
 			}
-			h := &Handler{
-				Ledger:   &l,
-				Identity: &Identity{KeyFile: writeKey(t)},
-				Tools: []manifest.Tool{{
-					Name: "ping", Description: "d", InputSchema: json.RawMessage(`{"type":"object"}`),
-					Target: dispatch.Spec{Type: "url", Method: "GET", URL: "http://127.0.0.1:1/ping"},
-				}},
-			}
-			ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
-			defer cancel()
-			err := h.provision(ctx, zap.NewNop())
-			defer h.Cleanup()
+			err := provisionLedger(t, &Handler{Ledger: &l})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("provision error %v; want one with %q", err, tc.want)
 			}
