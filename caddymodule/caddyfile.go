@@ -513,7 +513,7 @@ func parseTarget(d *caddyfile.Dispenser, s *dispatch.Spec, args []string) error 
 			return d.Errf("want: target url <method> <url>")
 		}
 		s.Method, s.URL = strings.ToUpper(args[1]), args[2]
-	case dispatch.TypeKazzle:
+	case dispatch.TypeClient:
 		if len(args) != 2 {
 			return d.Errf("want: target kazzle <client_tool>")
 		}

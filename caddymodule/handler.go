@@ -460,7 +460,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 type envelope struct {
 	Input    jsontext.Value    `json:"input"`
 	CallID   string            `json:"callId"`
-	Context  *gateway.Context  `json:"context"`
+	Context  *gateway.Origin   `json:"context"`
 	Identity *gateway.Identity `json:"identity"`
 }
 
@@ -471,7 +471,7 @@ func (h *Handler) serveInvoke(w http.ResponseWriter, r *http.Request, c caller, 
 	}
 	call := gateway.Call{Tool: name, CallID: env.CallID, Input: json.RawMessage(env.Input)}
 	if env.Context != nil {
-		call.Context = *env.Context
+		call.Origin = *env.Context
 	}
 	switch {
 	case c.verified:

@@ -61,7 +61,7 @@ func (o Outcome) ToolResult() result.Result {
 	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, o.Result); err != nil {
-		return result.Errorf("the page posted a result that is not JSON: %v", err)
+		return result.Failure("the page posted a result that is not JSON: %v", err)
 	}
 	return result.Result{Content: buf.String()}
 }

@@ -67,7 +67,7 @@ func FuzzCompile(f *testing.F) {
 			}
 			return
 		}
-		if tgt.Spec.Type == dispatch.TypeKazzle {
+		if tgt.Spec.Type == dispatch.TypeClient {
 			return
 		}
 		var input any

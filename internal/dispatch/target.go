@@ -24,7 +24,7 @@ import (
 const (
 	TypeApp    = "app"
 	TypeURL    = "url"
-	TypeKazzle = "kazzle"
+	TypeClient = "kazzle" // a client tool, run in the user's page; "kazzle" on the wire
 )
 
 // Spec is a target as an author writes it, in a manifest or the Caddyfile.
@@ -59,7 +59,7 @@ type Spec struct {
 	// "${input}" sends the whole input.
 	Body json.RawMessage `json:"body,omitempty"`
 
-	// Name is the client tool a kazzle target runs in the page.
+	// Name is the client tool a client-tool target (type "kazzle") runs in the page.
 	Name string `json:"name,omitempty"`
 
 	// Result is an expression (expr-lang) mapping a url target's answer
@@ -142,7 +142,7 @@ func Compile(s Spec, components map[string]*Component) (*Target, error) {
 func compile(s Spec, components map[string]*Component) (*Target, error) {
 	t := &Target{Spec: s}
 	switch s.Type {
-	case TypeKazzle:
+	case TypeClient:
 		if s.Name == "" {
 			return nil, fmt.Errorf("kazzle target: name is required")
 		}
@@ -414,8 +414,8 @@ func (t *Target) Env() map[string]string {
 // *refs.MissingError when a reference has no value, and with a plain error
 // when a resolved value breaks a rule (a CR/LF in a header, a dot segment).
 func (t *Target) Request(ctx context.Context, input any) (*http.Request, error) {
-	if t.Spec.Type == TypeKazzle {
-		return nil, fmt.Errorf("kazzle targets run in the page, not over HTTP")
+	if t.Spec.Type == TypeClient {
+		return nil, fmt.Errorf("client tools run in the page, not over HTTP")
 	}
 	scope := refs.Scope{Input: input, Env: t.Env()}
 	raw, err := t.url.ExpandEach(scope, t.urlEncs)

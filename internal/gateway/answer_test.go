@@ -43,7 +43,7 @@ func TestAnswerJSON(t *testing.T) {
 		{"done", Answer{CallID: "call_1", Tool: "t", Status: StatusDone, Result: result.Result{Content: "hi"}}},
 		{"done, every channel", Answer{CallID: "c", Tool: "t", Status: StatusDone, Result: result.Result{
 			Content: "c", Markdown: "**m**", EmbedURL: "https://a.example/x?y=1&z=<2>", Card: result.CardEmbed}}},
-		{"error", Answer{CallID: "c", Tool: "t", Status: StatusDone, Result: result.Errorf("failed: %s", tricky)}},
+		{"error", Answer{CallID: "c", Tool: "t", Status: StatusDone, Result: result.Failure("failed: %s", tricky)}},
 		{"tricky strings", Answer{CallID: tricky, Tool: tricky, Status: StatusDone, Result: result.Result{Content: tricky, Markdown: tricky}}},
 		{"empty content", Answer{CallID: "c", Tool: "t", Status: StatusDone}},
 		{"card", Answer{CallID: "c", Tool: "t", Status: StatusActionRequired, Card: json.RawMessage(`{"type":"action_required","title":"<ok>"}`)}},

@@ -13,7 +13,7 @@ import (
 
 // outcomeUnknown is the result of a call given up while in flight: it may
 // or may not have reached its target, and it is never run again.
-var outcomeUnknown = result.Errorf("outcome unknown: the call was still in flight when the gateway gave up on it (a crash or a timeout); it was not run again")
+var outcomeUnknown = result.Failure("outcome unknown: the call was still in flight when the gateway gave up on it (a crash or a timeout); it was not run again")
 
 // answerOf is the answer a recorded call gives now.
 func answerOf(c *ledger.Call) *Answer {
@@ -223,30 +223,30 @@ func (g *Gateway) answerCard(ctx context.Context, c *ledger.Call, card *result.C
 	case ActionSkip:
 		return result.Result{Content: "The user skipped this step."}
 	case ActionCancel:
-		return result.Errorf("The user cancelled this step.")
+		return result.Failure("The user cancelled this step.")
 	}
 	owner, err := g.cardOwner(c)
 	if err == nil {
 		err = checkButtons(owner, card)
 	}
 	if err != nil {
-		return result.Errorf("the card cannot be answered: %v", err)
+		return result.Failure("the card cannot be answered: %v", err)
 	}
 	if len(button.Target) == 0 {
 		return result.FromButtonInput(button.Input)
 	}
 	t, err := dispatch.CompileButton(button.Target, owner)
 	if err != nil {
-		return result.Errorf("button %q: %v", button.ID, err)
+		return result.Failure("button %q: %v", button.ID, err)
 	}
 	input, err := decodeInput(button.Input)
 	if err != nil {
-		return result.Errorf("button %q: its input is not valid JSON: %v", button.ID, err)
+		return result.Failure("button %q: its input is not valid JSON: %v", button.ID, err)
 	}
 	call := Call{
 		Tool:     c.Tool,
 		CallID:   c.CallID + "/" + button.ID,
-		Context:  Context{Source: c.Source, ThreadID: c.ThreadID},
+		Origin:   Origin{Source: c.Source, ThreadID: c.ThreadID},
 		Identity: Identity{User: c.User, Install: c.Install},
 	}
 	return g.Dispatch(ctx, t, input, call)

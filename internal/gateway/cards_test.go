@@ -67,7 +67,7 @@ type cardRig struct {
 	a, b, ext  *hits
 	admin      *hits // stands for Caddy's admin API
 	me         Identity
-	thread     Context
+	thread     Origin
 	cards      map[string]string // what a and ext answer at /card/{kind}
 	ledgerPath string
 }
@@ -77,7 +77,7 @@ type cardRig struct {
 // of them answer a card.
 func newCardRig(t *testing.T) *cardRig {
 	t.Helper()
-	rig := &cardRig{me: Identity{User: "u_1", Install: "in_1"}, thread: Context{Source: SourceThread, ThreadID: "th_1"}}
+	rig := &cardRig{me: Identity{User: "u_1", Install: "in_1"}, thread: Origin{Source: SourceThread, ThreadID: "th_1"}}
 	rig.admin = newHits(t, func(string) string { return `{"apps":{"secret":"the whole config"}}` })
 	answer := func(path string) string {
 		if kind, ok := strings.CutPrefix(path, "/card/"); ok {
@@ -128,7 +128,7 @@ func newCardRig(t *testing.T) *cardRig {
 
 func (rig *cardRig) invoke(t *testing.T, tool, kind, callID string) *Answer {
 	t.Helper()
-	a, err := rig.gw.Invoke(context.Background(), Call{Tool: tool, CallID: callID, Input: json.RawMessage(`{"kind":"` + kind + `"}`), Context: rig.thread, Identity: rig.me})
+	a, err := rig.gw.Invoke(context.Background(), Call{Tool: tool, CallID: callID, Input: json.RawMessage(`{"kind":"` + kind + `"}`), Origin: rig.thread, Identity: rig.me})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +303,7 @@ func TestClientToolCardShaped(t *testing.T) {
 		}
 		_ = rig.gw.bridge.Post("u_1", "th_1", o.CallID, clienttools.Outcome{Result: json.RawMessage(rig.cards["admin"])})
 	}()
-	a, err := rig.gw.Invoke(context.Background(), Call{Tool: "client", CallID: "k1", Input: json.RawMessage(`{}`), Context: rig.thread, Identity: rig.me})
+	a, err := rig.gw.Invoke(context.Background(), Call{Tool: "client", CallID: "k1", Input: json.RawMessage(`{}`), Origin: rig.thread, Identity: rig.me})
 	if err != nil || a.Status != StatusDone || a.IsError || a.Card != nil || a.Content != string(rig.cards["admin"]) {
 		t.Errorf("got %+v, %v", a, err)
 	}

@@ -26,7 +26,7 @@ import (
 	"github.com/toolgate/toolgate/internal/result"
 )
 
-// Context sources.
+// Origin sources.
 const (
 	SourceThread = "thread"
 	SourceAPI    = "api"
@@ -40,8 +40,10 @@ const (
 	StatusAwaitingClient = string(ledger.AwaitingClient)
 )
 
-// Context says where a call comes from.
-type Context struct {
+// Origin says where a call comes from: a thread of a conversation, with a
+// person in it, or the API. It travels as the invoke's "context" member
+// and as the Kazzle-Tool-Context header.
+type Origin struct {
 	Source   string `json:"source"`
 	ThreadID string `json:"threadId,omitempty"`
 }
@@ -57,7 +59,7 @@ type Call struct {
 	Tool     string
 	CallID   string
 	Input    json.RawMessage
-	Context  Context
+	Origin   Origin
 	Identity Identity
 	// Claims are the verified caller token's claims; nil without callers.
 	Claims map[string]any
@@ -151,7 +153,7 @@ type Config struct {
 	Logger *zap.Logger
 	// Instance names this gateway process in the ledger.
 	Instance string
-	// Bridge runs kazzle targets in the user's page; ClientTimeout bounds
+	// Bridge runs client tools in the user's page; ClientTimeout bounds
 	// the wait for the page (default clienttools.DefaultTimeout).
 	Bridge        *clienttools.Bridge
 	ClientTimeout time.Duration
@@ -195,8 +197,8 @@ func New(c Config) *Gateway {
 // Tools returns the tool set.
 func (g *Gateway) Tools() *manifest.Set { return g.tools }
 
-// CheckContext validates a call context, filling the default.
-func CheckContext(c *Context) error {
+// CheckOrigin validates a call context, filling the default.
+func CheckOrigin(c *Origin) error {
 	switch c.Source {
 	case "":
 		if c.ThreadID != "" {
@@ -250,7 +252,7 @@ func (g *Gateway) Invoke(ctx context.Context, call Call) (*Answer, error) {
 	if !ok {
 		return nil, &RequestError{Code: "unknown_tool", Msg: fmt.Sprintf("no tool named %q", call.Tool), kind: ErrUnknownTool}
 	}
-	if err := CheckContext(&call.Context); err != nil {
+	if err := CheckOrigin(&call.Origin); err != nil {
 		return nil, err
 	}
 	if err := CheckIdentity(call.Identity); err != nil {
@@ -284,7 +286,7 @@ func (g *Gateway) Invoke(ctx context.Context, call Call) (*Answer, error) {
 		out := g.execute(ctx, tool, call, input, inputErr)
 		g.logCall(call, out.res, start)
 		if out.card != nil {
-			out.res = result.Errorf("the handler answered an action-required card, but cards need the call ledger (ledger off)")
+			out.res = result.Failure("the handler answered an action-required card, but cards need the call ledger (ledger off)")
 		}
 		return &Answer{CallID: call.CallID, Tool: call.Tool, Status: StatusDone, Result: out.res}, nil
 	}
@@ -295,12 +297,12 @@ func (g *Gateway) Invoke(ctx context.Context, call Call) (*Answer, error) {
 	}
 	now := g.now()
 	state, limit := ledger.Running, g.inFlightLimit()
-	if tool.Target.Spec.Type == dispatch.TypeKazzle && call.Context.Source == SourceThread {
+	if tool.Target.Spec.Type == dispatch.TypeClient && call.Origin.Source == SourceThread {
 		state, limit = ledger.AwaitingClient, g.clientWait+InFlightMargin
 	}
 	rec := &ledger.Call{
 		Key: ledger.Key(call.Identity.User, call.Identity.Install, call.CallID), CallID: call.CallID, Tool: call.Tool,
-		User: call.Identity.User, Install: call.Identity.Install, Source: call.Context.Source, ThreadID: call.Context.ThreadID,
+		User: call.Identity.User, Install: call.Identity.Install, Source: call.Origin.Source, ThreadID: call.Origin.ThreadID,
 		Digest: digest, State: state, Owner: g.instance, Deadline: now.Add(limit),
 		Created: now, Updated: now,
 	}
@@ -384,10 +386,10 @@ func (g *Gateway) record(ctx context.Context, c *ledger.Call, from ledger.State)
 // that the same call id may be tried again later. A repeat of a call
 // already recorded is answered as usual, waiting or recorded.
 func (g *Gateway) admitClientCall(ctx context.Context, tool *manifest.Compiled, call Call) error {
-	if tool.Target.Spec.Type != dispatch.TypeKazzle || call.Context.Source != SourceThread {
+	if tool.Target.Spec.Type != dispatch.TypeClient || call.Origin.Source != SourceThread {
 		return nil
 	}
-	err := g.bridge.Admit(call.Identity.User, call.Context.ThreadID)
+	err := g.bridge.Admit(call.Identity.User, call.Origin.ThreadID)
 	if err == nil {
 		return nil
 	}
@@ -428,12 +430,12 @@ type outcome struct {
 // execute validates the input and runs the tool's target.
 func (g *Gateway) execute(ctx context.Context, tool *manifest.Compiled, call Call, input any, inputErr error) outcome {
 	if inputErr != nil {
-		return outcome{res: result.Errorf("invalid input: %v", inputErr)}
+		return outcome{res: result.Failure("invalid input: %v", inputErr)}
 	}
 	if err := tool.ValidateInput(input); err != nil {
-		return outcome{res: result.Errorf("%v", err)}
+		return outcome{res: result.Failure("%v", err)}
 	}
-	if tool.Target.Spec.Type == dispatch.TypeKazzle {
+	if tool.Target.Spec.Type == dispatch.TypeClient {
 		return outcome{res: g.runInPage(ctx, tool, call)}
 	}
 	resp, res, isCard := g.send(ctx, tool.Target, input, call)
@@ -441,14 +443,14 @@ func (g *Gateway) execute(ctx context.Context, tool *manifest.Compiled, call Cal
 		return outcome{res: res}
 	}
 	if tool.Target.Spec.Type != dispatch.TypeApp {
-		return outcome{res: result.Errorf("the target answered an action-required card: %v", result.ErrCardNotFromApp)}
+		return outcome{res: result.Failure("the target answered an action-required card: %v", result.ErrCardNotFromApp)}
 	}
-	if call.Context.Source != SourceThread {
-		return outcome{res: result.Errorf("the handler answered an action-required card to an api call; a handler must answer a domain error when no person is in the conversation")}
+	if call.Origin.Source != SourceThread {
+		return outcome{res: result.Failure("the handler answered an action-required card to an api call; a handler must answer a domain error when no person is in the conversation")}
 	}
 	card, err := checkCard(tool.Target.Component, resp.Body)
 	if err != nil {
-		return outcome{res: result.Errorf("the handler answered an %v", err)}
+		return outcome{res: result.Failure("the handler answered an %v", err)}
 	}
 	return outcome{res: res, card: card}
 }
@@ -457,8 +459,8 @@ func (g *Gateway) execute(ctx context.Context, tool *manifest.Compiled, call Cal
 // for one to answer, at most the client tool timeout. The caller going away
 // does not end the wait: the page's answer is still recorded.
 func (g *Gateway) runInPage(ctx context.Context, tool *manifest.Compiled, call Call) result.Result {
-	if call.Context.Source != SourceThread {
-		return result.Errorf("client tools need a thread")
+	if call.Origin.Source != SourceThread {
+		return result.Failure("client tools need a thread")
 	}
 	input := json.RawMessage("{}")
 	if len(bytes.TrimSpace(call.Input)) > 0 {
@@ -468,12 +470,12 @@ func (g *Gateway) runInPage(ctx context.Context, tool *manifest.Compiled, call C
 		}
 	}
 	offer := clienttools.Offer{CallID: call.CallID, Name: tool.Target.Spec.Name, Input: input}
-	out, err := g.bridge.Run(context.WithoutCancel(ctx), call.Identity.User, call.Context.ThreadID, offer, g.clientWait)
+	out, err := g.bridge.Run(context.WithoutCancel(ctx), call.Identity.User, call.Origin.ThreadID, offer, g.clientWait)
 	switch {
 	case errors.Is(err, clienttools.ErrTimeout):
-		return result.Errorf("client tool timed out")
+		return result.Failure("client tool timed out")
 	case err != nil:
-		return result.Errorf("client tool %s: %v", tool.Target.Spec.Name, err)
+		return result.Failure("client tool %s: %v", tool.Target.Spec.Name, err)
 	}
 	// A page's value is text for the model (SPEC §7), even one shaped like
 	// a card: it is never read as a card, so nothing pauses on it.
@@ -499,7 +501,7 @@ func (g *Gateway) Allowed(tool *manifest.Compiled, call Call, input any) (bool, 
 		User:    call.Identity.User,
 		Install: call.Identity.Install,
 		Tool:    tool.Name,
-		Context: policy.Context{Source: call.Context.Source, ThreadID: call.Context.ThreadID},
+		Context: policy.Context{Source: call.Origin.Source, ThreadID: call.Origin.ThreadID},
 		Input:   in,
 	})
 }
@@ -508,8 +510,8 @@ func (g *Gateway) Allowed(tool *manifest.Compiled, call Call, input any) (bool, 
 // input is not known yet: a policy that needs it and fails without it
 // keeps its tool listed, and is enforced when the call comes.
 func (g *Gateway) Visible(call Call) []*manifest.Compiled {
-	if call.Context.Source == "" {
-		call.Context.Source = SourceAPI
+	if call.Origin.Source == "" {
+		call.Origin.Source = SourceAPI
 	}
 	var out []*manifest.Compiled
 	for _, t := range g.tools.List() {
@@ -530,28 +532,28 @@ func (g *Gateway) Dispatch(ctx context.Context, t *dispatch.Target, input any, c
 // send is Dispatch that also returns the raw answer, when there is one,
 // and whether it is an action-required card.
 func (g *Gateway) send(ctx context.Context, t *dispatch.Target, input any, call Call) (*dispatch.Response, result.Result, bool) {
-	if t.Spec.Type == dispatch.TypeKazzle {
-		return nil, result.Errorf("client tool %s runs in the user's page, not over HTTP", t.Spec.Name), false
+	if t.Spec.Type == dispatch.TypeClient {
+		return nil, result.Failure("client tool %s runs in the user's page, not over HTTP", t.Spec.Name), false
 	}
 	ctx, cancel := g.client.WithTimeout(ctx)
 	defer cancel()
 	req, err := t.Request(ctx, input)
 	if err != nil {
-		return nil, result.Errorf("the call could not be built: %v", err), false
+		return nil, result.Failure("the call could not be built: %v", err), false
 	}
 	if t.Spec.Type == dispatch.TypeApp {
 		auth, err := g.issuer.Authorization(call.Identity.User, call.Identity.Install, t.Component.Name)
 		if err != nil {
 			g.logger.Error("signing identity token", zap.Error(err))
-			return nil, result.Errorf("the gateway could not sign the identity token"), false
+			return nil, result.Failure("the gateway could not sign the identity token"), false
 		}
 		req.Header.Set("Authorization", auth)
-		req.Header.Set("Kazzle-Tool-Context", contextHeader(call.Context))
+		req.Header.Set("Kazzle-Tool-Context", contextHeader(call.Origin))
 		req.Header.Set("Idempotency-Key", call.CallID)
 	}
 	resp, err := g.client.Do(req)
 	if err != nil {
-		return nil, result.Errorf("%s %s failed: %v", t.Spec.Method, describe(t), err), false
+		return nil, result.Failure("%s %s failed: %v", t.Spec.Method, describe(t), err), false
 	}
 	if t.Mapping != nil {
 		return resp, t.Mapping.Apply(resp.Status, resp.Header, resp.Body), false
@@ -568,7 +570,7 @@ func describe(t *dispatch.Target) string {
 	return t.Spec.URL
 }
 
-func contextHeader(c Context) string {
+func contextHeader(c Origin) string {
 	if c.Source == SourceThread {
 		b, _ := json.Marshal(c)
 		return string(b)

@@ -21,25 +21,25 @@ import (
 func TestCheckContext(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		in   Context
-		want Context
+		in   Origin
+		want Origin
 		ok   bool
 	}{
-		{"empty is api", Context{}, Context{Source: "api"}, true},
-		{"api", Context{Source: "api"}, Context{Source: "api"}, true},
-		{"thread", Context{Source: "thread", ThreadID: "th_1"}, Context{Source: "thread", ThreadID: "th_1"}, true},
-		{"thread without id", Context{Source: "thread"}, Context{}, false},
-		{"api with thread id", Context{Source: "api", ThreadID: "th_1"}, Context{}, false},
-		{"thread id without source", Context{ThreadID: "th_1"}, Context{}, false},
-		{"unknown source", Context{Source: "chat"}, Context{}, false},
-		{"thread id at the bound", Context{Source: "thread", ThreadID: strings.Repeat("t", MaxIdentityLen)}, Context{Source: "thread", ThreadID: strings.Repeat("t", MaxIdentityLen)}, true},
-		{"thread id too long", Context{Source: "thread", ThreadID: strings.Repeat("t", MaxIdentityLen+1)}, Context{}, false},
-		{"thread id with a newline", Context{Source: "thread", ThreadID: "th\n1"}, Context{}, false},
-		{"thread id not UTF-8", Context{Source: "thread", ThreadID: "th\xff"}, Context{}, false},
+		{"empty is api", Origin{}, Origin{Source: "api"}, true},
+		{"api", Origin{Source: "api"}, Origin{Source: "api"}, true},
+		{"thread", Origin{Source: "thread", ThreadID: "th_1"}, Origin{Source: "thread", ThreadID: "th_1"}, true},
+		{"thread without id", Origin{Source: "thread"}, Origin{}, false},
+		{"api with thread id", Origin{Source: "api", ThreadID: "th_1"}, Origin{}, false},
+		{"thread id without source", Origin{ThreadID: "th_1"}, Origin{}, false},
+		{"unknown source", Origin{Source: "chat"}, Origin{}, false},
+		{"thread id at the bound", Origin{Source: "thread", ThreadID: strings.Repeat("t", MaxIdentityLen)}, Origin{Source: "thread", ThreadID: strings.Repeat("t", MaxIdentityLen)}, true},
+		{"thread id too long", Origin{Source: "thread", ThreadID: strings.Repeat("t", MaxIdentityLen+1)}, Origin{}, false},
+		{"thread id with a newline", Origin{Source: "thread", ThreadID: "th\n1"}, Origin{}, false},
+		{"thread id not UTF-8", Origin{Source: "thread", ThreadID: "th\xff"}, Origin{}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got := c.in
-			err := CheckContext(&got)
+			err := CheckOrigin(&got)
 			if (err == nil) != c.ok {
 				t.Fatalf("err = %v, want ok=%v", err, c.ok)
 			}
@@ -108,7 +108,7 @@ func TestInvoke(t *testing.T) {
 	}{
 		{"unknown tool", Call{Tool: "nope", Identity: me}, 404, "unknown_tool"},
 		{"no user for an app target", Call{Tool: "app", Input: json.RawMessage(`{"id":"a"}`)}, 400, "identity_required"},
-		{"bad context", Call{Tool: "app", Context: Context{Source: "thread"}, Identity: me}, 400, "invalid_context"},
+		{"bad context", Call{Tool: "app", Origin: Origin{Source: "thread"}, Identity: me}, 400, "invalid_context"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := gw.Invoke(ctx, c.call)
@@ -146,7 +146,7 @@ func TestInvoke(t *testing.T) {
 	}
 
 	a, err := gw.Invoke(ctx, Call{Tool: "app", CallID: "c1", Input: json.RawMessage(`{"id":"a b","big":12345678901234567890}`),
-		Context: Context{Source: "thread", ThreadID: "t"}, Identity: me})
+		Origin: Origin{Source: "thread", ThreadID: "t"}, Identity: me})
 	if err != nil || a.IsError || a.CallID != "c1" || a.Content != "got /i/a b" {
 		t.Fatalf("got %+v, %v", a, err)
 	}
@@ -165,12 +165,12 @@ func TestClientTools(t *testing.T) {
 	gw.clientWait = 200 * time.Millisecond
 	ctx := context.Background()
 	me := Identity{User: "u_1"}
-	thread := Context{Source: "thread", ThreadID: "th_1"}
+	thread := Origin{Source: "thread", ThreadID: "th_1"}
 
 	if a, err := gw.Invoke(ctx, Call{Tool: "client", Identity: me}); err != nil || !a.IsError || a.Content != "client tools need a thread" {
 		t.Errorf("api call: %+v, %v", a, err)
 	}
-	if a, err := gw.Invoke(ctx, Call{Tool: "client", Context: thread, Identity: me}); err != nil || !a.IsError || a.Content != "client tool timed out" {
+	if a, err := gw.Invoke(ctx, Call{Tool: "client", Origin: thread, Identity: me}); err != nil || !a.IsError || a.Content != "client tool timed out" {
 		t.Errorf("no page: %+v, %v", a, err)
 	}
 
@@ -193,7 +193,7 @@ func TestClientTools(t *testing.T) {
 		}
 		_ = gw.bridge.Post("u_1", "th_1", o.CallID, clienttools.Outcome{Result: json.RawMessage(`{"b":1, "a":[2]}`)})
 	}()
-	a, err := gw.Invoke(ctx, Call{Tool: "client", CallID: "k1", Input: json.RawMessage(`{ "id": "x" }`), Context: thread, Identity: me})
+	a, err := gw.Invoke(ctx, Call{Tool: "client", CallID: "k1", Input: json.RawMessage(`{ "id": "x" }`), Origin: thread, Identity: me})
 	if err != nil || a.IsError || a.Content != `{"b":1,"a":[2]}` {
 		t.Errorf("page answer: %+v, %v", a, err)
 	}

@@ -232,13 +232,13 @@ func (s *Server) call(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallT
 		call.CallID = gateway.NewCallID()
 	}
 	if thread, _ := p.Meta[MetaThreadID].(string); thread != "" {
-		call.Context = gateway.Context{Source: gateway.SourceThread, ThreadID: thread}
+		call.Origin = gateway.Origin{Source: gateway.SourceThread, ThreadID: thread}
 	} else if caps := req.ClientCapabilities(); caps != nil && caps.Elicitation != nil {
 		thread := "mcp-" + call.CallID
 		if req.Session != nil && req.Session.ID() != "" {
 			thread = "mcp-" + req.Session.ID()
 		}
-		call.Context = gateway.Context{Source: gateway.SourceThread, ThreadID: thread}
+		call.Origin = gateway.Origin{Source: gateway.SourceThread, ThreadID: thread}
 	}
 
 	ans, err := s.gw.Invoke(ctx, call)

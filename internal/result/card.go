@@ -113,7 +113,7 @@ func FromButtonInput(input json.RawMessage) Result {
 	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, input); err != nil {
-		return Errorf("the button's input is not valid JSON: %v", err)
+		return Failure("the button's input is not valid JSON: %v", err)
 	}
 	return Result{Content: buf.String()}
 }

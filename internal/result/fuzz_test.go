@@ -132,35 +132,35 @@ func mapFromJSON(body []byte) (r result.Result, card bool, invalid bool) {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(body, &obj); err != nil {
 		if json.Valid(body) {
-			return result.Errorf("handler answered JSON that is not an object: a JSON answer needs a string \"content\""), false, false
+			return result.Failure("handler answered JSON that is not an object: a JSON answer needs a string \"content\""), false, false
 		}
-		return result.Errorf("handler answered invalid JSON"), false, true
+		return result.Failure("handler answered invalid JSON"), false, true
 	}
 	if obj == nil {
-		return result.Errorf("handler answered JSON null: a JSON answer needs a string \"content\""), false, false
+		return result.Failure("handler answered JSON null: a JSON answer needs a string \"content\""), false, false
 	}
 	var typ string
 	if t, ok := obj["type"]; ok && json.Unmarshal(t, &typ) == nil && typ == result.CardType {
-		return result.Errorf("handler answered an action-required card where a tool result was expected"), true, false
+		return result.Failure("handler answered an action-required card where a tool result was expected"), true, false
 	}
 	raw, ok := obj["content"]
 	if !ok {
-		return result.Errorf("handler answered JSON without \"content\": a JSON answer needs a string \"content\" for the model"), false, false
+		return result.Failure("handler answered JSON without \"content\": a JSON answer needs a string \"content\" for the model"), false, false
 	}
 	if err := json.Unmarshal(raw, &r.Content); err != nil || string(raw) == "null" {
-		return result.Errorf("handler answered a \"content\" that is not a string"), false, false
+		return result.Failure("handler answered a \"content\" that is not a string"), false, false
 	}
 	if raw, ok := obj["markdown"]; ok && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &r.Markdown); err != nil {
-			return result.Errorf("handler answered a \"markdown\" that is not a string"), false, false
+			return result.Failure("handler answered a \"markdown\" that is not a string"), false, false
 		}
 	}
 	if raw, ok := obj["embedUrl"]; ok && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &r.EmbedURL); err != nil {
-			return result.Errorf("handler answered an \"embedUrl\" that is not a string"), false, false
+			return result.Failure("handler answered an \"embedUrl\" that is not a string"), false, false
 		}
 		if err := result.CheckEmbedURL(r.EmbedURL); err != nil {
-			return result.Errorf("handler answered an invalid \"embedUrl\": %v", err), false, false
+			return result.Failure("handler answered an invalid \"embedUrl\": %v", err), false, false
 		}
 	}
 	switch {

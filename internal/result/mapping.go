@@ -55,29 +55,29 @@ func (m *Mapping) Apply(status int, header http.Header, body []byte) Result {
 	// A mapping is for a url target, which may not answer a card: neither
 	// the answer nor what the mapping makes of it may be shaped like one.
 	if isCardMap(parsed) {
-		return Errorf("the target answered an action-required card: %v", ErrCardNotFromApp)
+		return Failure("the target answered an action-required card: %v", ErrCardNotFromApp)
 	}
 	out, err := expr.Run(m.prog, a)
 	if err != nil {
-		return Errorf("the result mapping failed: %v", err)
+		return Failure("the result mapping failed: %v", err)
 	}
 	switch v := out.(type) {
 	case string:
 		return Result{Content: v}
 	case map[string]any:
 		if isCardMap(v) {
-			return Errorf("the result mapping gave an action-required card: %v", ErrCardNotFromApp)
+			return Failure("the result mapping gave an action-required card: %v", ErrCardNotFromApp)
 		}
 		return fromMap(v)
 	}
-	return Errorf("the result mapping gave %T: want a string or a map with a string \"content\"", out)
+	return Failure("the result mapping gave %T: want a string or a map with a string \"content\"", out)
 }
 
 func fromMap(m map[string]any) Result {
 	var r Result
 	var ok bool
 	if r.Content, ok = m["content"].(string); !ok {
-		return Errorf("the result mapping gave no string \"content\"")
+		return Failure("the result mapping gave no string \"content\"")
 	}
 	for _, f := range []struct {
 		key string
@@ -85,18 +85,18 @@ func fromMap(m map[string]any) Result {
 	}{{"markdown", &r.Markdown}, {"embedUrl", &r.EmbedURL}} {
 		if v, present := m[f.key]; present && v != nil {
 			if *f.dst, ok = v.(string); !ok {
-				return Errorf("the result mapping gave a %q that is not a string", f.key)
+				return Failure("the result mapping gave a %q that is not a string", f.key)
 			}
 		}
 	}
 	if r.EmbedURL != "" {
 		if err := CheckEmbedURL(r.EmbedURL); err != nil {
-			return Errorf("the result mapping gave an invalid \"embedUrl\": %v", err)
+			return Failure("the result mapping gave an invalid \"embedUrl\": %v", err)
 		}
 	}
 	if v, present := m["isError"]; present {
 		if r.IsError, ok = v.(bool); !ok {
-			return Errorf("the result mapping gave an \"isError\" that is not a bool")
+			return Failure("the result mapping gave an \"isError\" that is not a bool")
 		}
 	}
 	if !r.IsError {

@@ -63,8 +63,9 @@ func AppendString(dst []byte, s string) []byte {
 	return dst
 }
 
-// Errorf builds an error result whose content the model reads.
-func Errorf(format string, args ...any) Result {
+// Failure returns an error result (IsError) whose content, the formatted
+// message, the model reads. It is a Result, not a Go error.
+func Failure(format string, args ...any) Result {
 	return Result{IsError: true, Content: fmt.Sprintf(format, args...)}
 }
 
@@ -87,7 +88,7 @@ func NormalizeOrCard(status int, contentType string, body []byte) (r Result, car
 	}
 	if !jsonBody {
 		if !utf8.Valid(body) {
-			return Errorf("handler answered %d bytes that are not UTF-8 text (Content-Type %q)", len(body), contentType), false
+			return Failure("handler answered %d bytes that are not UTF-8 text (Content-Type %q)", len(body), contentType), false
 		}
 		return Result{Content: string(body)}, false
 	}
@@ -168,13 +169,13 @@ func fromJSON(body []byte) (Result, bool) {
 	}, jsonOptions...)
 	switch {
 	case err != nil:
-		return Errorf("handler answered invalid JSON: %v", err), false
+		return Failure("handler answered invalid JSON: %v", err), false
 	case !object && bytes.Equal(bytes.TrimSpace(body), []byte("null")):
-		return Errorf("handler answered JSON null: a JSON answer needs a string \"content\""), false
+		return Failure("handler answered JSON null: a JSON answer needs a string \"content\""), false
 	case !object:
-		return Errorf("handler answered JSON that is not an object: a JSON answer needs a string \"content\""), false
+		return Failure("handler answered JSON that is not an object: a JSON answer needs a string \"content\""), false
 	case isCard:
-		return Errorf("handler answered an action-required card where a tool result was expected"), true
+		return Failure("handler answered an action-required card where a tool result was expected"), true
 	}
 	return channels(content, markdown, embed), false
 }
@@ -183,10 +184,10 @@ func fromJSON(body []byte) (Result, bool) {
 func channels(content, markdown, embed member) Result {
 	switch content.kind {
 	case 0:
-		return Errorf("handler answered JSON without \"content\": a JSON answer needs a string \"content\" for the model")
+		return Failure("handler answered JSON without \"content\": a JSON answer needs a string \"content\" for the model")
 	case '"':
 	default:
-		return Errorf("handler answered a \"content\" that is not a string")
+		return Failure("handler answered a \"content\" that is not a string")
 	}
 	r := Result{Content: content.value}
 	switch markdown.kind {
@@ -194,17 +195,17 @@ func channels(content, markdown, embed member) Result {
 	case '"':
 		r.Markdown = markdown.value
 	default:
-		return Errorf("handler answered a \"markdown\" that is not a string")
+		return Failure("handler answered a \"markdown\" that is not a string")
 	}
 	switch embed.kind {
 	case 0, 'n':
 	case '"':
 		r.EmbedURL = embed.value
 		if err := CheckEmbedURL(r.EmbedURL); err != nil {
-			return Errorf("handler answered an invalid \"embedUrl\": %v", err)
+			return Failure("handler answered an invalid \"embedUrl\": %v", err)
 		}
 	default:
-		return Errorf("handler answered an \"embedUrl\" that is not a string")
+		return Failure("handler answered an \"embedUrl\" that is not a string")
 	}
 	r.Card = cardOf(r)
 	return r
@@ -242,14 +243,14 @@ func failure(status int, jsonBody bool, body []byte) Result {
 			Error *string `json:"error"`
 		}
 		if json.Unmarshal(body, &de) == nil && de.Code != nil && de.Error != nil {
-			return Errorf("%s: %s: %s", head, bounded(*de.Code), bounded(*de.Error))
+			return Failure("%s: %s: %s", head, bounded(*de.Code), bounded(*de.Error))
 		}
 	}
 	text := strings.TrimSpace(string(body))
 	if text == "" || !utf8.ValidString(text) {
-		return Errorf("%s", head)
+		return Failure("%s", head)
 	}
-	return Errorf("%s: %s", head, bounded(text))
+	return Failure("%s: %s", head, bounded(text))
 }
 
 // bounded cuts text quoted from a failing answer to maxErrorBody bytes, on

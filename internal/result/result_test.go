@@ -302,7 +302,7 @@ func TestCheckEmbedURL(t *testing.T) {
 }
 
 func TestErrorf(t *testing.T) {
-	got := result.Errorf("tool %s: %d", "t", 3)
+	got := result.Failure("tool %s: %d", "t", 3)
 	if got != (result.Result{IsError: true, Content: "tool t: 3"}) {
 		t.Errorf("Errorf = %+v", got)
 	}
