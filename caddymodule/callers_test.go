@@ -209,7 +209,7 @@ func TestCallers(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				var e apiError
+				var e apiErr
 				_ = json.NewDecoder(resp.Body).Decode(&e)
 				resp.Body.Close()
 				if resp.StatusCode != 401 || e.Error.Code != c.code || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer ") {
@@ -288,7 +288,7 @@ func TestCallersFromAnywhere(t *testing.T) {
 	defer up.Close()
 	secret := strings.Repeat("s", 32)
 	h := &Handler{
-		Callers:  &Callers{Secret: secret, Audience: "toolgate"},
+		Callers:  &Callers{Tokens: Tokens{Secret: secret, Audience: "toolgate"}},
 		Ledger:   &Ledger{Backend: "off"},
 		Identity: &Identity{KeyFile: writeKey(t)},
 		Tools: []manifest.Tool{{

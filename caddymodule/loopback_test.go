@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -17,177 +16,6 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
-
-// TestLoopbackRefusal: without callers, a runtime request is served only
-// when it comes straight from this machine, names this machine, and comes
-// from no other web origin than the site's own or a pages origin.
-func TestLoopbackRefusal(t *testing.T) {
-	h := &Handler{
-		AllowedHosts: []string{"tools.internal", "gw.example:8443"},
-		Pages:        &Pages{Origins: []string{"https://app.example.com", "http://127.0.0.1:9001/"}},
-	}
-	if err := h.setupLoopback(); err != nil {
-		t.Fatal(err)
-	}
-	type vars struct {
-		trusted  bool
-		clientIP string
-	}
-	for _, c := range []struct {
-		name   string
-		remote string
-		vars   *vars // Caddy's, when the request went through a Caddy server
-		host   string
-		tls    bool
-		header []string
-		refuse string // a part of the refusal; "" to accept
-	}{
-		{name: "loopback", remote: "127.0.0.1:5000"},
-		{name: "loopback 127/8", remote: "127.0.0.2:5000"},
-		{name: "IPv6 loopback", remote: "[::1]:5000", host: "[::1]:9080"},
-		{name: "IPv4-mapped loopback", remote: "[::ffff:127.0.0.1]:5000"},
-		{name: "LAN peer", remote: "10.1.2.3:5000", refuse: "10.1.2.3 is not a loopback address"},
-		{name: "public IPv6 peer", remote: "[2001:db8::1]:5000", refuse: "not a loopback address"},
-		{name: "unix socket", remote: "@", refuse: "not a loopback address"},
-		{name: "Caddy's client IP is the peer", remote: "127.0.0.1:5000", vars: &vars{false, "127.0.0.1"}},
-		{name: "trusted proxy for an internet client", remote: "127.0.0.1:5000", vars: &vars{true, "203.0.113.9"},
-			header: []string{"X-Forwarded-For", "203.0.113.9"}, refuse: "203.0.113.9 is not a loopback address"},
-		{name: "trusted proxy for a local client", remote: "127.0.0.1:5000", vars: &vars{true, "127.0.0.1"},
-			header: []string{"X-Forwarded-For", "127.0.0.1"}},
-		{name: "X-Forwarded-For from an untrusted peer", remote: "127.0.0.1:5000", vars: &vars{false, "127.0.0.1"},
-			header: []string{"X-Forwarded-For", "127.0.0.1"}, refuse: "X-Forwarded-For"},
-		{name: "Forwarded", remote: "127.0.0.1:5000", header: []string{"Forwarded", "for=127.0.0.1"}, refuse: "Forwarded"},
-		{name: "X-Real-IP", remote: "127.0.0.1:5000", header: []string{"X-Real-IP", "127.0.0.1"}, refuse: "X-Real-Ip"},
-		{name: "X-Forwarded-Host", remote: "127.0.0.1:5000", header: []string{"X-Forwarded-Host", "evil.example"}, refuse: "X-Forwarded-Host"},
-		{name: "Via", remote: "127.0.0.1:5000", header: []string{"Via", "1.1 proxy"}, refuse: "Via"},
-		{name: "empty X-Forwarded-For", remote: "127.0.0.1:5000", header: []string{"X-Forwarded-For", ""}, refuse: "X-Forwarded-For"},
-
-		{name: "Host localhost", remote: "127.0.0.1:5000", host: "localhost:9080"},
-		{name: "Host LOCALHOST", remote: "127.0.0.1:5000", host: "LOCALHOST"},
-		{name: "Host [::1]", remote: "127.0.0.1:5000", host: "[::1]"},
-		{name: "foreign Host", remote: "127.0.0.1:5000", host: "evil.example", refuse: "allowed_hosts"},
-		{name: "foreign Host and port", remote: "127.0.0.1:5000", host: "evil.example:9080", refuse: "allowed_hosts"},
-		{name: "localhost as a subdomain", remote: "127.0.0.1:5000", host: "localhost.evil.example", refuse: "allowed_hosts"},
-		{name: "loopback IP as a subdomain", remote: "127.0.0.1:5000", host: "127.0.0.1.nip.io:9080", refuse: "allowed_hosts"},
-		{name: "no Host", remote: "127.0.0.1:5000", host: "-", refuse: "allowed_hosts"},
-		{name: "allowed host, any port", remote: "127.0.0.1:5000", host: "tools.internal:9080"},
-		{name: "allowed host, other case", remote: "127.0.0.1:5000", host: "Tools.Internal"},
-		{name: "allowed host:port", remote: "127.0.0.1:5000", host: "gw.example:8443"},
-		{name: "allowed host, another port", remote: "127.0.0.1:5000", host: "gw.example:9999", refuse: "allowed_hosts"},
-
-		{name: "own origin", remote: "127.0.0.1:5000", host: "127.0.0.1:9080", header: []string{"Origin", "http://127.0.0.1:9080"}},
-		{name: "own origin, default port", remote: "127.0.0.1:5000", host: "127.0.0.1", header: []string{"Origin", "http://127.0.0.1:80"}},
-		{name: "own origin over TLS", remote: "127.0.0.1:5000", host: "localhost", tls: true, header: []string{"Origin", "https://localhost"}},
-		{name: "own host over another scheme", remote: "127.0.0.1:5000", host: "localhost", tls: true, header: []string{"Origin", "http://localhost"}, refuse: "another web origin"},
-		{name: "own host, another port", remote: "127.0.0.1:5000", host: "127.0.0.1:9080", header: []string{"Origin", "http://127.0.0.1:3000"}, refuse: "another web origin"},
-		{name: "localhost page to 127.0.0.1", remote: "127.0.0.1:5000", host: "127.0.0.1:9080", header: []string{"Origin", "http://localhost:9080"}, refuse: "another web origin"},
-		{name: "evil origin", remote: "127.0.0.1:5000", header: []string{"Origin", "https://evil.example"}, refuse: `"https://evil.example" is another web origin`},
-		{name: "null origin", remote: "127.0.0.1:5000", header: []string{"Origin", "null"}, refuse: "another web origin"},
-		{name: "pages origin", remote: "127.0.0.1:5000", header: []string{"Origin", "https://app.example.com", "Sec-Fetch-Site", "cross-site"}},
-		{name: "pages origin, explicit port and case", remote: "127.0.0.1:5000", header: []string{"Origin", "HTTPS://App.Example.com:443"}},
-		{name: "pages origin from a trailing-slash config", remote: "127.0.0.1:5000", header: []string{"Origin", "http://127.0.0.1:9001"}},
-		{name: "pages host over http", remote: "127.0.0.1:5000", header: []string{"Origin", "http://app.example.com"}, refuse: "another web origin"},
-		{name: "cross-site without Origin", remote: "127.0.0.1:5000", header: []string{"Sec-Fetch-Site", "cross-site"}, refuse: "Sec-Fetch-Site: cross-site"},
-		{name: "same-site without Origin", remote: "127.0.0.1:5000", header: []string{"Sec-Fetch-Site", "same-site"}},
-		{name: "typed in the address bar", remote: "127.0.0.1:5000", header: []string{"Sec-Fetch-Site", "none"}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			r := httptest.NewRequest("GET", "/tools", nil)
-			r.RemoteAddr = c.remote
-			switch c.host {
-			case "":
-				r.Host = "127.0.0.1:9080"
-			case "-":
-				r.Host = ""
-			default:
-				r.Host = c.host
-			}
-			if c.tls {
-				r.TLS = &tls.ConnectionState{}
-			}
-			for i := 0; i+1 < len(c.header); i += 2 {
-				r.Header.Set(c.header[i], c.header[i+1])
-			}
-			if c.vars != nil {
-				r = r.WithContext(context.WithValue(r.Context(), caddyhttp.VarsCtxKey, map[string]any{
-					caddyhttp.TrustedProxyVarKey: c.vars.trusted,
-					caddyhttp.ClientIPVarKey:     c.vars.clientIP,
-				}))
-			}
-			got := h.loopbackRefusal(r)
-			if c.refuse == "" && got != "" {
-				t.Errorf("refused: %s", got)
-			}
-			if c.refuse != "" && !strings.Contains(got, c.refuse) {
-				t.Errorf("got %q, want a refusal naming %q", got, c.refuse)
-			}
-		})
-	}
-}
-
-func TestRequireJSON(t *testing.T) {
-	for _, c := range []struct {
-		method, ctype, body string
-		ok                  bool
-	}{
-		{"POST", "application/json", "{}", true},
-		{"POST", "application/json; charset=utf-8", "{}", true},
-		{"POST", "Application/JSON", "{}", true},
-		{"POST", "", "", true}, // no body: nothing to declare
-		{"POST", "", "{}", false},
-		{"POST", "text/plain", "{}", false},
-		{"POST", "text/plain; charset=application/json", "{}", false},
-		{"POST", "application/x-www-form-urlencoded", "a=1", false},
-		{"POST", "multipart/form-data; boundary=x", "--x--", false},
-		{"POST", "application/json-patch+json", "[]", false},
-		{"POST", "application/jsonx", "{}", false},
-		{"POST", "application/json;", "{}", true}, // an empty parameter list parses
-		{"GET", "text/plain", "x", true},
-	} {
-		var body io.Reader
-		if c.body != "" {
-			body = strings.NewReader(c.body)
-		}
-		r := httptest.NewRequest(c.method, "/tools/x", body)
-		if c.ctype != "" {
-			r.Header.Set("Content-Type", c.ctype)
-		}
-		w := httptest.NewRecorder()
-		if got := requireJSON(w, r); got != c.ok {
-			t.Errorf("%s %q with body %q: %v, want %v", c.method, c.ctype, c.body, got, c.ok)
-		}
-		if !c.ok && (w.Code != http.StatusUnsupportedMediaType || errCode(w.Body.String()) != "unsupported_media_type") {
-			t.Errorf("%s %q: %d %s, want 415 unsupported_media_type", c.method, c.ctype, w.Code, w.Body)
-		}
-	}
-}
-
-func TestAllowedHostsConfig(t *testing.T) {
-	for _, bad := range []string{"", "https://tools.example.com", "tools.example.com/x", "*.example.com", "a b", "user@host", "host?x"} {
-		h := &Handler{AllowedHosts: []string{bad}}
-		if err := h.setupLoopback(); err == nil || !strings.Contains(err.Error(), "allowed_hosts") {
-			t.Errorf("allowed_hosts %q: %v, want an error naming allowed_hosts", bad, err)
-		}
-	}
-	for _, good := range []string{"tools.example.com", "tools.example.com:8443", "[::1]:9080", "10.0.0.5"} {
-		h := &Handler{AllowedHosts: []string{good}}
-		if err := h.setupLoopback(); err != nil {
-			t.Errorf("allowed_hosts %q: %v", good, err)
-		}
-	}
-
-	// The old name is a config error that says what to use.
-	var h Handler
-	err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser("toolgate {\n\tmcp_allowed_hosts tools.example.com\n}"))
-	if err == nil || !strings.Contains(err.Error(), "use allowed_hosts") {
-		t.Errorf("mcp_allowed_hosts: %v", err)
-	}
-	h = Handler{}
-	if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser("toolgate {\n\tallowed_hosts a.example b.example:8080\n\tallowed_hosts c.example\n}")); err != nil ||
-		strings.Join(h.AllowedHosts, " ") != "a.example b.example:8080 c.example" {
-		t.Errorf("allowed_hosts: %v %v", h.AllowedHosts, err)
-	}
-}
 
 // loopbackConfig is mcpConfig on any Host (the gateway's own check is what
 // refuses foreign ones), with a pages origin, and a second site on :9081
@@ -545,29 +373,34 @@ func TestMCPIdentityAndCallIDBounds(t *testing.T) {
 
 // The pages origins are checked once, at load (setupLoopback), as
 // scheme://host[:port] and nothing else.
-func TestPagesOriginsAtLoad(t *testing.T) {
-	for _, c := range []struct {
-		origin string
-		ok     bool
-	}{
-		{"https://app.example.com", true},
-		{"https://app.example.com/", true},
-		{"http://127.0.0.1:9001", true},
-		{"ftp://app.example.com", false},
-		{"https://app.example.com/page", false},
-		{"https://app.example.com?x=1", false},
-		{"https://user@app.example.com", false},
-		{"https://app.example.com#top", false},
-		{"app.example.com", false},
-		{"null", false},
-	} {
-		h := &Handler{Pages: &Pages{Origins: []string{c.origin}}}
-		err := h.setupLoopback()
-		if (err == nil) != c.ok {
-			t.Errorf("origin %q: %v, want ok=%v", c.origin, err, c.ok)
-		}
-		if err != nil && !strings.Contains(err.Error(), "must be scheme://host[:port]") {
-			t.Errorf("origin %q: %v does not say the rule", c.origin, err)
-		}
+
+func TestAllowedHostsCaddyfile(t *testing.T) {
+	// The old name is a config error that says what to use.
+	var h Handler
+	err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser("toolgate {\n\tmcp_allowed_hosts tools.example.com\n}"))
+	if err == nil || !strings.Contains(err.Error(), "use allowed_hosts") {
+		t.Errorf("mcp_allowed_hosts: %v", err)
+	}
+	h = Handler{}
+	if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser("toolgate {\n\tallowed_hosts a.example b.example:8080\n\tallowed_hosts c.example\n}")); err != nil ||
+		strings.Join(h.AllowedHosts, " ") != "a.example b.example:8080 c.example" {
+		t.Errorf("allowed_hosts: %v %v", h.AllowedHosts, err)
+	}
+}
+
+// caddyClient reads the client Caddy determined, and whether it came
+// through a trusted proxy; outside a Caddy server, the peer.
+func TestCaddyClient(t *testing.T) {
+	r := httptest.NewRequest("GET", "/tools", nil)
+	r.RemoteAddr = "10.0.0.1:5000"
+	if ip, trusted := caddyClient(r); ip.String() != "10.0.0.1" || trusted {
+		t.Errorf("no vars: %v %v, want the peer, untrusted", ip, trusted)
+	}
+	r = r.WithContext(context.WithValue(r.Context(), caddyhttp.VarsCtxKey, map[string]any{
+		caddyhttp.TrustedProxyVarKey: true,
+		caddyhttp.ClientIPVarKey:     "203.0.113.9",
+	}))
+	if ip, trusted := caddyClient(r); ip.String() != "203.0.113.9" || !trusted {
+		t.Errorf("vars: %v %v, want Caddy's client, trusted", ip, trusted)
 	}
 }

@@ -3,11 +3,11 @@ package caddymodule
 import (
 	"errors"
 	"fmt"
-	"net"
-	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/toolgate/toolgate/internal/httpapi"
 )
 
 // resolve fills the Caddy placeholders of a secret, a password, a key
@@ -68,21 +68,10 @@ func serversLoopbackOnly(servers map[string]*caddyhttp.Server, repl *caddy.Repla
 			if err != nil {
 				return fmt.Errorf("server %s: listen address %q: %w", name, l, err)
 			}
-			if !addr.IsUnixNetwork() && (addr.IsFdNetwork() || !isLoopbackHost(addr.Host)) {
+			if !addr.IsUnixNetwork() && (addr.IsFdNetwork() || !httpapi.IsLoopbackHost(addr.Host)) {
 				return fmt.Errorf("server %s listens on %s, beyond loopback", name, l)
 			}
 		}
 	}
 	return nil
-}
-
-// isLoopbackHost reports whether host (a name or an IP, without port) is
-// this machine's loopback: localhost, 127.0.0.0/8 or ::1. An empty host,
-// which listens on every interface, is not.
-func isLoopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

@@ -109,25 +109,25 @@ func TestCallersConfigRules(t *testing.T) {
 		pages   *Pages
 		want    string // "" when the config loads
 	}{
-		{"callers alone need no audience", &Callers{Secret: secret}, nil, ""},
-		{"pages alone need no audience", nil, &Pages{Secret: secret}, ""},
-		{"both with their own audiences", &Callers{Secret: secret, Audience: "toolgate"}, &Pages{Secret: secret, Audience: "toolgate-pages"}, ""},
-		{"callers without audience", &Callers{Secret: secret}, &Pages{Secret: secret, Audience: "toolgate-pages"}, "callers: audience is required when pages are configured too"},
-		{"pages without audience", &Callers{Secret: secret, Audience: "toolgate"}, &Pages{Secret: secret}, "pages: audience is required when callers are configured too"},
-		{"one audience for both", &Callers{Secret: secret, Audience: "toolgate"}, &Pages{KeyFile: "/nonexistent", Audience: "toolgate"}, `callers and pages: the audience "toolgate" is the same`},
-		{"jwks over https", &Callers{JWKSURL: "https://platform.example/.well-known/jwks.json"}, nil, ""},
-		{"jwks over http to 127.0.0.1", &Callers{JWKSURL: "http://127.0.0.1:8081/jwks.json"}, nil, ""},
-		{"jwks over http to 127.1.2.3", &Callers{JWKSURL: "http://127.1.2.3/jwks.json"}, nil, ""},
-		{"jwks over http to ::1", &Callers{JWKSURL: "http://[::1]:8081/jwks.json"}, nil, ""},
-		{"jwks over http to localhost", &Callers{JWKSURL: "http://localhost:8081/jwks.json"}, nil, ""},
-		{"jwks over http elsewhere", &Callers{JWKSURL: "http://platform.example/jwks.json"}, nil, "must be an https URL"},
-		{"jwks over http to a name under 127.0.0.1", &Callers{JWKSURL: "http://127.0.0.1.evil.example/jwks.json"}, nil, "must be an https URL"},
-		{"jwks over http to a private address", &Callers{JWKSURL: "http://10.0.0.1/jwks.json"}, nil, "must be an https URL"},
-		{"jwks over ftp", &Callers{JWKSURL: "ftp://127.0.0.1/jwks.json"}, nil, "must be an https URL"},
-		{"jwks not absolute", &Callers{JWKSURL: "/jwks.json"}, nil, "not an absolute URL"},
-		{"leeway 5m", &Callers{Secret: secret, Leeway: caddy.Duration(5 * time.Minute)}, nil, ""},
-		{"leeway over 5m", &Callers{Secret: secret, Leeway: caddy.Duration(5*time.Minute + time.Second)}, nil, "callers: leeway 5m1s must be between 0 and 5m0s"},
-		{"negative leeway", &Callers{Secret: secret, Leeway: caddy.Duration(-time.Second)}, nil, "callers: leeway -1s must be between"},
+		{"callers alone need no audience", &Callers{Tokens: Tokens{Secret: secret}}, nil, ""},
+		{"pages alone need no audience", nil, &Pages{Tokens: Tokens{Secret: secret}}, ""},
+		{"both with their own audiences", &Callers{Tokens: Tokens{Secret: secret, Audience: "toolgate"}}, &Pages{Tokens: Tokens{Secret: secret, Audience: "toolgate-pages"}}, ""},
+		{"callers without audience", &Callers{Tokens: Tokens{Secret: secret}}, &Pages{Tokens: Tokens{Secret: secret, Audience: "toolgate-pages"}}, "callers: audience is required when pages are configured too"},
+		{"pages without audience", &Callers{Tokens: Tokens{Secret: secret, Audience: "toolgate"}}, &Pages{Tokens: Tokens{Secret: secret}}, "pages: audience is required when callers are configured too"},
+		{"one audience for both", &Callers{Tokens: Tokens{Secret: secret, Audience: "toolgate"}}, &Pages{Tokens: Tokens{KeyFile: "/nonexistent", Audience: "toolgate"}}, `callers and pages: the audience "toolgate" is the same`},
+		{"jwks over https", &Callers{Tokens: Tokens{JWKSURL: "https://platform.example/.well-known/jwks.json"}}, nil, ""},
+		{"jwks over http to 127.0.0.1", &Callers{Tokens: Tokens{JWKSURL: "http://127.0.0.1:8081/jwks.json"}}, nil, ""},
+		{"jwks over http to 127.1.2.3", &Callers{Tokens: Tokens{JWKSURL: "http://127.1.2.3/jwks.json"}}, nil, ""},
+		{"jwks over http to ::1", &Callers{Tokens: Tokens{JWKSURL: "http://[::1]:8081/jwks.json"}}, nil, ""},
+		{"jwks over http to localhost", &Callers{Tokens: Tokens{JWKSURL: "http://localhost:8081/jwks.json"}}, nil, ""},
+		{"jwks over http elsewhere", &Callers{Tokens: Tokens{JWKSURL: "http://platform.example/jwks.json"}}, nil, "must be an https URL"},
+		{"jwks over http to a name under 127.0.0.1", &Callers{Tokens: Tokens{JWKSURL: "http://127.0.0.1.evil.example/jwks.json"}}, nil, "must be an https URL"},
+		{"jwks over http to a private address", &Callers{Tokens: Tokens{JWKSURL: "http://10.0.0.1/jwks.json"}}, nil, "must be an https URL"},
+		{"jwks over ftp", &Callers{Tokens: Tokens{JWKSURL: "ftp://127.0.0.1/jwks.json"}}, nil, "must be an https URL"},
+		{"jwks not absolute", &Callers{Tokens: Tokens{JWKSURL: "/jwks.json"}}, nil, "not an absolute URL"},
+		{"leeway 5m", &Callers{Tokens: Tokens{Secret: secret, Leeway: caddy.Duration(5 * time.Minute)}}, nil, ""},
+		{"leeway over 5m", &Callers{Tokens: Tokens{Secret: secret, Leeway: caddy.Duration(5*time.Minute + time.Second)}}, nil, "callers: leeway 5m1s must be between 0 and 5m0s"},
+		{"negative leeway", &Callers{Tokens: Tokens{Secret: secret, Leeway: caddy.Duration(-time.Second)}}, nil, "callers: leeway -1s must be between"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := provisionDirect(t, &Handler{Callers: c.callers, Pages: c.pages})
@@ -291,7 +291,7 @@ func TestCallersJWKSDownMessage(t *testing.T) {
 	}))
 	defer jwks.Close()
 	h := &Handler{
-		Callers: &Callers{JWKSURL: jwks.URL + "/secret-path/jwks.json", Audience: "toolgate"},
+		Callers: &Callers{Tokens: Tokens{JWKSURL: jwks.URL + "/secret-path/jwks.json", Audience: "toolgate"}},
 		Tools: []manifest.Tool{{
 			Name: "ping", Description: "d", InputSchema: json.RawMessage(`{"type":"object"}`),
 			Target: dispatch.Spec{Type: "url", Method: "GET", URL: "http://127.0.0.1:1/ping"},
@@ -336,23 +336,23 @@ func TestSecretPlaceholders(t *testing.T) {
 		h    *Handler
 		want string
 	}{
-		{"callers secret", &Handler{Callers: &Callers{Secret: unset}}, "callers: secret: evaluated placeholder " + unset + " is empty"},
-		{"callers key_file", &Handler{Callers: &Callers{KeyFile: unset + "/pub.pem"}}, "callers: key_file: evaluated placeholder " + unset + " is empty"},
-		{"callers jwks_url", &Handler{Callers: &Callers{JWKSURL: "https://" + unset + "/jwks.json"}}, "callers: jwks_url: evaluated placeholder " + unset},
-		{"pages secret", &Handler{Pages: &Pages{Secret: unset}}, "pages: secret: evaluated placeholder " + unset},
-		{"pages key_file", &Handler{Pages: &Pages{KeyFile: unset}}, "pages: key_file: evaluated placeholder " + unset},
+		{"callers secret", &Handler{Callers: &Callers{Tokens: Tokens{Secret: unset}}}, "callers: secret: evaluated placeholder " + unset + " is empty"},
+		{"callers key_file", &Handler{Callers: &Callers{Tokens: Tokens{KeyFile: unset + "/pub.pem"}}}, "callers: key_file: evaluated placeholder " + unset + " is empty"},
+		{"callers jwks_url", &Handler{Callers: &Callers{Tokens: Tokens{JWKSURL: "https://" + unset + "/jwks.json"}}}, "callers: jwks_url: evaluated placeholder " + unset},
+		{"pages secret", &Handler{Pages: &Pages{Tokens: Tokens{Secret: unset}}}, "pages: secret: evaluated placeholder " + unset},
+		{"pages key_file", &Handler{Pages: &Pages{Tokens: Tokens{KeyFile: unset}}}, "pages: key_file: evaluated placeholder " + unset},
 		{"identity key_file", &Handler{Identity: &Identity{KeyFile: unset}}, "identity key: key_file: evaluated placeholder " + unset},
 		{"identity key file", &Handler{Identity: &Identity{Keys: []IdentityKey{{ID: "k1", File: unset}}}}, `identity key: key "k1": file: evaluated placeholder ` + unset},
 		{"redis password", &Handler{Ledger: &Ledger{Backend: "redis", Addr: "127.0.0.1:1", Password: unset}}, "ledger redis: password: evaluated placeholder " + unset},
 		{"component env", &Handler{Components: map[string]*Component{"api": {BaseURL: "http://127.0.0.1:1", Env: map[string]string{"API_KEY": unset}}}}, `component "api": env API_KEY: evaluated placeholder ` + unset},
-		{"unknown placeholder", &Handler{Pages: &Pages{Secret: "{nope.x}" + secret}}, "pages: secret: unrecognized placeholder {nope.x}"},
-		{"braces in a literal secret", &Handler{Callers: &Callers{Secret: "abc{def}" + secret}}, `callers: secret: unrecognized placeholder {def} (write \{ for a literal brace)`},
+		{"unknown placeholder", &Handler{Pages: &Pages{Tokens: Tokens{Secret: "{nope.x}" + secret}}}, "pages: secret: unrecognized placeholder {nope.x}"},
+		{"braces in a literal secret", &Handler{Callers: &Callers{Tokens: Tokens{Secret: "abc{def}" + secret}}}, `callers: secret: unrecognized placeholder {def} (write \{ for a literal brace)`},
 		{"set placeholders", &Handler{
-			Callers:  &Callers{KeyFile: "{env.TOOLGATE_TEST_KEY_DIR}/pub.pem", Audience: "toolgate"},
-			Pages:    &Pages{Secret: "{env.TOOLGATE_TEST_SECRET}", Audience: "toolgate-pages"},
+			Callers:  &Callers{Tokens: Tokens{KeyFile: "{env.TOOLGATE_TEST_KEY_DIR}/pub.pem", Audience: "toolgate"}},
+			Pages:    &Pages{Tokens: Tokens{Secret: "{env.TOOLGATE_TEST_SECRET}", Audience: "toolgate-pages"}},
 			Identity: &Identity{KeyFile: "{env.TOOLGATE_TEST_IDENTITY_KEY}"},
 		}, ""},
-		{"an escaped brace", &Handler{Callers: &Callers{Secret: `abc\{def}` + secret}}, ""},
+		{"an escaped brace", &Handler{Callers: &Callers{Tokens: Tokens{Secret: `abc\{def}` + secret}}}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := provisionDirect(t, c.h)
@@ -367,8 +367,8 @@ func TestSecretPlaceholders(t *testing.T) {
 
 	// The resolved values are the ones used.
 	h := &Handler{
-		Callers: &Callers{KeyFile: "{env.TOOLGATE_TEST_KEY_DIR}/pub.pem", Audience: "toolgate"},
-		Pages:   &Pages{Secret: "{env.TOOLGATE_TEST_SECRET}", Audience: "toolgate-pages"},
+		Callers: &Callers{Tokens: Tokens{KeyFile: "{env.TOOLGATE_TEST_KEY_DIR}/pub.pem", Audience: "toolgate"}},
+		Pages:   &Pages{Tokens: Tokens{Secret: "{env.TOOLGATE_TEST_SECRET}", Audience: "toolgate-pages"}},
 	}
 	if err := provisionDirect(t, h); err != nil {
 		t.Fatal(err)
@@ -385,7 +385,7 @@ func TestSecretPlaceholders(t *testing.T) {
 		t.Errorf("page token by the placeholder's own text: %d %s", w.Code, w.Body)
 	}
 	// An escaped brace is a literal one.
-	h = &Handler{Callers: &Callers{Secret: `abc\{def}` + secret}}
+	h = &Handler{Callers: &Callers{Tokens: Tokens{Secret: `abc\{def}` + secret}}}
 	if err := provisionDirect(t, h); err != nil {
 		t.Fatal(err)
 	}

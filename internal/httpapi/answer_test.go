@@ -1,4 +1,4 @@
-package caddymodule
+package httpapi
 
 import (
 	"context"
@@ -34,14 +34,12 @@ func TestWriteAnswerErrors(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			core, logs := observer.New(zap.ErrorLevel)
-			h := &Handler{logger: zap.New(core)}
+			a := &API{logger: zap.New(core)}
 			rec := httptest.NewRecorder()
-			if err := h.writeAnswer(rec, nil, c.err); err != nil {
-				t.Fatal(err)
-			}
+			a.writeAnswer(rec, nil, c.err)
 			var re *gateway.RequestError
 			if errors.As(c.err, &re) {
-				c.status = gateway.StatusOf(c.err)
+				c.status = StatusOf(c.err)
 			}
 			body := rec.Body.String()
 			if rec.Code != c.status || !strings.Contains(body, `"code":"`+c.code+`"`) {

@@ -1,4 +1,4 @@
-package caddymodule
+package httpapi
 
 import (
 	"fmt"
@@ -8,8 +8,6 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
-
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
 
 // Without callers, toolgate trusts the envelope's identity, so it must know
@@ -25,67 +23,20 @@ import (
 // like nginx's bare proxy_pass, cannot be told apart: the README says so.)
 var forwardingHeaders = []string{"X-Forwarded-For", "Forwarded", "X-Real-Ip", "X-Forwarded-Host", "X-Forwarded-Proto", "Via"}
 
-// setupLoopback compiles allowed_hosts and the pages origins for the
-// loopback rules.
-func (h *Handler) setupLoopback() error {
-	h.allowedHosts = make(map[string]bool, len(h.AllowedHosts))
-	for _, a := range h.AllowedHosts {
-		u, err := url.Parse("http://" + a)
-		if a == "" || strings.Contains(a, "*") || err != nil || u.Host != a || u.User != nil {
-			return fmt.Errorf("allowed_hosts: %q is not a host name or host:port (no scheme, path or wildcard)", a)
-		}
-		h.allowedHosts[strings.ToLower(a)] = true
-	}
-	h.pageOrigins = map[string]bool{}
-	if h.Pages != nil {
-		for _, o := range h.Pages.Origins {
-			key, ok := originKey(o)
-			if !ok {
-				return fmt.Errorf("pages: origin %q must be scheme://host[:port]", o)
-			}
-			h.pageOrigins[key] = true
-		}
-	}
-	return nil
-}
+// ClientFunc tells a request's real client: the peer, or, from one of the
+// server's trusted proxies, the client it forwards for (trusted true).
+type ClientFunc func(r *http.Request) (ip netip.Addr, trusted bool)
 
-// loopbackRefusal says why a runtime request may not be served without
-// callers, naming what to configure, or returns "" when it may.
-func (h *Handler) loopbackRefusal(r *http.Request) string {
-	if ip := clientIP(r); !ip.IsLoopback() {
-		return fmt.Sprintf("without callers, toolgate accepts runtime calls only from this machine, and the client %s is not a loopback address: configure callers to accept others", ip)
-	}
-	if trusted, _ := caddyhttp.GetVar(r.Context(), caddyhttp.TrustedProxyVarKey).(bool); !trusted {
-		for _, name := range forwardingHeaders {
-			if len(r.Header.Values(name)) > 0 {
-				return fmt.Sprintf("the request carries %s, so it came through a proxy that is not one of the server's trusted_proxies: without callers, toolgate accepts runtime calls only straight from this machine; a gateway behind a proxy must configure callers", name)
-			}
-		}
-	}
-	if !h.allowedHost(r.Host) {
-		return fmt.Sprintf("Host %q is not a loopback name: list it in allowed_hosts if this machine is reached by that name", r.Host)
-	}
-	origin := r.Header.Get("Origin")
-	if origin != "" && !h.allowedOrigin(r, origin) {
-		return fmt.Sprintf("Origin %q is another web origin: without callers, only this site's own pages and the pages origins may call toolgate", origin)
-	}
-	if origin == "" && r.Header.Get("Sec-Fetch-Site") == "cross-site" {
-		return "the request comes from another site (Sec-Fetch-Site: cross-site) and names no Origin: without callers, only this site's own pages and the pages origins may call toolgate"
-	}
-	return ""
-}
-
-// clientIP is the request's real client as Caddy determined it: the peer,
-// or, from one of the server's trusted_proxies, the client it forwards
-// for. Outside a Caddy server (a handler called directly) it is the peer.
+// PeerClient is the ClientFunc with no trusted proxies: the peer's address.
 // An address that does not parse is the zero Addr, which is no loopback.
-func clientIP(r *http.Request) netip.Addr {
-	s, _ := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string)
-	if s == "" {
-		var err error
-		if s, _, err = net.SplitHostPort(r.RemoteAddr); err != nil {
-			s = r.RemoteAddr
-		}
+func PeerClient(r *http.Request) (netip.Addr, bool) {
+	return ParseClientIP(r.RemoteAddr), false
+}
+
+// ParseClientIP parses an IP, or IP:port, with or without a zone.
+func ParseClientIP(s string) netip.Addr {
+	if host, _, err := net.SplitHostPort(s); err == nil {
+		s = host
 	}
 	s, _, _ = strings.Cut(s, "%")
 	ip, err := netip.ParseAddr(s)
@@ -95,10 +46,66 @@ func clientIP(r *http.Request) netip.Addr {
 	return ip.Unmap()
 }
 
+// loopback holds the compiled allowed_hosts and pages origins.
+type loopback struct {
+	client       ClientFunc
+	allowedHosts map[string]bool // in lower case
+	pageOrigins  map[string]bool // normalized by originKey
+}
+
+func newLoopback(client ClientFunc, hosts, origins []string) (*loopback, error) {
+	l := &loopback{client: client, allowedHosts: make(map[string]bool, len(hosts)), pageOrigins: map[string]bool{}}
+	if l.client == nil {
+		l.client = PeerClient
+	}
+	for _, a := range hosts {
+		u, err := url.Parse("http://" + a)
+		if a == "" || strings.Contains(a, "*") || err != nil || u.Host != a || u.User != nil {
+			return nil, fmt.Errorf("allowed_hosts: %q is not a host name or host:port (no scheme, path or wildcard)", a)
+		}
+		l.allowedHosts[strings.ToLower(a)] = true
+	}
+	for _, o := range origins {
+		key, ok := originKey(o)
+		if !ok {
+			return nil, fmt.Errorf("pages: origin %q must be scheme://host[:port]", o)
+		}
+		l.pageOrigins[key] = true
+	}
+	return l, nil
+}
+
+// refusal says why a runtime request may not be served without callers,
+// naming what to configure, or returns "" when it may.
+func (l *loopback) refusal(r *http.Request) string {
+	ip, trusted := l.client(r)
+	if !ip.IsLoopback() {
+		return fmt.Sprintf("without callers, toolgate accepts runtime calls only from this machine, and the client %s is not a loopback address: configure callers to accept others", ip)
+	}
+	if !trusted {
+		for _, name := range forwardingHeaders {
+			if len(r.Header.Values(name)) > 0 {
+				return fmt.Sprintf("the request carries %s, so it came through a proxy that is not one of the server's trusted_proxies: without callers, toolgate accepts runtime calls only straight from this machine; a gateway behind a proxy must configure callers", name)
+			}
+		}
+	}
+	if !l.allowedHost(r.Host) {
+		return fmt.Sprintf("Host %q is not a loopback name: list it in allowed_hosts if this machine is reached by that name", r.Host)
+	}
+	origin := r.Header.Get("Origin")
+	if origin != "" && !l.allowedOrigin(r, origin) {
+		return fmt.Sprintf("Origin %q is another web origin: without callers, only this site's own pages and the pages origins may call toolgate", origin)
+	}
+	if origin == "" && r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+		return "the request comes from another site (Sec-Fetch-Site: cross-site) and names no Origin: without callers, only this site's own pages and the pages origins may call toolgate"
+	}
+	return ""
+}
+
 // allowedHost reports whether a Host names this machine: a loopback name,
 // or one of allowed_hosts (by name, or name and port). A foreign Host on
 // a loopback peer is how DNS rebinding reaches a local server.
-func (h *Handler) allowedHost(hostport string) bool {
+func (l *loopback) allowedHost(hostport string) bool {
 	// Not net.SplitHostPort: a Host without a port, as for port 80, is
 	// its error, allocated on every call.
 	host := hostport
@@ -112,12 +119,12 @@ func (h *Handler) allowedHost(hostport string) bool {
 	if ip, err := netip.ParseAddr(host); err == nil && ip.Unmap().IsLoopback() {
 		return true
 	}
-	return h.allowedHosts[strings.ToLower(host)] || h.allowedHosts[strings.ToLower(hostport)]
+	return l.allowedHosts[strings.ToLower(host)] || l.allowedHosts[strings.ToLower(hostport)]
 }
 
 // allowedOrigin reports whether origin is this site's own (the scheme of
 // the connection and the request's Host) or one of the pages origins.
-func (h *Handler) allowedOrigin(r *http.Request, origin string) bool {
+func (l *loopback) allowedOrigin(r *http.Request, origin string) bool {
 	key, ok := originKey(origin)
 	if !ok {
 		return false
@@ -126,7 +133,7 @@ func (h *Handler) allowedOrigin(r *http.Request, origin string) bool {
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	return key == scheme+"://"+hostKey(scheme, r.Host) || h.pageOrigins[key]
+	return key == scheme+"://"+hostKey(scheme, r.Host) || l.pageOrigins[key]
 }
 
 // originKey normalizes an origin, scheme://host[:port], for comparison:
@@ -152,6 +159,28 @@ func hostKey(scheme, hostport string) string {
 		}
 	}
 	return net.JoinHostPort(strings.ToLower(host), port)
+}
+
+// IsLoopbackHost reports whether host (a name or an IP, without port) is
+// this machine's loopback: localhost, 127.0.0.0/8 or ::1. An empty host,
+// which listens on every interface, is not.
+func IsLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// onLoopbackListener reports whether the request came in on a loopback
+// address of this machine.
+func onLoopbackListener(r *http.Request) bool {
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok {
+		return false
+	}
+	ap, err := netip.ParseAddrPort(local.String())
+	return err == nil && ap.Addr().Unmap().IsLoopback()
 }
 
 // requireJSON refuses a POST whose body is not declared JSON, with 415.

@@ -1,0 +1,170 @@
+package caddymodule
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/toolgate/toolgate/internal/clienttools"
+	"github.com/toolgate/toolgate/internal/httpapi"
+)
+
+// Tokens configures how one kind of bearer token is verified: against
+// exactly one of a JWKS URL, a public key file or a shared secret.
+//
+// JWKSURL, KeyFile and Secret may hold Caddy placeholders such as
+// {env.NAME} or {file./path}, resolved once at load; an unknown or empty
+// one is a config error.
+type Tokens struct {
+	// JWKSURL is where the signer's public keys are published: an https
+	// URL (http only to a loopback host). The set is cached, fetched again
+	// every 10 minutes, and on an unknown kid at most once per 30 seconds.
+	JWKSURL string `json:"jwks_url,omitempty"`
+
+	// KeyFile is a PEM file with the signer's public key (PKIX "PUBLIC
+	// KEY": Ed25519, RSA of at least 2048 bits, or ECDSA).
+	KeyFile string `json:"key_file,omitempty"`
+
+	// Secret is a shared HS256/384/512 secret of at least 32 bytes.
+	Secret string `json:"secret,omitempty"`
+
+	// Issuer, when set, must equal the token's iss.
+	Issuer string `json:"issuer,omitempty"`
+
+	// Audience, when set, must be among the token's aud. Required when
+	// both callers and pages are configured, each its own, so that one
+	// kind of token is never taken for the other.
+	Audience string `json:"audience,omitempty"`
+
+	// Leeway allows for clock skew on exp and nbf; at most 5m.
+	// Default: 30s.
+	Leeway caddy.Duration `json:"leeway,omitempty"`
+}
+
+// Callers configures how runtime callers authenticate: every call to the
+// runtime endpoints carries `Authorization: Bearer <JWT>`, and the call's
+// identity comes from its claims. Unset, the loopback-only default
+// applies (see Handler).
+type Callers struct {
+	Tokens
+
+	// UserClaim names the claim holding the user. Default: sub.
+	UserClaim string `json:"user_claim,omitempty"`
+
+	// InstallClaim names the claim holding the installation.
+	// Default: install.
+	InstallClaim string `json:"install_claim,omitempty"`
+}
+
+// Pages configures the page tokens: JWTs the app mints for one user and one
+// thread (claims sub and thread), which the browser client sends to the
+// page endpoints. The Secret of Caddyfile.example's public fallback is
+// refused unless every listener of the http app is on loopback.
+type Pages struct {
+	Tokens
+
+	// Origins are page origins other than the gateway's own site that may
+	// use the page endpoints and client.js; toolgate answers CORS for
+	// them, preflight included.
+	Origins []string `json:"origins,omitempty"`
+
+	// MaxPendingPerThread caps the client tool calls of one user's thread
+	// that wait for a page; a new call over it is turned away with 429 and
+	// Retry-After before anything is recorded. Default: 64.
+	MaxPendingPerThread int `json:"max_pending_per_thread,omitempty"`
+
+	// MaxPending caps the client tool calls that wait for a page in all,
+	// across users and threads, as MaxPendingPerThread. Default: 10000.
+	MaxPending int `json:"max_pending,omitempty"`
+
+	// MaxStreamsPerToken caps the open call streams (GET /client/calls)
+	// of one page token; one over it is refused with 429. Default: 16.
+	MaxStreamsPerToken int `json:"max_streams_per_token,omitempty"`
+}
+
+// config resolves t's placeholders into the authenticator's config.
+func (t *Tokens) config(repl *caddy.Replacer, kind string) (httpapi.TokenConfig, error) {
+	c := httpapi.TokenConfig{Issuer: t.Issuer, Audience: t.Audience, Leeway: time.Duration(t.Leeway)}
+	for _, f := range []struct {
+		name string
+		in   string
+		out  *string
+	}{{"jwks_url", t.JWKSURL, &c.JWKSURL}, {"key_file", t.KeyFile, &c.KeyFile}, {"secret", t.Secret, &c.Secret}} {
+		if f.in == "" {
+			continue
+		}
+		v, err := resolve(repl, kind+": "+f.name, f.in)
+		if err != nil {
+			return c, err
+		}
+		*f.out = v
+	}
+	return c, nil
+}
+
+// limits maps the caps onto the bridge's limits; p may be nil (defaults).
+func (p *Pages) limits() (clienttools.Limits, error) {
+	if p == nil {
+		return clienttools.Limits{}, nil
+	}
+	for name, n := range map[string]int{
+		"max_pending_per_thread": p.MaxPendingPerThread,
+		"max_pending":            p.MaxPending,
+		"max_streams_per_token":  p.MaxStreamsPerToken,
+	} {
+		if n < 0 {
+			return clienttools.Limits{}, fmt.Errorf("pages: %s must not be negative", name)
+		}
+	}
+	return clienttools.Limits{PendingPerThread: p.MaxPendingPerThread, Pending: p.MaxPending, StreamsPerToken: p.MaxStreamsPerToken}, nil
+}
+
+// authenticators builds the callers' and the pages' authenticators, either
+// nil when not configured.
+func (h *Handler) authenticators(ctx caddy.Context, repl *caddy.Replacer) (callers, pages *httpapi.Authenticator, err error) {
+	var cc, pc *httpapi.TokenConfig
+	if h.Callers != nil {
+		c, err := h.Callers.config(repl, "callers")
+		if err != nil {
+			return nil, nil, err
+		}
+		c.UserClaim, c.InstallClaim = h.Callers.UserClaim, h.Callers.InstallClaim
+		cc = &c
+	}
+	if h.Pages != nil {
+		c, err := h.Pages.config(repl, "pages")
+		if err != nil {
+			return nil, nil, err
+		}
+		if c.Secret == examplePageSecret {
+			if err := loopbackOnly(ctx, repl); err != nil {
+				return nil, nil, fmt.Errorf("pages: secret is the example's public fallback, which lets anyone sign page tokens; it is refused unless every listener is on loopback: %w; set TOOLGATE_PAGE_SECRET", err)
+			}
+			h.logger.Warn("pages: the secret is the example's public fallback: anyone who reads Caddyfile.example can sign page tokens; accepted only because every listener is on loopback; set TOOLGATE_PAGE_SECRET")
+		}
+		pc = &c
+	}
+	if err := httpapi.CheckAudiences(cc, pc); err != nil {
+		return nil, nil, err
+	}
+	if cc != nil {
+		refuse := ""
+		if pc != nil {
+			refuse = pc.Audience
+		}
+		if callers, err = httpapi.NewCallers(*cc, refuse, h.logger); err != nil {
+			return nil, nil, err
+		}
+	}
+	if pc != nil {
+		refuse := ""
+		if cc != nil {
+			refuse = cc.Audience
+		}
+		if pages, err = httpapi.NewPages(*pc, refuse, h.logger); err != nil {
+			return nil, nil, err
+		}
+	}
+	return callers, pages, nil
+}

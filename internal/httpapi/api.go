@@ -1,0 +1,221 @@
+// Package httpapi is toolgate's HTTP surface, without Caddy: the routes of
+// the Tools API, the page endpoints and MCP, one authenticator per kind of
+// token, the loopback rules, CORS, Server-Sent Events, request limits and
+// the mapping of the core's errors onto statuses and JSON errors.
+//
+// The routes are relative to where the handler is mounted:
+//
+//	GET  /tools                    the tool list
+//	POST /tools/{name}             invoke a tool
+//	GET  /calls/{callId}           a call's answer now
+//	POST /calls/{callId}/resume    answer an action-required card
+//	POST /page-context             render a page-context snapshot
+//	GET  /client/calls?threadId=   a page's client calls (Server-Sent Events)
+//	POST /client/calls/{id}/claim  a page claims a call before running it
+//	POST /client/calls/{id}/result a page posts a call's result
+//	POST /mcp (+ GET, DELETE)      MCP Streamable HTTP
+//	GET  /client.js                the browser client
+//	GET  /.well-known/jwks.json    public keys of the identity tokens
+//
+// Any other path is not the API's: Serve reports false for it, and the
+// Caddy module passes it to the next handler.
+package httpapi
+
+import (
+	"crypto/sha256"
+	"errors"
+	"net/http"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/toolgate/toolgate/internal/clienttools"
+	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/mcp"
+)
+
+// DefaultMaxRequestSize bounds a request body.
+const DefaultMaxRequestSize = 1 << 20
+
+// Config is what the API serves with.
+type Config struct {
+	Gateway *gateway.Gateway
+	// Bridge is the gateway's bridge to the pages.
+	Bridge *clienttools.Bridge
+
+	// Callers authenticates runtime calls (the Tools API, page-context,
+	// MCP). Nil: they are accepted only straight from this machine (the
+	// loopback rules), with the identity the envelope names.
+	Callers *Authenticator
+	// Pages authenticates the page endpoints. Nil: they answer 404.
+	Pages *Authenticator
+	// PageOrigins are the page origins, besides the site's own, that get
+	// CORS and may call in loopback mode.
+	PageOrigins []string
+	// AllowedHosts are Host names besides loopback ones that name this
+	// machine (loopback mode; /mcp on a loopback listener).
+	AllowedHosts []string
+	// Client tells a request's real client. Default: PeerClient.
+	Client ClientFunc
+
+	// JWKS is the published key set of the identity tokens.
+	JWKS []byte
+	// StateSeed derives the key that signs MCP continuations; instances
+	// that share it (and calls, on Redis) accept each other's.
+	StateSeed []byte
+
+	// MaxRequestSize bounds a request body. Default: 1 MiB.
+	MaxRequestSize int64
+	Logger         *zap.Logger
+}
+
+// API serves the HTTP surface.
+type API struct {
+	gw       *gateway.Gateway
+	bridge   *clienttools.Bridge
+	callers  *Authenticator
+	pages    *Authenticator
+	loopback *loopback
+	// corsOrigins are the page origins as configured, without a final
+	// slash: an Origin header that names one exactly gets CORS.
+	corsOrigins map[string]bool
+	jwks        []byte
+	list        toolList
+	mcp         http.Handler
+	maxRequest  int64
+	logger      *zap.Logger
+	mux         *http.ServeMux
+	patterns    map[string]bool // registered: the API owns only these
+}
+
+// New returns the API, checking the config.
+func New(c Config) (*API, error) {
+	if c.Gateway == nil || c.Bridge == nil {
+		return nil, errors.New("httpapi: a gateway and its bridge are required")
+	}
+	a := &API{
+		gw: c.Gateway, bridge: c.Bridge, callers: c.Callers, pages: c.Pages,
+		jwks: c.JWKS, maxRequest: c.MaxRequestSize, logger: c.Logger,
+	}
+	if a.maxRequest <= 0 {
+		a.maxRequest = DefaultMaxRequestSize
+	}
+	if a.logger == nil {
+		a.logger = zap.NewNop()
+	}
+	a.corsOrigins = make(map[string]bool, len(c.PageOrigins))
+	for _, o := range c.PageOrigins {
+		a.corsOrigins[strings.TrimSuffix(o, "/")] = true
+	}
+	var err error
+	if a.loopback, err = newLoopback(c.Client, c.AllowedHosts, c.PageOrigins); err != nil {
+		return nil, err
+	}
+	if a.list, err = newToolList(c.Gateway); err != nil {
+		return nil, err
+	}
+	stateKey := sha256.Sum256(append([]byte("toolgate mcp request state\x00"), c.StateSeed...))
+	a.mcp = a.mcpHandler(mcp.New(c.Gateway, mcp.Options{StateKey: stateKey[:], Logger: a.logger}))
+	a.routes()
+	return a, nil
+}
+
+// routes registers the API's patterns. Each path has its method's pattern
+// and a catch-all that answers 405 (or 404 for a malformed id) as JSON,
+// as ServeMux's own plain-text answers would not be.
+func (a *API) routes() {
+	a.mux, a.patterns = http.NewServeMux(), map[string]bool{}
+	a.handle("GET /tools", a.runtime(a.serveList))
+	a.handle("POST /tools/{name...}", a.runtime(a.serveInvoke))
+	a.handle("GET /calls/{id}", a.callID(a.runtime(a.serveStatus)))
+	a.handle("POST /calls/{id}/resume", a.callID(a.runtime(a.serveResume)))
+	a.handle("POST /page-context", a.runtime(a.servePageContext))
+	a.handle("GET /.well-known/jwks.json", a.serveJWKS)
+	a.handle("/mcp", a.serveMCP)
+
+	a.handle("/tools", only(http.MethodGet))
+	a.handle("/tools/{name...}", only(http.MethodPost))
+	a.handle("/calls/{id}", a.callID(only(http.MethodGet)))
+	a.handle("/calls/{id}/resume", a.callID(only(http.MethodPost)))
+	a.handle("/calls/{rest...}", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "unknown_call", "no such call")
+	})
+	a.handle("/page-context", only(http.MethodPost))
+	a.handle("/.well-known/jwks.json", only(http.MethodGet))
+
+	// The page endpoints answer CORS first, preflights included.
+	a.handle("GET /client.js", a.cors(serveClientJS))
+	a.handle("/client.js", a.cors(only(http.MethodGet)))
+	a.handle("GET /client/calls", a.cors(a.page(a.serveStream)))
+	a.handle("/client/calls", a.cors(only(http.MethodGet)))
+	a.handle("POST /client/calls/{id}/claim", a.cors(a.pageCallID(a.page(a.serveClaim))))
+	a.handle("POST /client/calls/{id}/result", a.cors(a.pageCallID(a.page(a.servePost))))
+	a.handle("/client/calls/{id}/claim", a.cors(a.pageCallID(only(http.MethodPost))))
+	a.handle("/client/calls/{id}/result", a.cors(a.pageCallID(only(http.MethodPost))))
+	a.handle("/client/{rest...}", a.cors(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "no such page endpoint")
+	}))
+}
+
+// handle registers a route.
+func (a *API) handle(pattern string, h http.HandlerFunc) {
+	a.mux.HandleFunc(pattern, h)
+	a.patterns[pattern] = true
+}
+
+// Serve answers a request on one of the API's paths and reports true; it
+// reports false, writing nothing, for any other path, which is not the
+// API's to answer (the Caddy module passes it to the next handler).
+func (a *API) Serve(w http.ResponseWriter, r *http.Request) bool {
+	// ServeMux answers a path that is not clean, or a subtree's root
+	// without its slash, with a redirect, reported under the new path
+	// rather than a pattern: those are not the API's either.
+	if _, pattern := a.mux.Handler(r); !a.patterns[pattern] {
+		return false
+	}
+	// ServeMux.ServeHTTP, not the handler found: it sets the path values.
+	a.mux.ServeHTTP(w, r)
+	return true
+}
+
+// ServeHTTP serves the API's paths, and 404 for any other.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !a.Serve(w, r) {
+		http.NotFound(w, r)
+	}
+}
+
+// only answers 405 naming the method a path takes.
+func only(method string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) { methodNotAllowed(w, method) }
+}
+
+// callID answers 404 for a call id the core's rule refuses, before
+// anything else is looked at: no call can have it.
+func (a *API) callID(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if gateway.CheckCallID(r.PathValue("id")) != nil {
+			writeError(w, http.StatusNotFound, "unknown_call", "no such call")
+			return
+		}
+		next(w, r)
+	}
+}
+
+// pageCallID is callID for the page endpoints, which answer a malformed id
+// as an unknown endpoint.
+func (a *API) pageCallID(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if gateway.CheckCallID(r.PathValue("id")) != nil {
+			writeError(w, http.StatusNotFound, "not_found", "no such page endpoint")
+			return
+		}
+		next(w, r)
+	}
+}
+
+func (a *API) serveJWKS(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	_, _ = w.Write(a.jwks)
+}

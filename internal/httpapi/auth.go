@@ -1,0 +1,284 @@
+package httpapi
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/identity"
+)
+
+// DefaultLeeway is the clock skew allowed on bearer tokens.
+const DefaultLeeway = 30 * time.Second
+
+// MaxLeeway bounds the configured leeway: an expired token is not
+// accepted for longer than that.
+const MaxLeeway = 5 * time.Minute
+
+// TokenConfig is how one kind of bearer token (callers', pages') is
+// verified: against exactly one of a JWKS URL, a public key file or a
+// shared secret, with placeholders already resolved.
+type TokenConfig struct {
+	JWKSURL  string
+	KeyFile  string
+	Secret   string
+	Issuer   string
+	Audience string
+	// Leeway allows for clock skew on exp and nbf; 0 means DefaultLeeway.
+	Leeway time.Duration
+	// UserClaim and InstallClaim name the claims holding the user and the
+	// installation. Defaults: sub, install.
+	UserClaim    string
+	InstallClaim string
+	// ThreadClaim, when set, names a claim the token must hold: the one
+	// thread a page token is for.
+	ThreadClaim string
+}
+
+// Authenticator checks one kind of bearer token and maps its claims to
+// who is calling. Callers, pages and MCP each use one.
+type Authenticator struct {
+	kind     string // "callers" or "pages": names config errors
+	realm    string // of the WWW-Authenticate challenge
+	verifier *identity.Verifier
+	cfg      TokenConfig
+}
+
+// Principal is who a verified token names.
+type Principal struct {
+	Identity gateway.Identity
+	Thread   string // the ThreadClaim's value, when configured
+	Device   string // the device claim, when present
+	Claims   map[string]any
+	// Expires is the token's exp, or zero.
+	Expires time.Time
+}
+
+// NewCallers returns the authenticator of runtime callers' tokens.
+// refuse is the page tokens' audience, which a caller token must not name.
+func NewCallers(cfg TokenConfig, refuse string, logger *zap.Logger) (*Authenticator, error) {
+	return newAuthenticator("callers", "toolgate", cfg, refuse, logger)
+}
+
+// NewPages returns the authenticator of page tokens: claims sub and
+// thread name the user and the one thread the page may see. refuse is the
+// caller tokens' audience.
+func NewPages(cfg TokenConfig, refuse string, logger *zap.Logger) (*Authenticator, error) {
+	cfg.UserClaim, cfg.InstallClaim, cfg.ThreadClaim = "sub", "", "thread"
+	return newAuthenticator("pages", "toolgate-page", cfg, refuse, logger)
+}
+
+func newAuthenticator(kind, realm string, cfg TokenConfig, refuse string, logger *zap.Logger) (*Authenticator, error) {
+	n := 0
+	for _, s := range []string{cfg.JWKSURL, cfg.KeyFile, cfg.Secret} {
+		if s != "" {
+			n++
+		}
+	}
+	if n != 1 {
+		return nil, fmt.Errorf("%s: set exactly one of jwks_url, key_file and secret", kind)
+	}
+	if cfg.Leeway < 0 || cfg.Leeway > MaxLeeway {
+		return nil, fmt.Errorf("%s: leeway %v must be between 0 and %v", kind, cfg.Leeway, MaxLeeway)
+	}
+	if cfg.UserClaim == "" {
+		cfg.UserClaim = "sub"
+	}
+	if cfg.InstallClaim == "" && kind == "callers" {
+		cfg.InstallClaim = "install"
+	}
+	opts := identity.VerifyOptions{Issuer: cfg.Issuer, Audience: cfg.Audience, Leeway: cfg.Leeway}
+	if opts.Leeway == 0 {
+		opts.Leeway = DefaultLeeway
+	}
+	if refuse != "" {
+		opts.RefuseAudiences = []string{refuse}
+	}
+	a := &Authenticator{kind: kind, realm: realm, cfg: cfg}
+	var err error
+	switch {
+	case cfg.JWKSURL != "":
+		if err = checkJWKSURL(cfg.JWKSURL); err != nil {
+			return nil, fmt.Errorf("%s: jwks_url: %w", kind, err)
+		}
+		a.verifier = identity.NewJWKSVerifier(identity.NewRemoteKeySet(cfg.JWKSURL, nil, logger), opts)
+	case cfg.KeyFile != "":
+		if a.verifier, err = keyFileVerifier(cfg.KeyFile, opts); err != nil {
+			return nil, fmt.Errorf("%s: %w", kind, err)
+		}
+	default:
+		if a.verifier, err = identity.NewSecretVerifier([]byte(cfg.Secret), opts); err != nil {
+			return nil, fmt.Errorf("%s: secret: %w", kind, err)
+		}
+	}
+	return a, nil
+}
+
+// Verifier is the token verifier, for tests that move its clock.
+func (a *Authenticator) Verifier() *identity.Verifier { return a.verifier }
+
+// Authenticate verifies the request's bearer token. The error is what the
+// caller is told, in the 401 and its challenge.
+func (a *Authenticator) Authenticate(r *http.Request) (Principal, error) {
+	token, err := bearerToken(r.Header)
+	if err != nil {
+		return Principal{}, err
+	}
+	return a.Verify(r, token)
+}
+
+// Verify checks token and maps its claims.
+func (a *Authenticator) Verify(r *http.Request, token string) (Principal, error) {
+	claims, err := a.verifier.Verify(r.Context(), token)
+	if err != nil {
+		return Principal{}, &tokenError{err}
+	}
+	p := Principal{Claims: claims}
+	p.Identity.User, _ = claims[a.cfg.UserClaim].(string)
+	if a.cfg.InstallClaim != "" {
+		p.Identity.Install, _ = claims[a.cfg.InstallClaim].(string)
+	}
+	p.Device, _ = claims["device"].(string)
+	if f, ok := claims["exp"].(float64); ok {
+		p.Expires = time.Unix(int64(f), 0)
+	}
+	if a.cfg.ThreadClaim != "" {
+		p.Thread, _ = claims[a.cfg.ThreadClaim].(string)
+		if p.Identity.User == "" || p.Thread == "" {
+			return Principal{}, &tokenError{fmt.Errorf("the page token needs string %s and %s claims", a.cfg.UserClaim, a.cfg.ThreadClaim)}
+		}
+		return p, nil
+	}
+	if err := a.checkIdentity(p.Identity); err != nil {
+		return Principal{}, &tokenError{err}
+	}
+	return p, nil
+}
+
+// checkIdentity checks the identity a verified caller token names: a
+// user, and a user and installation within the gateway's bounds. A token
+// that breaks them is refused (401) like a bad token: it is the
+// platform's, so no envelope can fix it.
+func (a *Authenticator) checkIdentity(id gateway.Identity) error {
+	if id.User == "" {
+		return fmt.Errorf("the token has no string %q claim naming the user", a.cfg.UserClaim)
+	}
+	if err := gateway.CheckIdentity(gateway.Identity{User: id.User}); err != nil {
+		return fmt.Errorf("the token's %q claim cannot name a user: %v", a.cfg.UserClaim, err)
+	}
+	if err := gateway.CheckIdentity(gateway.Identity{Install: id.Install}); err != nil {
+		return fmt.Errorf("the token's %q claim cannot name an installation: %v", a.cfg.InstallClaim, err)
+	}
+	return nil
+}
+
+// tokenError is a token that was sent and refused, as opposed to none.
+type tokenError struct{ err error }
+
+func (e *tokenError) Error() string { return e.err.Error() }
+func (e *tokenError) Unwrap() error { return e.err }
+
+// refuse answers a request whose token Authenticate refused: 401 with a
+// challenge (RFC 6750 §3) naming the error when a token was sent.
+func (a *Authenticator) refuse(w http.ResponseWriter, err error) {
+	w.Header().Set("WWW-Authenticate", a.Challenge(err))
+	var te *tokenError
+	if errors.As(err, &te) {
+		writeError(w, http.StatusUnauthorized, "invalid_token", err.Error())
+		return
+	}
+	what := "caller"
+	if a.kind == "pages" {
+		what = "page"
+	}
+	writeError(w, http.StatusUnauthorized, "unauthorized", "a "+what+" token is required: Authorization: Bearer <JWT>")
+}
+
+// Challenge is the WWW-Authenticate value for a refusal: the realm alone
+// when no token was sent, with the error when one was refused.
+func (a *Authenticator) Challenge(err error) string {
+	var te *tokenError
+	if errors.As(err, &te) {
+		return fmt.Sprintf(`Bearer realm=%q, error="invalid_token", error_description=%q`, a.realm, err.Error())
+	}
+	return `Bearer realm="` + a.realm + `"`
+}
+
+// errNoToken: no bearer token was sent.
+var errNoToken = errors.New("no bearer token")
+
+// bearerToken reads the token of an "Authorization: Bearer" header.
+func bearerToken(h http.Header) (string, error) {
+	token, ok := strings.CutPrefix(h.Get("Authorization"), "Bearer ")
+	if !ok || token == "" {
+		return "", errNoToken
+	}
+	return token, nil
+}
+
+// checkJWKSURL accepts an https URL, or an http one to a loopback host:
+// keys fetched in the clear could be swapped on the way.
+func checkJWKSURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return err
+	}
+	switch {
+	case u.Host == "":
+		return fmt.Errorf("%q is not an absolute URL", raw)
+	case u.Scheme == "https":
+		return nil
+	case u.Scheme == "http" && IsLoopbackHost(u.Hostname()):
+		return nil
+	}
+	return fmt.Errorf("%q must be an https URL (http only to localhost, 127.0.0.0/8 or ::1)", raw)
+}
+
+// CheckAudiences makes caller and page tokens tell apart: with both
+// configured, each names its own audience, so neither kind of token is
+// accepted as the other, even when both are signed with one secret.
+func CheckAudiences(callers, pages *TokenConfig) error {
+	if callers == nil || pages == nil {
+		return nil
+	}
+	switch {
+	case callers.Audience == "":
+		return errors.New("callers: audience is required when pages are configured too, so that a page token is never taken for a caller token")
+	case pages.Audience == "":
+		return errors.New("pages: audience is required when callers are configured too, so that a caller token is never taken for a page token")
+	case callers.Audience == pages.Audience:
+		return fmt.Errorf("callers and pages: the audience %q is the same; each kind of token needs its own", callers.Audience)
+	}
+	return nil
+}
+
+// keyFileVerifier verifies tokens against the public key in a PEM file
+// (PKIX "PUBLIC KEY"); the key's type decides the algorithms.
+func keyFileVerifier(path string, opts identity.VerifyOptions) (*identity.Verifier, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	block, _ := pem.Decode(data)
+	if block == nil || block.Type != "PUBLIC KEY" {
+		return nil, fmt.Errorf("%s holds no PEM \"PUBLIC KEY\" block", path)
+	}
+	pub, err := x509.ParsePKIXPublicKey(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	v, err := identity.NewKeyVerifier(pub, opts)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return v, nil
+}

@@ -1,0 +1,164 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	"go.uber.org/zap"
+
+	"github.com/toolgate/toolgate/internal/dispatch"
+	"github.com/toolgate/toolgate/internal/gateway"
+)
+
+// retryAfter is the Retry-After of a request refused over a pages limit:
+// a stream over max_streams_per_token (streams are freed only as pages
+// leave, so asking sooner is pointless; it is also where the browser
+// client's backoff tops out), or a client tool call over max_pending or
+// max_pending_per_thread (freed as pages answer).
+const retryAfter = "10"
+
+// StatusOf maps a caller's mistake, an error of the gateway's Invoke,
+// Status or Resume, to its HTTP status.
+func StatusOf(err error) int {
+	switch {
+	case errors.Is(err, gateway.ErrUnknownTool), errors.Is(err, gateway.ErrUnknownCall):
+		return http.StatusNotFound
+	case errors.Is(err, gateway.ErrBadRequest):
+		return http.StatusBadRequest
+	case errors.Is(err, gateway.ErrForbidden):
+		return http.StatusForbidden
+	case errors.Is(err, gateway.ErrConflict):
+		return http.StatusConflict
+	case errors.Is(err, gateway.ErrReuse):
+		return http.StatusUnprocessableEntity
+	case errors.Is(err, gateway.ErrUnavailable):
+		return http.StatusServiceUnavailable
+	case errors.Is(err, gateway.ErrTooMany):
+		return http.StatusTooManyRequests
+	}
+	return http.StatusInternalServerError
+}
+
+// writeAnswer writes an answer, or a caller's mistake as its status.
+// Only a caller's mistake (a gateway.RequestError) is told as it is; any
+// other error may name a file, a key or a user, so it is logged and the
+// answer says only that it happened.
+func (a *API) writeAnswer(w http.ResponseWriter, ans *gateway.Answer, err error) {
+	if err != nil {
+		var re *gateway.RequestError
+		if errors.As(err, &re) {
+			status := StatusOf(err)
+			if status == http.StatusTooManyRequests {
+				w.Header().Set("Retry-After", retryAfter)
+			}
+			writeError(w, status, re.Code, err.Error())
+			return
+		}
+		a.internal(w, "answering a call", err)
+		return
+	}
+	bp := buffers.Get().(*[]byte)
+	b := ans.AppendJSON((*bp)[:0])
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+	// A writer does not keep what it was given.
+	putBuffer(bp, b)
+}
+
+// internal answers an error that is not the caller's: logged, and told
+// only that it happened (gateway.Told).
+func (a *API) internal(w http.ResponseWriter, doing string, err error) {
+	msg, logIt := gateway.Told(err)
+	if logIt {
+		a.logger.Error(doing, zap.Error(err))
+	}
+	writeError(w, http.StatusInternalServerError, "internal", msg)
+}
+
+// buffers hold request bodies being decoded and answers being written;
+// most fit in 4 KiB.
+var buffers = sync.Pool{New: func() any {
+	b := make([]byte, 0, 4<<10)
+	return &b
+}}
+
+// putBuffer returns b, got from buffers as bp, for reuse; a buffer grown
+// past 64 KiB by an unusually large body is left to the collector.
+func putBuffer(bp *[]byte, b []byte) {
+	if cap(b) <= 64<<10 {
+		*bp = b[:0]
+		buffers.Put(bp)
+	}
+}
+
+// bodyOptions make request bodies strict: unknown and repeated members are
+// refused, names match exactly. Invalid UTF-8 becomes U+FFFD, as a page's
+// JSON.stringify may escape a lone surrogate.
+var bodyOptions = jsonv2.JoinOptions(jsonv2.RejectUnknownMembers(true), jsontext.AllowInvalidUTF8(true))
+
+// decodeBody reads a strict JSON object body, sent as application/json,
+// within the request size limit; it writes the refusal itself and reports
+// false. The body is read whole into a pooled buffer first: decoding from
+// a stream reads it in small pieces through every layer of readers.
+func (a *API) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	if !requireJSON(w, r) {
+		return false
+	}
+	limit := a.maxRequest
+	bp := buffers.Get().(*[]byte)
+	body, err := dispatch.ReadAll(http.MaxBytesReader(w, r.Body, limit), (*bp)[:0], min(r.ContentLength, limit))
+	if err == nil {
+		err = jsonv2.Unmarshal(body, v, bodyOptions)
+	}
+	// Nothing decoded keeps body's bytes (v2 copies into jsontext.Value
+	// and json.RawMessage): the buffer can go back.
+	putBuffer(bp, body)
+	if err == nil {
+		return true
+	}
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the request is larger than %d bytes", limit))
+		return false
+	}
+	writeError(w, http.StatusBadRequest, "malformed_envelope", "the body is not the expected JSON object: "+err.Error())
+	return false
+}
+
+// methodNotAllowed answers a known path asked with another method.
+func methodNotAllowed(w http.ResponseWriter, method string) {
+	w.Header().Set("Allow", method)
+	writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("use %s", method))
+}
+
+type apiError struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// writeError writes a caller's mistake: {"error": {"code", "message"}}.
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	var e apiError
+	e.Error.Code, e.Error.Message = code, msg
+	writeJSON(w, status, e)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":{"code":"internal","message":"the answer could not be encoded"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}

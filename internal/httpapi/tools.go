@@ -1,0 +1,187 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/manifest"
+	"github.com/toolgate/toolgate/internal/pagecontext"
+)
+
+// caller is who a runtime request comes from.
+type caller struct {
+	Principal
+	// verified is true when the identity comes from a verified token; the
+	// envelope's identity is then ignored.
+	verified bool
+}
+
+// runtime authenticates a runtime call: with callers configured, by its
+// token; without, only straight from this machine (the loopback rules).
+func (a *API) runtime(next func(http.ResponseWriter, *http.Request, caller)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if c, ok := a.authenticate(w, r); ok {
+			next(w, r, c)
+		}
+	}
+}
+
+// authenticate checks a runtime caller; it writes the refusal itself.
+func (a *API) authenticate(w http.ResponseWriter, r *http.Request) (caller, bool) {
+	if a.callers == nil {
+		if why := a.loopback.refusal(r); why != "" {
+			writeError(w, http.StatusForbidden, "forbidden", why)
+			return caller{}, false
+		}
+		return caller{}, true
+	}
+	p, err := a.callers.Authenticate(r)
+	if err != nil {
+		a.callers.refuse(w, err)
+		return caller{}, false
+	}
+	return caller{Principal: p, verified: true}, true
+}
+
+// toolList is GET /tools: each tool's entry encoded once, at load; a list
+// is then only joined per request, filtered by the caller's policies.
+type toolList struct {
+	entries map[string][]byte
+	full    []byte // the whole list, when no tool has a policy
+}
+
+type listedTool struct {
+	Name        string          `json:"name"`
+	DisplayName string          `json:"displayName"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+func newToolList(gw *gateway.Gateway) (toolList, error) {
+	tools := gw.Tools().List()
+	l := toolList{entries: make(map[string][]byte, len(tools))}
+	policies := false
+	for _, t := range tools {
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, t.InputSchema); err != nil {
+			return toolList{}, fmt.Errorf("tool %q: input_schema: %w", t.Name, err)
+		}
+		b, err := json.Marshal(listedTool{t.Name, t.DisplayName, t.Description, compact.Bytes()})
+		if err != nil {
+			return toolList{}, err
+		}
+		l.entries[t.Name] = b
+		policies = policies || t.Policy != nil
+	}
+	if !policies {
+		l.full = l.join(tools)
+	}
+	return l, nil
+}
+
+func (l toolList) join(tools []*manifest.Compiled) []byte {
+	size := 2
+	for _, t := range tools {
+		size += len(l.entries[t.Name]) + 1
+	}
+	buf := make([]byte, 0, size)
+	buf = append(buf, '[')
+	for i, t := range tools {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, l.entries[t.Name]...)
+	}
+	return append(buf, ']')
+}
+
+// serveList writes the tools the caller may call.
+func (a *API) serveList(w http.ResponseWriter, r *http.Request, c caller) {
+	list := a.list.full
+	if list == nil {
+		list = a.list.join(a.gw.Visible(gateway.Call{Identity: c.Identity, Claims: c.Claims}))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(list)
+}
+
+// envelope is the body of an invoke.
+type envelope struct {
+	Input    jsontext.Value    `json:"input"`
+	CallID   string            `json:"callId"`
+	Context  *gateway.Origin   `json:"context"`
+	Identity *gateway.Identity `json:"identity"`
+}
+
+func (a *API) serveInvoke(w http.ResponseWriter, r *http.Request, c caller) {
+	var env envelope
+	if !a.decodeBody(w, r, &env) {
+		return
+	}
+	call := gateway.Call{Tool: r.PathValue("name"), CallID: env.CallID, Input: json.RawMessage(env.Input)}
+	if env.Context != nil {
+		call.Origin = *env.Context
+	}
+	switch {
+	case c.verified:
+		call.Identity, call.Claims = c.Identity, c.Claims
+	case env.Identity != nil:
+		call.Identity = *env.Identity
+	}
+	ans, err := a.gw.Invoke(r.Context(), call)
+	a.writeAnswer(w, ans, err)
+}
+
+func (a *API) serveStatus(w http.ResponseWriter, r *http.Request, c caller) {
+	who := c.Identity
+	if !c.verified {
+		who = gateway.Identity{User: r.URL.Query().Get("user"), Install: r.URL.Query().Get("install")}
+	}
+	ans, err := a.gw.Status(r.Context(), who, r.PathValue("id"))
+	a.writeAnswer(w, ans, err)
+}
+
+// resumeBody is the body of POST /calls/{callId}/resume.
+type resumeBody struct {
+	ButtonID string            `json:"buttonId"`
+	Action   string            `json:"action"`
+	Device   string            `json:"device"`
+	Identity *gateway.Identity `json:"identity"`
+}
+
+func (a *API) serveResume(w http.ResponseWriter, r *http.Request, c caller) {
+	var body resumeBody
+	if !a.decodeBody(w, r, &body) {
+		return
+	}
+	req := gateway.ResumeRequest{CallID: r.PathValue("id"), Identity: c.Identity, ButtonID: body.ButtonID, Action: body.Action, Device: body.Device}
+	if c.verified {
+		// The device is the token's, never the body's.
+		req.Device = c.Device
+	} else if body.Identity != nil {
+		req.Identity = *body.Identity
+	}
+	ans, err := a.gw.Resume(r.Context(), req)
+	a.writeAnswer(w, ans, err)
+}
+
+// servePageContext renders a readables snapshot for the runtime.
+func (a *API) servePageContext(w http.ResponseWriter, r *http.Request, _ caller) {
+	var body struct {
+		Items []pagecontext.Item `json:"items"`
+	}
+	if !a.decodeBody(w, r, &body) {
+		return
+	}
+	snap, err := pagecontext.Render(body.Items)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_items", err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, snap)
+}
