@@ -1,0 +1,86 @@
+package caddymodule
+
+import (
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The endpoints are tested in internal/httpapi against an httptest
+// server. The tests here check what only Caddy gives them: that the
+// directive's config reaches the API (one call per area, through a
+// running Caddy), that other requests go to the next handler, and what
+// lives in Caddy's storage across a reload.
+
+// TestDirectiveInvoke makes one call through Caddy with testConfig: the
+// manifest file, the inline tools, the component's env, the identity block
+// and the upstream all come from the Caddyfile.
+func TestDirectiveInvoke(t *testing.T) {
+	tc, rec, _ := startGateway(t)
+
+	status, a := invoke(t, tc, "save",
+		`{"input":{"id":"a..b c","n":7,"note":"hi"},"callId":"toolu_01","context":{"source":"thread","threadId":"th_1"},`+who+`}`)
+	if status != 200 || a.IsError || a.Content != "ok" || a.Status != "done" || a.CallID != "toolu_01" || a.Tool != "save" {
+		t.Fatalf("answer %d %+v", status, a)
+	}
+	got := rec.get(t, "/items/")
+	if got.Method != "POST" || got.Path != "/items/a..b%20c" || got.Query != "n=7" || got.Header.Get("X-Note") != "hi" {
+		t.Errorf("upstream saw %s %s?%s X-Note %q", got.Method, got.Path, got.Query, got.Header.Get("X-Note"))
+	}
+	claims := verifyWithJWKS(t, tc, strings.TrimPrefix(got.Header.Get("Authorization"), "Bearer "))
+	if claims["iss"] != "https://tools.test" || claims["sub"] != "u_1" || claims["install"] != "in_1" || claims["aud"] != "api" {
+		t.Errorf("claims %v", claims)
+	}
+	if iat, exp := claims["iat"].(float64), claims["exp"].(float64); exp-iat != 120 {
+		t.Errorf("exp-iat = %v, want the configured ttl 120", exp-iat)
+	}
+
+	// A manifest's url tool, with its component's env.
+	status, a = invoke(t, tc, "ext_text", `{"input":{"q":"a b&c=d"}}`)
+	if status != 200 || a.IsError || a.Content != "plain <b>text</b>" {
+		t.Fatalf("ext_text: %d %+v", status, a)
+	}
+	if got := rec.get(t, "/text"); got.Query != "q=a+b%26c%3Dd" || got.Header.Get("X-Key") != "secret-key" {
+		t.Errorf("query %q, X-Key %q", got.Query, got.Header.Get("X-Key"))
+	}
+	// upstream_timeout and max_request_size are the Caddyfile's.
+	if status, a := invoke(t, tc, "slow", `{"input":{},`+who+`}`); status != 200 || !a.IsError || !strings.Contains(a.Content, "did not answer within 300ms") {
+		t.Errorf("slow: %d %+v", status, a)
+	}
+	if status, a := invoke(t, tc, "save", `{"input":{"id":"`+strings.Repeat("x", 70<<10)+`"}}`); status != 413 || a.Error == nil || a.Error.Code != "too_large" {
+		t.Errorf("70 KiB envelope: %d %+v", status, a.Error)
+	}
+}
+
+// TestNextHandlerAndStoredKey: paths that are not the API's go to the
+// next handler; the generated identity key is kept in Caddy's storage, so
+// a reload serves the same one.
+func TestNextHandlerAndStoredKey(t *testing.T) {
+	tc, _, dataDir := startGateway(t)
+
+	tc.AssertGetResponse("http://127.0.0.1:9080/elsewhere", 200, "next handler")
+	tc.AssertGetResponse(base+"/unowned", 200, "next handler")
+	req, _ := http.NewRequest(http.MethodDelete, base+"/tools", nil)
+	r := tc.AssertResponseCode(req, 405)
+	if r.Header.Get("Allow") != "GET" {
+		t.Errorf("Allow %q", r.Header.Get("Allow"))
+	}
+
+	kid := jwksKeys(t, tc)
+	if len(kid) != 1 {
+		t.Fatalf("jwks has %d keys", len(kid))
+	}
+	entries, _ := filepath.Glob(filepath.Join(dataDir, "toolgate", "identity", "*.pem"))
+	if len(entries) != 1 {
+		t.Errorf("storage holds %v", entries)
+	}
+	rec2 := newRecorder(t)
+	tc.InitServer(testConfig(t, rec2.srv.URL, dataDir), "caddyfile")
+	kid2 := jwksKeys(t, tc)
+	for k := range kid {
+		if _, ok := kid2[k]; !ok {
+			t.Errorf("after reload the key %s is gone: %v", k, kid2)
+		}
+	}
+}
