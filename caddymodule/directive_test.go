@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/caddyserver/caddy/v2/caddytest"
 )
 
 // The endpoints are tested in internal/httpapi against an httptest
@@ -82,5 +84,37 @@ func TestNextHandlerAndStoredKey(t *testing.T) {
 		if _, ok := kid2[k]; !ok {
 			t.Errorf("after reload the key %s is gone: %v", k, kid2)
 		}
+	}
+}
+
+// TestDirectiveCallers: the callers block reaches the API: a request
+// without a token is refused with a challenge; a token from the JWKS URL,
+// with the block's issuer and audience, is the caller, its claims drive
+// the policies, and its identity is what the component is told.
+func TestDirectiveCallers(t *testing.T) {
+	rec := newRecorder(t)
+	p := newPlatform(t, "k1")
+	tc := caddytest.NewTester(t)
+	tc.InitServer(callersConfig(t, rec.srv.URL, p.srv.URL), "caddyfile")
+
+	if resp, body := get(t, tc, base+"/tools"); resp.StatusCode != 401 || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer ") {
+		t.Errorf("no token: %d %s %q", resp.StatusCode, body, resp.Header.Get("WWW-Authenticate"))
+	}
+	wrongAud := goodClaims("u_7", "user")
+	wrongAud["aud"] = "other"
+	if status, a := invoke(t, tc, "open", `{"input":{}}`, "Authorization", "Bearer "+p.token(t, "k1", wrongAud)); status != 401 || a.Error == nil || a.Error.Code != "invalid_token" {
+		t.Errorf("wrong audience: %d %+v", status, a.Error)
+	}
+	user := p.token(t, "k1", goodClaims("u_7", "user"))
+	if status, a := invoke(t, tc, "admin_only", `{"input":{}}`, "Authorization", "Bearer "+user); status != 403 || a.Error == nil || a.Error.Code != "forbidden" {
+		t.Errorf("user calling admin_only: %d %+v", status, a.Error)
+	}
+	status, a := invoke(t, tc, "admin_only", `{"input":{},"identity":{"user":"someone_else"}}`, "Authorization", "Bearer "+p.token(t, "k1", goodClaims("u_8", "admin")))
+	if status != 200 || a.IsError || a.Content != "saved" {
+		t.Fatalf("admin calling admin_only: %d %+v", status, a)
+	}
+	claims := verifyWithJWKS(t, tc, strings.TrimPrefix(rec.get(t, "/md").Header.Get("Authorization"), "Bearer "))
+	if claims["sub"] != "u_8" || claims["install"] != "in_9" {
+		t.Errorf("the component was told %v, want the caller token's u_8/in_9", claims)
 	}
 }
