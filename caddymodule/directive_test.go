@@ -118,3 +118,46 @@ func TestDirectiveCallers(t *testing.T) {
 		t.Errorf("the component was told %v, want the caller token's u_8/in_9", claims)
 	}
 }
+
+// TestDirectivePages: the pages block reaches the API: its origins get
+// CORS, its secret, issuer and audience verify the page token, its cap on
+// streams holds, and a client tool call goes through the page and back.
+func TestDirectivePages(t *testing.T) {
+	cfg := strings.Replace(pagesConfig(t, dataDir(t)), "origins "+pageOrigin, "origins "+pageOrigin+"\n\t\t\t\tmax_streams_per_token 1", 1)
+	tc := caddytest.NewTester(t)
+	tc.InitServer(cfg, "caddyfile")
+
+	req, _ := http.NewRequest(http.MethodOptions, base+"/client/calls/x/claim", nil)
+	req.Header.Set("Origin", pageOrigin)
+	req.Header.Set("Access-Control-Request-Method", "POST")
+	resp := tc.AssertResponseCode(req, 204)
+	if resp.Header.Get("Access-Control-Allow-Origin") != pageOrigin {
+		t.Errorf("preflight from the pages origin: %v", resp.Header)
+	}
+
+	if ps, status, body := openStream(t, signPage(t, pageClaims("u_1", "th_1"), pageSecret+"-not"), "th_1"); ps != nil || status != 401 || errCode(body) != "invalid_token" {
+		t.Errorf("a token of another secret: %d %s", status, body)
+	}
+	tok := pageToken(t, "u_1", "th_1")
+	page, status, body := openStream(t, tok, "th_1")
+	if page == nil {
+		t.Fatalf("stream: %d %s", status, body)
+	}
+	if ps, status, body := openStream(t, tok, "th_1"); ps != nil || status != http.StatusTooManyRequests {
+		t.Errorf("a second stream over max_streams_per_token 1: %d %s", status, body)
+	}
+
+	inv := invokeAsync(tc, "where", `{"input":{"q":"pos"},"callId":"dp_1",`+threadCtx+`,`+pageIdentity+`}`)
+	if o := page.next(t); o.CallID != "dp_1" || o.Name != "video_position" || string(o.Input) != `{"q":"pos"}` {
+		t.Fatalf("offer %+v", o)
+	}
+	if status, body := claim(t, tc, tok, "dp_1"); status != 200 {
+		t.Fatalf("claim: %d %s", status, body)
+	}
+	if status, body := postResult(t, tc, tok, "dp_1", `{"result":"at 83s"}`); status != 200 {
+		t.Fatalf("result: %d %s", status, body)
+	}
+	if r := waitInvoke(t, inv); r.status != 200 || r.a.Status != "done" || r.a.IsError || r.a.Content != "at 83s" {
+		t.Errorf("invoke: %d %s", r.status, r.raw)
+	}
+}
