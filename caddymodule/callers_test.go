@@ -144,6 +144,8 @@ func get(t *testing.T, tc *caddytest.Tester, url string, header ...string) (*htt
 	return resp, string(b)
 }
 
+// TestIdentityKeyRotation moves the signing role to a new key while the old
+// one is still published, then retires the old one.
 func TestIdentityKeyRotation(t *testing.T) {
 	rec := newRecorder(t)
 	k1, k2, k3 := writeKey(t), writeKey(t), writeKey(t)
