@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // The endpoints are tested in internal/httpapi against an httptest
@@ -159,5 +160,28 @@ func TestDirectivePages(t *testing.T) {
 	}
 	if r := waitInvoke(t, inv); r.status != 200 || r.a.Status != "done" || r.a.IsError || r.a.Content != "at 83s" {
 		t.Errorf("invoke: %d %s", r.status, r.raw)
+	}
+}
+
+// TestDirectiveMCP opens one MCP session through Caddy: it lists the
+// Caddyfile's tools with a manifest's annotations, and a call reaches the
+// component with the identity of its _meta.
+func TestDirectiveMCP(t *testing.T) {
+	tc, rec := startMCPGateway(t)
+	cs := mcpClient{}.session(t)
+	tools := listTools(t, cs)
+	if len(tools) != 17 {
+		t.Errorf("listed %d tools, want the 16 of testConfig and annotated", len(tools))
+	}
+	if a := tools["annotated"]; a == nil || a.Annotations == nil || !a.Annotations.ReadOnlyHint {
+		t.Errorf("annotated: %s", dump(a))
+	}
+	res := callTool(t, cs, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{}, Meta: u1()})
+	if res.IsError || modelText(t, res) != "saved" {
+		t.Fatalf("md: %s", dump(res))
+	}
+	claims := verifyWithJWKS(t, tc, strings.TrimPrefix(rec.get(t, "/md").Header.Get("Authorization"), "Bearer "))
+	if claims["sub"] != "u_1" || claims["install"] != "in_1" {
+		t.Errorf("the component was told %v, want u_1/in_1", claims)
 	}
 }
