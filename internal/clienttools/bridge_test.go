@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/clock"
 )
 
 // fakeClock replaces the bridge's timer and clock: a Run's timeout fires
@@ -23,7 +25,7 @@ type fakeClock struct {
 func newFakeClock(b *Bridge) *fakeClock {
 	c := &fakeClock{now: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC), armed: make(chan time.Duration, 64)}
 	b.After = c.after
-	b.Now = c.Now
+	b.Clock = c
 	return c
 }
 
@@ -411,7 +413,7 @@ func TestSameIDWhileWaiting(t *testing.T) {
 func TestPostRacesTimer(t *testing.T) {
 	for i := 0; i < 200; i++ {
 		b := NewBridge()
-		b.Now = time.Now
+		b.Clock = clock.Real
 		b.After = func(time.Duration) <-chan time.Time {
 			// The call is registered before the timer is armed.
 			if err := b.Post("u_1", "th_1", "c1", Outcome{Result: json.RawMessage(`"page"`)}); err != nil {
