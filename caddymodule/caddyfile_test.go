@@ -58,6 +58,30 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 	}
 }
 
+// TestSubBlocksParseThemselves parses each sub-block on its own, as
+// Handler.UnmarshalCaddyfile hands it over: from its first token.
+func TestSubBlocksParseThemselves(t *testing.T) {
+	for _, c := range []struct {
+		block caddyfile.Unmarshaler
+		in    string
+		want  string
+	}{
+		{new(Component), "api http://127.0.0.1:9001 {\n\tenv A 1\n}", `{"base_url":"http://127.0.0.1:9001","env":{"A":"1"}}`},
+		{new(Identity), "identity {\n\tkey k1 /k1.pem\n\tttl 2m\n}", `{"keys":[{"id":"k1","file":"/k1.pem"}],"ttl":120000000000}`},
+		{new(Callers), "callers {\n\tsecret s\n\tleeway 1m\n}", `{"secret":"s","leeway":60000000000}`},
+		{new(Pages), "pages {\n\tsecret s\n\tmax_pending 3\n}", `{"secret":"s","max_pending":3}`},
+		{new(Ledger), "ledger redis r:1 {\n\tdb 3\n}", `{"backend":"redis","addr":"r:1","db":3}`},
+	} {
+		if err := c.block.UnmarshalCaddyfile(caddyfile.NewTestDispenser(c.in)); err != nil {
+			t.Errorf("%T: %v", c.block, err)
+			continue
+		}
+		if got, _ := json.Marshal(c.block); string(got) != c.want {
+			t.Errorf("%T:\ngot  %s\nwant %s", c.block, got, c.want)
+		}
+	}
+}
+
 // TestUnmarshalCaddyfileErrors checks that each mistake is refused with an
 // error naming the option and its line.
 func TestUnmarshalCaddyfileErrors(t *testing.T) {
@@ -98,6 +122,7 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"identity issuer without value", []string{"identity {", "issuer", "}"}, "wrong argument count or unexpected line ending after 'issuer', at Testfile:3"},
 		{"bad ttl", []string{"identity {", "ttl long", "}"}, `bad ttl long: time: invalid duration "long", at Testfile:3`},
 		{"unknown identity option", []string{"identity {", "kid x", "}"}, "unrecognized identity subdirective kid, at Testfile:3"},
+		{"unknown identity option without value", []string{"identity {", "kid", "}"}, "unrecognized identity subdirective kid, at Testfile:3"},
 
 		{"callers twice", []string{"callers", "callers"}, "callers already specified, at Testfile:3"},
 		{"callers secret twice over", []string{"callers {", "secret a b", "}"}, "wrong argument count or unexpected line ending after 'b', at Testfile:3"},
@@ -120,6 +145,8 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"tls on bolt", []string{"ledger bolt {", "tls", "}"}, "tls is a flag of ledger redis, at Testfile:3"},
 		{"password on bolt", []string{"ledger bolt {", "password p", "}"}, "ledger bolt takes no password, at Testfile:3"},
 		{"retention on off", []string{"ledger off {", "retention 1h", "}"}, "ledger off takes no retention, at Testfile:3"},
+		{"fsync on off", []string{"ledger off {", "fsync", "}"}, "ledger off takes no fsync, at Testfile:3"},
+		{"db on bolt without value", []string{"ledger bolt {", "db", "}"}, "ledger bolt takes no db, at Testfile:3"},
 		{"zero retention", []string{"ledger bolt {", "retention 0s", "}"}, "bad retention 0s, at Testfile:3"},
 		{"negative db", []string{"ledger redis a:1 {", "db -1", "}"}, "bad db -1, at Testfile:3"},
 		{"ledger option without value", []string{"ledger redis a:1 {", "prefix", "}"}, "wrong argument count or unexpected line ending after 'prefix', at Testfile:3"},
