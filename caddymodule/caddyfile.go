@@ -206,16 +206,22 @@ func (c *Callers) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
-	return parseBlock(d, "callers subdirective", map[string]option{
-		"jwks_url":      stringArg(&c.JWKSURL),
-		"key_file":      stringArg(&c.KeyFile),
-		"secret":        stringArg(&c.Secret),
-		"issuer":        stringArg(&c.Issuer),
-		"audience":      stringArg(&c.Audience),
-		"leeway":        durationArg(&c.Leeway, false),
-		"user_claim":    stringArg(&c.UserClaim),
-		"install_claim": stringArg(&c.InstallClaim),
-	})
+	opts := c.Tokens.options()
+	opts["user_claim"] = stringArg(&c.UserClaim)
+	opts["install_claim"] = stringArg(&c.InstallClaim)
+	return parseBlock(d, "callers subdirective", opts)
+}
+
+// options are the token options callers and pages share.
+func (t *Tokens) options() map[string]option {
+	return map[string]option{
+		"jwks_url": stringArg(&t.JWKSURL),
+		"key_file": stringArg(&t.KeyFile),
+		"secret":   stringArg(&t.Secret),
+		"issuer":   stringArg(&t.Issuer),
+		"audience": stringArg(&t.Audience),
+		"leeway":   durationArg(&t.Leeway, false),
+	}
 }
 
 // UnmarshalCaddyfile sets up the page tokens from a `pages {…}` block.
@@ -224,16 +230,12 @@ func (p *Pages) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
-	return parseBlock(d, "pages subdirective", map[string]option{
-		"key_file":               stringArg(&p.KeyFile),
-		"secret":                 stringArg(&p.Secret),
-		"issuer":                 stringArg(&p.Issuer),
-		"audience":               stringArg(&p.Audience),
-		"origins":                listArg(&p.Origins),
-		"max_pending_per_thread": intArg(&p.MaxPendingPerThread, true),
-		"max_pending":            intArg(&p.MaxPending, true),
-		"max_streams_per_token":  intArg(&p.MaxStreamsPerToken, true),
-	})
+	opts := p.Tokens.options()
+	opts["origins"] = listArg(&p.Origins)
+	opts["max_pending_per_thread"] = intArg(&p.MaxPendingPerThread, true)
+	opts["max_pending"] = intArg(&p.MaxPending, true)
+	opts["max_streams_per_token"] = intArg(&p.MaxStreamsPerToken, true)
+	return parseBlock(d, "pages subdirective", opts)
 }
 
 // UnmarshalCaddyfile sets up the ledger from `ledger bolt [path] {…}`,

@@ -33,6 +33,8 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 			`{"ledger":{"backend":"redis","addr":"127.0.0.1:6379","tls":true,"prefix":"p:"}}`},
 		{"callers key file", []string{"callers {", "key_file /k.pem", "user_claim uid", "}"},
 			`{"callers":{"key_file":"/k.pem","user_claim":"uid"}}`},
+		{"pages take the token options callers take", []string{"pages {", "jwks_url https://app.example/jwks.json", "leeway 1m", "audience pages", "}"},
+			`{"pages":{"jwks_url":"https://app.example/jwks.json","audience":"pages","leeway":60000000000}}`},
 		{"empty blocks", []string{"identity", "callers {", "}", "pages"}, `{"identity":{},"callers":{},"pages":{}}`},
 		{"repeated lists", []string{"manifest a.json", "manifest b.json", "allowed_hosts a", "allowed_hosts b c", "pages {", "origins https://a", "origins https://b", "}"},
 			`{"manifests":["a.json","b.json"],"pages":{"origins":["https://a","https://b"]},"allowed_hosts":["a","b","c"]}`},
