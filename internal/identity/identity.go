@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/toolgate/toolgate/internal/clock"
 )
 
 // DefaultTTL is how long an identity token lives.
@@ -95,7 +97,7 @@ type Issuer struct {
 	ttl    time.Duration
 	key    Key
 	others []Key
-	now    func() time.Time
+	clock  clock.Clock
 
 	mu    sync.Mutex
 	cache map[tokenKey]cachedToken
@@ -119,8 +121,11 @@ func NewIssuer(issuer string, ttl time.Duration, key Key, others ...Key) *Issuer
 	if ttl <= 0 {
 		ttl = DefaultTTL
 	}
-	return &Issuer{issuer: issuer, ttl: ttl, key: key, others: others, now: time.Now, cache: map[tokenKey]cachedToken{}}
+	return &Issuer{issuer: issuer, ttl: ttl, key: key, others: others, clock: clock.Real, cache: map[tokenKey]cachedToken{}}
 }
+
+// SetClock replaces the clock, for tests.
+func (i *Issuer) SetClock(c clock.Clock) { i.clock = clock.Or(c) }
 
 // Token returns a token for user at install, addressed to the component
 // named audience. A token is reused for the first three quarters of its
@@ -141,7 +146,7 @@ func (i *Issuer) Authorization(user, install, audience string) (string, error) {
 
 func (i *Issuer) cached(user, install, audience string) (cachedToken, error) {
 	k := tokenKey{user, install, audience}
-	now := i.now()
+	now := i.clock.Now()
 	i.mu.Lock()
 	c, ok := i.cache[k]
 	i.mu.Unlock()
@@ -171,7 +176,7 @@ func (i *Issuer) cached(user, install, audience string) (cachedToken, error) {
 
 // Sign signs a new token, bypassing the cache.
 func (i *Issuer) Sign(user, install, audience string) (string, error) {
-	return i.sign(user, install, audience, i.now())
+	return i.sign(user, install, audience, i.clock.Now())
 }
 
 func (i *Issuer) sign(user, install, audience string, at time.Time) (string, error) {

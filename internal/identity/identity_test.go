@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/toolgate/toolgate/internal/clock"
 )
 
 // RFC 8037 appendix A: the example Ed25519 key and its RFC 7638 thumbprint.
@@ -107,7 +109,7 @@ func TestToken(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			iss := NewIssuer(tt.issuer, tt.ttl, key)
-			iss.now = func() time.Time { return now }
+			iss.SetClock(clock.NewManual(now))
 			tok, err := iss.Token(tt.user, tt.install, tt.audience)
 			if err != nil {
 				t.Fatalf("Token: %v", err)
@@ -176,7 +178,7 @@ func TestTokenRefused(t *testing.T) {
 	key, other := mustGenerateKey(t), mustGenerateKey(t)
 	now := time.Date(2031, 5, 17, 10, 20, 30, 0, time.UTC)
 	iss := NewIssuer("toolgate", time.Minute, key)
-	iss.now = func() time.Time { return now }
+	iss.SetClock(clock.NewManual(now))
 	tok, err := iss.Token("u", "i", "notes")
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +196,7 @@ func TestTokenRefused(t *testing.T) {
 
 	// The same claims signed by another key that claims this key's kid.
 	otherIss := NewIssuer("toolgate", time.Minute, Key{ID: key.ID, Private: other.Private})
-	otherIss.now = iss.now
+	otherIss.SetClock(clock.NewManual(now))
 	wrongKey, err := otherIss.Token("u", "i", "notes")
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/toolgate/toolgate/internal/clock"
 )
 
 // PublicKey is a verification key with the algorithms it may verify.
@@ -190,7 +192,7 @@ var ErrUnknownKey = errors.New("no key with the token's kid")
 type RemoteKeySet struct {
 	url    string
 	client *http.Client
-	now    func() time.Time
+	clock  clock.Clock
 	logger *zap.Logger
 	// timeout bounds a fetch: FetchTimeout, shorter in tests.
 	timeout time.Duration
@@ -215,11 +217,11 @@ func NewRemoteKeySet(url string, client *http.Client, logger *zap.Logger) *Remot
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	return &RemoteKeySet{url: url, client: client, now: time.Now, logger: logger, timeout: FetchTimeout}
+	return &RemoteKeySet{url: url, client: client, clock: clock.Real, logger: logger, timeout: FetchTimeout}
 }
 
 // SetClock replaces the clock, for tests.
-func (s *RemoteKeySet) SetClock(now func() time.Time) { s.now = now }
+func (s *RemoteKeySet) SetClock(c clock.Clock) { s.clock = clock.Or(c) }
 
 // Lookup returns the keys with the given kid (all keys when kid is empty).
 // A known kid is answered at once, starting a refresh in the background
@@ -258,7 +260,7 @@ func (s *RemoteKeySet) refresh(unknown bool) <-chan struct{} {
 	if s.inflight != nil {
 		return s.inflight
 	}
-	now := s.now()
+	now := s.clock.Now()
 	// Until a first fetch succeeds, retry each second rather than each
 	// MinRefreshInterval: an issuer that starts after us must not lock
 	// every caller out for half a minute.

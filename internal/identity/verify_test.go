@@ -27,6 +27,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/toolgate/toolgate/internal/clock"
 )
 
 const (
@@ -207,24 +209,6 @@ func (s *jwksServer) setStatus(code int) {
 	s.status = code
 }
 
-// stepClock is a clock a test moves by hand.
-type stepClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *stepClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *stepClock) set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
-
 func rsaPublicPEM(t testing.TB, pub *rsa.PublicKey) []byte {
 	t.Helper()
 	der, err := x509.MarshalPKIXPublicKey(pub)
@@ -253,7 +237,7 @@ func TestVerifier(t *testing.T) {
 	k := testSigKeys(t)
 	secret := []byte("0123456789abcdef0123456789abcdef") // 32 bytes
 	opts := VerifyOptions{Issuer: vIssuer, Audience: vAudience, Leeway: vLeeway}
-	at := func() time.Time { return vNow }
+	at := clock.NewManual(vNow)
 
 	srv := newJWKSServer(t, jwksOf(t,
 		withJWK(pubJWK(t, "rsa-1", &k.rsa.PublicKey), "alg", "RS256", "use", "sig"),
@@ -501,7 +485,7 @@ func TestVerifierOptionalChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v.SetClock(func() time.Time { return vNow })
+	v.SetClock(clock.NewManual(vNow))
 	c := baseClaims()
 	delete(c, "iss")
 	delete(c, "aud")
@@ -607,7 +591,7 @@ func TestVerifyErrorMessages(t *testing.T) {
 // whose key set the test swaps.
 type rotationFixture struct {
 	srv   *jwksServer
-	clock *stepClock
+	clock *clock.Manual
 	keys  *RemoteKeySet
 	logs  *observer.ObservedLogs
 	v     *Verifier
@@ -619,7 +603,7 @@ type rotationFixture struct {
 
 func newRotationFixture(t *testing.T, keys ...string) *rotationFixture {
 	t.Helper()
-	f := &rotationFixture{t0: vNow, clock: &stepClock{t: vNow}}
+	f := &rotationFixture{t0: vNow, clock: clock.NewManual(vNow)}
 	var err error
 	if _, f.a, err = ed25519.GenerateKey(rand.Reader); err != nil {
 		t.Fatal(err)
@@ -633,9 +617,9 @@ func newRotationFixture(t *testing.T, keys ...string) *rotationFixture {
 	core, logs := observer.New(zap.InfoLevel)
 	f.logs = logs
 	f.keys = NewRemoteKeySet(f.srv.srv.URL, f.srv.srv.Client(), zap.New(core))
-	f.keys.SetClock(f.clock.now)
+	f.keys.SetClock(f.clock)
 	f.v = NewJWKSVerifier(f.keys, VerifyOptions{Issuer: vIssuer, Audience: vAudience})
-	f.v.SetClock(f.clock.now)
+	f.v.SetClock(f.clock)
 	return f
 }
 
@@ -651,7 +635,7 @@ func (f *rotationFixture) set(t *testing.T, names ...string) []byte {
 // verify verifies a token signed by key A or B (under its own kid) at t0+d.
 func (f *rotationFixture) verify(t *testing.T, d time.Duration, name string) error {
 	t.Helper()
-	f.clock.set(f.t0.Add(d))
+	f.clock.Set(f.t0.Add(d))
 	key := map[string]ed25519.PrivateKey{"A": f.a, "B": f.b}[name]
 	c := jwt.MapClaims{"iss": vIssuer, "aud": vAudience, "sub": "u", "iat": f.t0.Unix(), "exp": f.t0.Add(time.Hour).Unix()}
 	_, err := f.v.Verify(context.Background(), signJWT(t, jwt.SigningMethodEdDSA, key, name, c))
@@ -846,7 +830,7 @@ func TestRemoteKeySetConcurrent(t *testing.T) {
 func TestRemoteKeySetLookup(t *testing.T) {
 	f := newRotationFixture(t, "A", "B")
 	set := NewRemoteKeySet(f.srv.srv.URL, nil, nil)
-	set.SetClock(f.clock.now)
+	set.SetClock(f.clock)
 	all, err := set.Lookup(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
@@ -867,7 +851,7 @@ func TestRemoteKeySetLookup(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	other := NewRemoteKeySet(f.srv.srv.URL, nil, nil)
-	other.SetClock(f.clock.now)
+	other.SetClock(f.clock)
 	if _, err := other.Lookup(ctx, "A"); !errors.Is(err, context.Canceled) {
 		t.Errorf("Lookup with a cancelled context = %v, want context.Canceled", err)
 	}
@@ -1015,7 +999,7 @@ func TestVerifierOneSpelling(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v.SetClock(func() time.Time { return vNow })
+	v.SetClock(clock.NewManual(vNow))
 	tok := signJWT(t, jwt.SigningMethodHS256, secret, "", baseClaims())
 	if _, err := v.Verify(context.Background(), tok); err != nil {
 		t.Fatalf("the token as signed: %v", err)
