@@ -350,3 +350,32 @@ func TestRemoteKeySetRedirects(t *testing.T) {
 		t.Error("the caller's client was changed")
 	}
 }
+
+// BenchmarkParseJWKS is one fetch's parse of a set with a key of each
+// type. It runs at most once per MinRefreshInterval, never per call.
+func BenchmarkParseJWKS(b *testing.B) {
+	k := testSigKeys(b)
+	data := jwksOf(b, pubJWK(b, "rsa", &k.rsa.PublicKey), pubJWK(b, "ec", &k.ec.PublicKey), pubJWK(b, "ed", k.ed.Public()))
+	b.ReportAllocs()
+	for b.Loop() {
+		if keys, err := ParseJWKS(data); err != nil || len(keys) != 3 {
+			b.Fatal(keys, err)
+		}
+	}
+}
+
+// BenchmarkJWKS is the published set of two keys, written once at load.
+func BenchmarkJWKS(b *testing.B) {
+	k1, err := GenerateKey()
+	if err != nil {
+		b.Fatal(err)
+	}
+	k2, err := GenerateKey()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		JWKS(k1, k2)
+	}
+}
