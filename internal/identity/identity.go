@@ -3,9 +3,9 @@
 package identity
 
 import (
+	"crypto"
 	"crypto/ed25519"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-jose/go-jose/v4"
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/toolgate/toolgate/internal/clock"
@@ -77,11 +78,15 @@ func (k Key) MarshalPEM() ([]byte, error) {
 // Public returns the key's public half.
 func (k Key) Public() ed25519.PublicKey { return k.Private.Public().(ed25519.PublicKey) }
 
+// thumbprint is the RFC 7638 thumbprint of pub, SHA-256 in base64url.
 func thumbprint(pub ed25519.PublicKey) string {
-	// RFC 7638: the required members in lexical order, no whitespace.
-	canon := `{"crv":"Ed25519","kty":"OKP","x":"` + base64.RawURLEncoding.EncodeToString(pub) + `"}`
-	sum := sha256.Sum256([]byte(canon))
-	return base64.RawURLEncoding.EncodeToString(sum[:])
+	sum, err := (&jose.JSONWebKey{Key: pub}).Thumbprint(crypto.SHA256)
+	if err != nil {
+		// go-jose refuses only a malformed or low-order Ed25519 point, and
+		// no key made from a private key is either.
+		panic("identity: thumbprint of an Ed25519 key: " + err.Error())
+	}
+	return base64.RawURLEncoding.EncodeToString(sum)
 }
 
 // Claims are the claims of an identity token.
@@ -204,31 +209,18 @@ func (i *Issuer) JWKS() []byte {
 	return JWKS(append([]Key{i.key}, i.others...)...)
 }
 
-// JWK is one public key as RFC 8037 writes it.
-type JWK struct {
-	Kty string `json:"kty"`
-	Crv string `json:"crv"`
-	X   string `json:"x"`
-	Kid string `json:"kid"`
-	Alg string `json:"alg"`
-	Use string `json:"use"`
-}
-
-// JWKS returns the JSON Web Key Set of the given keys' public halves.
+// JWKS returns the JSON Web Key Set of the given keys' public halves, each
+// as RFC 8037 writes it, with its kid, "alg": "EdDSA" and "use": "sig".
 func JWKS(keys ...Key) []byte {
-	set := struct {
-		Keys []JWK `json:"keys"`
-	}{Keys: make([]JWK, 0, len(keys))}
+	// Not nil: an empty set is "keys": [], never null.
+	set := jose.JSONWebKeySet{Keys: make([]jose.JSONWebKey, 0, len(keys))}
 	for _, k := range keys {
-		set.Keys = append(set.Keys, JWK{
-			Kty: "OKP",
-			Crv: "Ed25519",
-			X:   base64.RawURLEncoding.EncodeToString(k.Public()),
-			Kid: k.ID,
-			Alg: "EdDSA",
-			Use: "sig",
-		})
+		set.Keys = append(set.Keys, jose.JSONWebKey{Key: k.Public(), KeyID: k.ID, Algorithm: "EdDSA", Use: "sig"})
 	}
-	b, _ := json.Marshal(set)
+	b, err := json.Marshal(set)
+	if err != nil {
+		// As in thumbprint: go-jose refuses no key made from a private key.
+		panic("identity: JWKS: " + err.Error())
+	}
 	return b
 }

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -297,7 +298,10 @@ func TestJWKSVerifies(t *testing.T) {
 	old, cur := mustGenerateKey(t), mustGenerateKey(t)
 	published := JWKS(old, cur)
 	var set struct {
-		Keys []JWK `json:"keys"`
+		Keys []struct {
+			Kid string `json:"kid"`
+			X   string `json:"x"`
+		} `json:"keys"`
 	}
 	if err := json.Unmarshal(published, &set); err != nil {
 		t.Fatal(err)
@@ -365,6 +369,22 @@ func TestThumbprintRFC8037(t *testing.T) {
 	k := NewKey(ed25519.NewKeyFromSeed(seed))
 	if got := base64.RawURLEncoding.EncodeToString(k.Public()); got != rfcX {
 		t.Errorf("public key x = %q, want RFC 8037 A.2's %q", got, rfcX)
+	}
+}
+
+// The published set of RFC 8037's example key, member by member: what the
+// browser client, apptools and the node kit read.
+func TestJWKSRFC8037(t *testing.T) {
+	raw := JWKS(NewKey(ed25519.NewKeyFromSeed(mustB64(t, rfcSeed))))
+	var got map[string][]map[string]any
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatalf("JWKS is not JSON: %v: %s", err, raw)
+	}
+	want := map[string][]map[string]any{"keys": {{
+		"kty": "OKP", "crv": "Ed25519", "x": rfcX, "kid": rfcThumbprint, "alg": "EdDSA", "use": "sig",
+	}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("JWKS = %s, want %v", raw, want)
 	}
 }
 
