@@ -60,8 +60,9 @@ func AlgsFor(key crypto.PublicKey) ([]string, error) {
 
 // ParseJWKS reads a JSON Web Key Set; go-jose reads each key. Keys that
 // are not for signatures, or of a type or curve it does not know, are
-// skipped (RFC 7517 §5); a key of a known type that is malformed, too weak,
-// or that carries private members is an error.
+// skipped (RFC 7517 §5); a key of a known type that is malformed, too weak
+// (RSA under 2048 bits), beyond go-jose's bounds (RSA over 4096 bits), or
+// that carries private members is an error.
 func ParseJWKS(data []byte) ([]PublicKey, error) {
 	var set struct {
 		Keys []jsontext.Value `json:"keys"`
