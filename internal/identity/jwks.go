@@ -87,15 +87,16 @@ func ParseJWKS(data []byte) ([]PublicKey, error) {
 var errSkip = errors.New("skip")
 
 // jwkMembers are what parseJWK reads of a key before go-jose does: whether
-// to use the key at all, and whether it carries private members. Both
-// decoders match names case-sensitively and refuse duplicates, so they
-// see the same members.
+// to use the key at all, whether it carries private members, and the
+// length of RSA's e. Both decoders match names case-sensitively and refuse
+// duplicates, so they see the same members.
 type jwkMembers struct {
 	Kty string `json:"kty"`
 	Kid string `json:"kid"`
 	Use string `json:"use"`
 	Crv string `json:"crv"`
 	Alg string `json:"alg"`
+	E   string `json:"e"`
 	// The private members of RSA, EC and OKP keys (RFC 7518 §6.2.2,
 	// §6.3.2; RFC 8037 §2).
 	D   jsontext.Value `json:"d"`
@@ -151,9 +152,10 @@ func parseJWK(raw jsontext.Value) (PublicKey, error) {
 	if !jk.Valid() || !jk.IsPublic() {
 		return k, fmt.Errorf("bad %s: not a public key", what)
 	}
-	// go-jose reads any e that fits an int; RSA keys have 65537, and an e
-	// of more than 4 bytes is a malformed key, not a strong one.
-	if pub, ok := jk.Key.(*rsa.PublicKey); ok && pub.E > 1<<32-1 {
+	// RSA keys have e = 65537; one of more than 4 bytes (6 base64url
+	// characters) is a malformed key, and go-jose would keep only its low
+	// 64 bits.
+	if m.Kty == "RSA" && len(m.E) > 6 {
 		return k, fmt.Errorf("bad %s: e is longer than 4 bytes", what)
 	}
 	algs, err := AlgsFor(jk.Key)

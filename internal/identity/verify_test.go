@@ -990,6 +990,8 @@ func TestParseJWKS(t *testing.T) {
 		{name: "RSA 8192 bits", data: jwksOf(t, pubJWK(t, "huge", &rsa.PublicKey{N: modulus(8192), E: 65537})), wantErr: "bad RSA n or e: go-jose/go-jose: invalid RSA key, modulus too large"},
 		{name: "RSA e zero", data: jwksOf(t, withJWK(rsaJWK, "e", "AA")), wantErr: "bad RSA n or e: not a public key"},
 		{name: "RSA e of 8 bytes", data: jwksOf(t, withJWK(rsaJWK, "e", b64([]byte{0, 0, 0, 1, 0, 0, 0, 1}))), wantErr: "e is longer than 4 bytes"},
+		{name: "RSA e of 9 bytes, 65537 in the low 8", data: jwksOf(t, withJWK(rsaJWK, "e", b64([]byte{1, 0, 0, 0, 0, 0, 1, 0, 1}))), wantErr: "e is longer than 4 bytes"},
+		{name: "RSA e of 4 bytes", data: jwksOf(t, withJWK(rsaJWK, "e", b64([]byte{0, 1, 0, 1}))), want: []want{{"rsa", rsaAlgs, &k.rsa.PublicKey}}},
 		{name: "Ed25519 low-order point", data: jwksOf(t, withJWK(edJWK, "x", b64(lowOrder))), wantErr: "bad Ed25519 x: go-jose/go-jose: invalid Ed25519 public key, low-order point"},
 		{name: "x5c of another key", data: x5cOther, wantErr: "do not match"},
 		{name: "duplicate member", data: []byte(`{"keys": [{"kty": "OKP", "kty": "RSA", "crv": "Ed25519", "x": "` + edJWK["x"] + `"}]}`), wantErr: "duplicate"},
