@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -147,9 +146,13 @@ func (a *Authenticator) Verifier() *identity.Verifier { return a.verifier }
 // Authenticate verifies the request's bearer token. The error is what the
 // caller is told, in the 401 and its challenge.
 func (a *Authenticator) Authenticate(r *http.Request) (Principal, error) {
-	token, err := bearerToken(r.Header)
-	if err != nil {
+	token, err := identity.BearerToken(r.Header)
+	switch {
+	case errors.Is(err, identity.ErrNoBearerToken):
 		return Principal{}, err
+	case err != nil:
+		// A malformed header is a token sent and refused.
+		return Principal{}, &tokenError{err}
 	}
 	return a.Verify(r, token)
 }
@@ -229,18 +232,6 @@ func (a *Authenticator) Challenge(err error) string {
 		return fmt.Sprintf(`Bearer realm=%q, error="invalid_token", error_description=%q`, a.realm, err.Error())
 	}
 	return `Bearer realm="` + a.realm + `"`
-}
-
-// errNoToken: no bearer token was sent.
-var errNoToken = errors.New("no bearer token")
-
-// bearerToken reads the token of an "Authorization: Bearer" header.
-func bearerToken(h http.Header) (string, error) {
-	token, ok := strings.CutPrefix(h.Get("Authorization"), "Bearer ")
-	if !ok || token == "" {
-		return "", errNoToken
-	}
-	return token, nil
 }
 
 // checkJWKSURL accepts an https URL, or an http one to a loopback host:
