@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/identity"
@@ -83,19 +82,15 @@ func (v *Verifier) Verify(r *http.Request) (Identity, error) {
 	return Identity{User: user, Install: install, Component: v.audience, Claims: claims}, nil
 }
 
+// bearer reads the request's bearer token with the gateway's own parser,
+// its errors told in this package's terms.
 func bearer(r *http.Request) (string, error) {
-	vals := r.Header.Values("Authorization")
-	if len(vals) > 1 {
-		return "", fmt.Errorf("%w: %d Authorization headers", ErrInvalidToken, len(vals))
-	}
-	if len(vals) == 0 {
+	token, err := identity.BearerToken(r.Header)
+	if errors.Is(err, identity.ErrNoBearerToken) {
 		return "", ErrNoToken
 	}
-	// The scheme is case-insensitive (RFC 7235).
-	scheme, token, _ := strings.Cut(vals[0], " ")
-	token = strings.TrimSpace(token)
-	if !strings.EqualFold(scheme, "Bearer") || token == "" {
-		return "", ErrNoToken
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
 	return token, nil
 }

@@ -129,6 +129,7 @@ func verifyCases(t *testing.T, f *fakeToolgate) []verifyCase {
 		{"another scheme", []string{"Basic dTpw"}, apptools.Identity{}, apptools.ErrNoToken, "no bearer token"},
 		{"bearer without token", []string{"Bearer "}, apptools.Identity{}, apptools.ErrNoToken, "no bearer token"},
 		{"two headers", []string{"Bearer " + good, "Bearer " + good}, apptools.Identity{}, apptools.ErrInvalidToken, "2 Authorization headers"},
+		{"space in the token", []string{"Bearer " + good + " x"}, apptools.Identity{}, apptools.ErrInvalidToken, "malformed Authorization header"},
 		{"garbage", []string{"Bearer not-a-jwt"}, apptools.Identity{}, apptools.ErrInvalidToken, "malformed"},
 		{"forged: another key, same kid", []string{"Bearer " + sign(t, otherKey(t), testKid, claims())}, apptools.Identity{}, apptools.ErrInvalidToken, "signature does not verify"},
 		{"another key, unknown kid", []string{"Bearer " + sign(t, otherKey(t), "k2", claims())}, apptools.Identity{}, apptools.ErrInvalidToken, "the token's key is not known"},

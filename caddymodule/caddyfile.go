@@ -83,257 +83,67 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		}
 //	}
 //
-// manifest and tool may repeat. A tool's component line lets a url target
-// use that component's env in ${env.NAME} references. A body that is not valid JSON is taken as a
-// JSON string, so `body ${input}` sends the whole input. Inline tools are
-// checked when the Caddyfile is adapted; errors name the file and line.
+// manifest, component, allowed_hosts and tool may repeat, and so may key,
+// env, origins, query and header in their blocks. A tool's component line
+// lets a url target use that component's env in ${env.NAME} references. A
+// body that is not valid JSON is taken as a JSON string, so `body ${input}`
+// sends the whole input. Inline tools are checked when the Caddyfile is
+// adapted; errors name the file and line.
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // consume directive name
 	if d.NextArg() {
 		return d.ArgErr()
 	}
-	type toolAt struct {
-		file string
-		line int
-	}
-	var at []toolAt
-	for d.NextBlock(0) {
-		switch d.Val() {
-		case "manifest":
+	var at []caddyfile.Token // where each inline tool is declared
+	err := parseBlock(d, "subdirective", map[string]option{
+		"manifest": func(d *caddyfile.Dispenser) error {
+			var file string
+			err := stringArg(&file)(d)
+			h.Manifests = append(h.Manifests, file)
+			return err
+		},
+		"component": func(d *caddyfile.Dispenser) error {
 			if !d.NextArg() {
 				return d.ArgErr()
 			}
-			h.Manifests = append(h.Manifests, d.Val())
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-		case "component":
-			args := d.RemainingArgs()
-			if len(args) != 2 {
-				return d.ArgErr()
+			name := d.Val()
+			if _, dup := h.Components[name]; dup {
+				return d.Errf("component %s already specified", name)
 			}
 			if h.Components == nil {
 				h.Components = map[string]*Component{}
 			}
-			if _, dup := h.Components[args[0]]; dup {
-				return d.Errf("component %s already specified", args[0])
-			}
-			c := &Component{BaseURL: args[1]}
-			for nesting := d.Nesting(); d.NextBlock(nesting); {
-				switch d.Val() {
-				case "env":
-					kv := d.RemainingArgs()
-					if len(kv) != 2 {
-						return d.ArgErr()
-					}
-					if c.Env == nil {
-						c.Env = map[string]string{}
-					}
-					if _, dup := c.Env[kv[0]]; dup {
-						return d.Errf("env %s already specified", kv[0])
-					}
-					c.Env[kv[0]] = kv[1]
-				default:
-					return d.Errf("unrecognized component subdirective %s", d.Val())
-				}
-			}
-			h.Components[args[0]] = c
-		case "identity":
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-			if h.Identity != nil {
-				return d.Err("identity already specified")
-			}
-			h.Identity = new(Identity)
-			for nesting := d.Nesting(); d.NextBlock(nesting); {
-				sub := d.Val()
-				if sub == "key" {
-					args := d.RemainingArgs()
-					if len(args) != 2 {
-						return d.ArgErr()
-					}
-					h.Identity.Keys = append(h.Identity.Keys, IdentityKey{ID: args[0], File: args[1]})
-					continue
-				}
-				if !d.NextArg() {
-					return d.ArgErr()
-				}
-				val := d.Val()
-				if d.NextArg() {
-					return d.ArgErr()
-				}
-				switch sub {
-				case "issuer":
-					h.Identity.Issuer = val
-				case "key_file":
-					h.Identity.KeyFile = val
-				case "signing_key":
-					h.Identity.SigningKey = val
-				case "ttl":
-					dur, err := caddy.ParseDuration(val)
-					if err != nil {
-						return d.Errf("bad ttl %s: %v", val, err)
-					}
-					h.Identity.TTL = caddy.Duration(dur)
-				default:
-					return d.Errf("unrecognized identity subdirective %s", sub)
-				}
-			}
-		case "callers":
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-			if h.Callers != nil {
-				return d.Err("callers already specified")
-			}
-			h.Callers = new(Callers)
-			for nesting := d.Nesting(); d.NextBlock(nesting); {
-				sub := d.Val()
-				if !d.NextArg() {
-					return d.ArgErr()
-				}
-				val := d.Val()
-				if d.NextArg() {
-					return d.ArgErr()
-				}
-				dst := map[string]*string{
-					"jwks_url": &h.Callers.JWKSURL, "key_file": &h.Callers.KeyFile, "secret": &h.Callers.Secret,
-					"issuer": &h.Callers.Issuer, "audience": &h.Callers.Audience,
-					"user_claim": &h.Callers.UserClaim, "install_claim": &h.Callers.InstallClaim,
-				}
-				switch p, ok := dst[sub]; {
-				case ok:
-					*p = val
-				case sub == "leeway":
-					dur, err := caddy.ParseDuration(val)
-					if err != nil {
-						return d.Errf("bad leeway %s: %v", val, err)
-					}
-					h.Callers.Leeway = caddy.Duration(dur)
-				default:
-					return d.Errf("unrecognized callers subdirective %s", sub)
-				}
-			}
-		case "pages":
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-			if h.Pages != nil {
-				return d.Err("pages already specified")
-			}
-			h.Pages = new(Pages)
-			for nesting := d.Nesting(); d.NextBlock(nesting); {
-				sub := d.Val()
-				args := d.RemainingArgs()
-				if sub == "origins" {
-					if len(args) == 0 {
-						return d.ArgErr()
-					}
-					h.Pages.Origins = append(h.Pages.Origins, args...)
-					continue
-				}
-				if len(args) != 1 {
-					return d.ArgErr()
-				}
-				switch sub {
-				case "key_file":
-					h.Pages.KeyFile = args[0]
-				case "secret":
-					h.Pages.Secret = args[0]
-				case "issuer":
-					h.Pages.Issuer = args[0]
-				case "audience":
-					h.Pages.Audience = args[0]
-				case "max_pending_per_thread", "max_pending", "max_streams_per_token":
-					n, err := strconv.Atoi(args[0])
-					if err != nil || n <= 0 {
-						return d.Errf("bad %s %s: want a positive integer", sub, args[0])
-					}
-					switch sub {
-					case "max_pending_per_thread":
-						h.Pages.MaxPendingPerThread = n
-					case "max_pending":
-						h.Pages.MaxPending = n
-					default:
-						h.Pages.MaxStreamsPerToken = n
-					}
-				default:
-					return d.Errf("unrecognized pages subdirective %s", sub)
-				}
-			}
-		case "allowed_hosts":
-			args := d.RemainingArgs()
-			if len(args) == 0 {
-				return d.ArgErr()
-			}
-			h.AllowedHosts = append(h.AllowedHosts, args...)
-		case "mcp_allowed_hosts":
+			h.Components[name] = new(Component)
+			return h.Components[name].UnmarshalCaddyfile(d.NewFromNextSegment())
+		},
+		"identity":            subBlock(&h.Identity),
+		"callers":             subBlock(&h.Callers),
+		"pages":               subBlock(&h.Pages),
+		"ledger":              subBlock(&h.Ledger),
+		"client_tool_timeout": durationArg(&h.ClientToolTimeout, true),
+		"allowed_hosts":       listArg(&h.AllowedHosts),
+		"mcp_allowed_hosts": func(d *caddyfile.Dispenser) error {
 			return d.Err("mcp_allowed_hosts was renamed: use allowed_hosts, which now applies to every runtime endpoint")
-		case "client_tool_timeout":
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			dur, err := caddy.ParseDuration(d.Val())
-			if err != nil || dur <= 0 {
-				return d.Errf("bad client_tool_timeout %s", d.Val())
-			}
-			h.ClientToolTimeout = caddy.Duration(dur)
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-		case "ledger":
-			if h.Ledger != nil {
-				return d.Err("ledger already specified")
-			}
-			l, err := parseLedger(d)
-			if err != nil {
-				return err
-			}
-			h.Ledger = l
-		case "upstream_timeout":
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			dur, err := caddy.ParseDuration(d.Val())
-			if err != nil {
-				return d.Errf("bad upstream_timeout %s: %v", d.Val(), err)
-			}
-			h.UpstreamTimeout = caddy.Duration(dur)
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-		case "max_response_size", "max_request_size":
-			sub := d.Val()
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			size, err := humanize.ParseBytes(d.Val())
-			if err != nil || size == 0 {
-				return d.Errf("bad %s %s: want a size such as 1MiB", sub, d.Val())
-			}
-			if sub == "max_response_size" {
-				h.MaxResponseSize = int64(size)
-			} else {
-				h.MaxRequestSize = int64(size)
-			}
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-		case "tool":
-			at = append(at, toolAt{d.File(), d.Line()})
-			t, err := parseTool(d)
-			if err != nil {
-				return err
-			}
+		},
+		"upstream_timeout":  durationArg(&h.UpstreamTimeout, false),
+		"max_response_size": sizeArg(&h.MaxResponseSize),
+		"max_request_size":  sizeArg(&h.MaxRequestSize),
+		"tool": func(d *caddyfile.Dispenser) error {
+			at = append(at, d.Token())
+			t, err := unmarshalTool(d.NewFromNextSegment())
 			h.Tools = append(h.Tools, t)
-		default:
-			return d.Errf("unrecognized subdirective %s", d.Val())
-		}
+			return err
+		},
+	})
+	if err != nil {
+		return err
 	}
+	return h.checkTools(d, at)
+}
 
-	// Check inline tools now, so `caddy adapt` already names the file
-	// and line of a broken one.
+// checkTools compiles the inline tools against the components now, so that
+// `caddy adapt` already names the file and line of a broken one.
+func (h *Handler) checkTools(d *caddyfile.Dispenser, at []caddyfile.Token) error {
 	components := map[string]*dispatch.Component{}
 	for name, c := range h.Components {
 		comp, err := dispatch.NewComponent(name, c.BaseURL, c.Env)
@@ -345,159 +155,195 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	seen := map[string]int{}
 	for i, t := range h.Tools {
 		if _, err := manifest.CompileTool(t, components); err != nil {
-			return fmt.Errorf("%s:%d: tool %q: %w", at[i].file, at[i].line, t.Name, err)
+			return fmt.Errorf("%s:%d: tool %q: %w", at[i].File, at[i].Line, t.Name, err)
 		}
 		if prev, dup := seen[t.Name]; dup {
-			return fmt.Errorf("%s:%d: tool %q: duplicate name, already declared at line %d", at[i].file, at[i].line, t.Name, at[prev].line)
+			return fmt.Errorf("%s:%d: tool %q: duplicate name, already declared at line %d", at[i].File, at[i].Line, t.Name, at[prev].Line)
 		}
 		seen[t.Name] = i
 	}
 	return nil
 }
 
-// parseLedger reads `ledger bolt [path] { retention; fsync }`,
-// `ledger redis <addr> { password; db; prefix; retention; tls; tls_ca_file }`
-// or `ledger off`.
-func parseLedger(d *caddyfile.Dispenser) (*Ledger, error) {
-	args := d.RemainingArgs()
-	if len(args) == 0 {
-		return nil, d.ArgErr()
+// UnmarshalCaddyfile sets up the component from `<name> <base_url> {…}`.
+// It skips the name, which is the component's key in Handler.Components.
+func (c *Component) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // consume the component's name
+	if err := stringArg(&c.BaseURL)(d); err != nil {
+		return err
 	}
-	l := &Ledger{Backend: args[0]}
+	return parseBlock(d, "component subdirective", map[string]option{
+		"env": pairArg(&c.Env, ""),
+	})
+}
+
+// UnmarshalCaddyfile sets up the identity from an `identity {…}` block.
+func (id *Identity) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // consume "identity"
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	return parseBlock(d, "identity subdirective", map[string]option{
+		"issuer":   stringArg(&id.Issuer),
+		"key_file": stringArg(&id.KeyFile),
+		"key": func(d *caddyfile.Dispenser) error {
+			args := d.RemainingArgs()
+			if len(args) != 2 {
+				return d.ArgErr()
+			}
+			id.Keys = append(id.Keys, IdentityKey{ID: args[0], File: args[1]})
+			return nil
+		},
+		"signing_key": stringArg(&id.SigningKey),
+		"ttl":         durationArg(&id.TTL, false),
+	})
+}
+
+// UnmarshalCaddyfile sets up caller authentication from a `callers {…}`
+// block.
+func (c *Callers) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // consume "callers"
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	opts := c.Tokens.options()
+	opts["user_claim"] = stringArg(&c.UserClaim)
+	opts["install_claim"] = stringArg(&c.InstallClaim)
+	return parseBlock(d, "callers subdirective", opts)
+}
+
+// options are the token options callers and pages share.
+func (t *Tokens) options() map[string]option {
+	return map[string]option{
+		"jwks_url": stringArg(&t.JWKSURL),
+		"key_file": stringArg(&t.KeyFile),
+		"secret":   stringArg(&t.Secret),
+		"issuer":   stringArg(&t.Issuer),
+		"audience": stringArg(&t.Audience),
+		"leeway":   durationArg(&t.Leeway, false),
+	}
+}
+
+// UnmarshalCaddyfile sets up the page tokens from a `pages {…}` block.
+func (p *Pages) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // consume "pages"
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	opts := p.Tokens.options()
+	opts["origins"] = listArg(&p.Origins)
+	opts["max_pending_per_thread"] = intArg(&p.MaxPendingPerThread, true)
+	opts["max_pending"] = intArg(&p.MaxPending, true)
+	opts["max_streams_per_token"] = intArg(&p.MaxStreamsPerToken, true)
+	return parseBlock(d, "pages subdirective", opts)
+}
+
+// UnmarshalCaddyfile sets up the ledger from `ledger bolt [path] {…}`,
+// `ledger redis <addr> {…}` or `ledger off`.
+func (l *Ledger) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // consume "ledger"
+	args := d.RemainingArgs()
 	switch {
+	case len(args) == 0:
+		return d.ArgErr()
 	case args[0] == "off" && len(args) == 1:
-	case args[0] == "bolt" && len(args) <= 2:
-		if len(args) == 2 {
-			l.Path = args[1]
+		// A ledger that is off takes no options.
+		if d.NextBlock(0) {
+			return d.Errf("ledger off takes no %s", d.Val())
 		}
+	case args[0] == "bolt" && len(args) == 1:
+	case args[0] == "bolt" && len(args) == 2:
+		l.Path = args[1]
 	case args[0] == "redis" && len(args) == 2:
 		l.Addr = args[1]
 	default:
-		return nil, d.Errf("want: ledger bolt [path] | ledger redis <addr> | ledger off")
+		return d.Errf("want: ledger bolt [path] | ledger redis <addr> | ledger off")
 	}
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		sub := d.Val()
-		if sub == "fsync" {
-			if d.NextArg() || l.Backend != "bolt" {
-				return nil, d.Errf("fsync is a flag of ledger bolt")
+	l.Backend = args[0]
+	flag := func(dst *bool, backend string) option {
+		return func(d *caddyfile.Dispenser) error {
+			if opt := d.Val(); d.NextArg() || l.Backend != backend {
+				return d.Errf("%s is a flag of ledger %s", opt, backend)
 			}
-			l.Fsync = true
-			continue
-		}
-		if sub == "tls" {
-			if d.NextArg() || l.Backend != "redis" {
-				return nil, d.Errf("tls is a flag of ledger redis")
-			}
-			l.TLS = true
-			continue
-		}
-		if !d.NextArg() {
-			return nil, d.ArgErr()
-		}
-		val := d.Val()
-		if d.NextArg() {
-			return nil, d.ArgErr()
-		}
-		redisOnly := sub == "password" || sub == "db" || sub == "prefix" || sub == "tls_ca_file"
-		if l.Backend == "off" || (redisOnly && l.Backend != "redis") {
-			return nil, d.Errf("ledger %s takes no %s", l.Backend, sub)
-		}
-		switch sub {
-		case "retention":
-			dur, err := caddy.ParseDuration(val)
-			if err != nil || dur <= 0 {
-				return nil, d.Errf("bad retention %s", val)
-			}
-			l.Retention = caddy.Duration(dur)
-		case "password":
-			l.Password = val
-		case "prefix":
-			l.Prefix = val
-		case "tls_ca_file":
-			l.TLSCAFile = val
-		case "db":
-			n, err := strconv.Atoi(val)
-			if err != nil || n < 0 {
-				return nil, d.Errf("bad db %s", val)
-			}
-			l.DB = n
-		default:
-			return nil, d.Errf("unrecognized ledger subdirective %s", sub)
+			*dst = true
+			return nil
 		}
 	}
-	return l, nil
+	redis := func(parse option) option {
+		return func(d *caddyfile.Dispenser) error {
+			if l.Backend != "redis" {
+				return d.Errf("ledger %s takes no %s", l.Backend, d.Val())
+			}
+			return parse(d)
+		}
+	}
+	return parseBlock(d, "ledger subdirective", map[string]option{
+		"retention":   durationArg(&l.Retention, true),
+		"fsync":       flag(&l.Fsync, "bolt"),
+		"password":    redis(stringArg(&l.Password)),
+		"db":          redis(intArg(&l.DB, false)),
+		"prefix":      redis(stringArg(&l.Prefix)),
+		"tls":         flag(&l.TLS, "redis"),
+		"tls_ca_file": redis(stringArg(&l.TLSCAFile)),
+	})
 }
 
-func parseTool(d *caddyfile.Dispenser) (manifest.Tool, error) {
+// unmarshalTool reads a `tool <name> {…}` block. (manifest.Tool is not
+// caddymodule's to hang an UnmarshalCaddyfile on.)
+func unmarshalTool(d *caddyfile.Dispenser) (manifest.Tool, error) {
 	var t manifest.Tool
-	if !d.NextArg() {
-		return t, d.ArgErr()
+	d.Next() // consume "tool"
+	if err := stringArg(&t.Name)(d); err != nil {
+		return t, err
 	}
-	t.Name = d.Val()
-	if d.NextArg() {
-		return t, d.ArgErr()
-	}
-	once := map[string]bool{}
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		sub := d.Val()
-		if sub != "query" && sub != "header" {
-			if once[sub] || (sub == "component" && t.Target.Component != "") {
-				return t, d.Errf("tool %s: %s already specified", t.Name, sub)
+	// once is for the options a tool holds once; an app target names its
+	// component too.
+	seen := map[string]bool{}
+	once := func(parse option) option {
+		return func(d *caddyfile.Dispenser) error {
+			opt := d.Val()
+			if seen[opt] || (opt == "component" && t.Target.Component != "") {
+				return d.Errf("tool %s: %s already specified", t.Name, opt)
 			}
-			once[sub] = true
-		}
-		args := d.RemainingArgs()
-		switch sub {
-		case "description", "display_name", "input_schema", "body", "component", "allow", "result":
-			if len(args) != 1 {
-				return t, d.ArgErr()
-			}
-			switch sub {
-			case "description":
-				t.Description = args[0]
-			case "display_name":
-				t.DisplayName = args[0]
-			case "input_schema":
-				if !json.Valid([]byte(args[0])) {
-					return t, d.Errf("tool %s: input_schema is not valid JSON", t.Name)
-				}
-				t.InputSchema = json.RawMessage(args[0])
-			case "body":
-				t.Target.Body = bodyJSON(args[0])
-			case "component":
-				t.Target.Component = args[0]
-			case "allow":
-				t.Allow = args[0]
-			case "result":
-				t.Target.Result = args[0]
-			}
-		case "target":
-			if err := parseTarget(d, &t.Target, args); err != nil {
-				return t, err
-			}
-		case "query", "header":
-			if len(args) != 2 {
-				return t, d.ArgErr()
-			}
-			m := &t.Target.Query
-			if sub == "header" {
-				m = &t.Target.Headers
-			}
-			if *m == nil {
-				*m = map[string]string{}
-			}
-			if _, dup := (*m)[args[0]]; dup {
-				return t, d.Errf("tool %s: %s %s already specified", t.Name, sub, args[0])
-			}
-			(*m)[args[0]] = args[1]
-		default:
-			return t, d.Errf("unrecognized tool subdirective %s", sub)
+			seen[opt] = true
+			return parse(d)
 		}
 	}
-	return t, nil
+	err := parseBlock(d, "tool subdirective", map[string]option{
+		"description":  once(stringArg(&t.Description)),
+		"display_name": once(stringArg(&t.DisplayName)),
+		"input_schema": once(func(d *caddyfile.Dispenser) error {
+			var schema string
+			if err := stringArg(&schema)(d); err != nil {
+				return err
+			}
+			if !json.Valid([]byte(schema)) {
+				return d.Errf("tool %s: input_schema is not valid JSON", t.Name)
+			}
+			t.InputSchema = json.RawMessage(schema)
+			return nil
+		}),
+		"target": once(func(d *caddyfile.Dispenser) error {
+			return unmarshalTarget(d, &t.Target)
+		}),
+		"query":  pairArg(&t.Target.Query, "tool "+t.Name+": "),
+		"header": pairArg(&t.Target.Headers, "tool "+t.Name+": "),
+		"body": once(func(d *caddyfile.Dispenser) error {
+			var body string
+			err := stringArg(&body)(d)
+			t.Target.Body = bodyJSON(body)
+			return err
+		}),
+		"component": once(stringArg(&t.Target.Component)),
+		"allow":     once(stringArg(&t.Allow)),
+		"result":    once(stringArg(&t.Target.Result)),
+	})
+	return t, err
 }
 
-func parseTarget(d *caddyfile.Dispenser, s *dispatch.Spec, args []string) error {
+// unmarshalTarget reads the arguments of a tool's target line.
+func unmarshalTarget(d *caddyfile.Dispenser, s *dispatch.Spec) error {
+	args := d.RemainingArgs()
 	if len(args) == 0 {
 		return d.ArgErr()
 	}
@@ -534,5 +380,147 @@ func bodyJSON(arg string) json.RawMessage {
 	return b
 }
 
-// Interface guard
-var _ caddyfile.Unmarshaler = (*Handler)(nil)
+// An option reads one option of a block, from the dispenser on its name.
+// Its errors name the option and its line.
+type option func(d *caddyfile.Dispenser) error
+
+// parseBlock reads the block that opens at the end of d's line, each
+// option by its entry in opts; what names the options in errors.
+func parseBlock(d *caddyfile.Dispenser, what string, opts map[string]option) error {
+	for d.NextBlock(0) {
+		parse, ok := opts[d.Val()]
+		if !ok {
+			return d.Errf("unrecognized %s %s", what, d.Val())
+		}
+		if err := parse(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// subBlock reads a sub-block such as identity {…} into a new *dst, by the
+// type's own UnmarshalCaddyfile; a second one is an error.
+func subBlock[T any, P interface {
+	*T
+	caddyfile.Unmarshaler
+}](dst *P) option {
+	return func(d *caddyfile.Dispenser) error {
+		if *dst != nil {
+			return d.Errf("%s already specified", d.Val())
+		}
+		*dst = new(T)
+		return (*dst).UnmarshalCaddyfile(d.NewFromNextSegment())
+	}
+}
+
+// stringArg reads the option's one argument into dst.
+func stringArg(dst *string) option {
+	return func(d *caddyfile.Dispenser) error {
+		if !d.NextArg() {
+			return d.ArgErr()
+		}
+		*dst = d.Val()
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+		return nil
+	}
+}
+
+// listArg appends the option's arguments, at least one, to dst.
+func listArg(dst *[]string) option {
+	return func(d *caddyfile.Dispenser) error {
+		args := d.RemainingArgs()
+		if len(args) == 0 {
+			return d.ArgErr()
+		}
+		*dst = append(*dst, args...)
+		return nil
+	}
+}
+
+// pairArg reads the option's key and value into *dst, where the key must
+// be new; errPrefix starts the error that says it is not.
+func pairArg(dst *map[string]string, errPrefix string) option {
+	return func(d *caddyfile.Dispenser) error {
+		opt, args := d.Val(), d.RemainingArgs()
+		if len(args) != 2 {
+			return d.ArgErr()
+		}
+		if _, dup := (*dst)[args[0]]; dup {
+			return d.Errf("%s%s %s already specified", errPrefix, opt, args[0])
+		}
+		if *dst == nil {
+			*dst = map[string]string{}
+		}
+		(*dst)[args[0]] = args[1]
+		return nil
+	}
+}
+
+// durationArg reads the option's one duration into dst. positive refuses
+// zero and less, for the options whose zero is not their default.
+func durationArg(dst *caddy.Duration, positive bool) option {
+	return func(d *caddyfile.Dispenser) error {
+		opt, v := d.Val(), ""
+		if err := stringArg(&v)(d); err != nil {
+			return err
+		}
+		dur, err := caddy.ParseDuration(v)
+		switch {
+		case positive && (err != nil || dur <= 0):
+			return d.Errf("bad %s %s", opt, v)
+		case err != nil:
+			return d.Errf("bad %s %s: %v", opt, v, err)
+		}
+		*dst = caddy.Duration(dur)
+		return nil
+	}
+}
+
+// intArg reads the option's one integer, at least 0, into dst. positive
+// refuses 0 too, for the options whose zero is not their default.
+func intArg(dst *int, positive bool) option {
+	return func(d *caddyfile.Dispenser) error {
+		opt, v := d.Val(), ""
+		if err := stringArg(&v)(d); err != nil {
+			return err
+		}
+		n, err := strconv.Atoi(v)
+		switch {
+		case positive && (err != nil || n <= 0):
+			return d.Errf("bad %s %s: want a positive integer", opt, v)
+		case err != nil || n < 0:
+			return d.Errf("bad %s %s", opt, v)
+		}
+		*dst = n
+		return nil
+	}
+}
+
+// sizeArg reads the option's one size in bytes, such as 1MiB, into dst.
+func sizeArg(dst *int64) option {
+	return func(d *caddyfile.Dispenser) error {
+		opt, v := d.Val(), ""
+		if err := stringArg(&v)(d); err != nil {
+			return err
+		}
+		size, err := humanize.ParseBytes(v)
+		if err != nil || size == 0 {
+			return d.Errf("bad %s %s: want a size such as 1MiB", opt, v)
+		}
+		*dst = int64(size)
+		return nil
+	}
+}
+
+// Interface guards
+var (
+	_ caddyfile.Unmarshaler = (*Handler)(nil)
+	_ caddyfile.Unmarshaler = (*Component)(nil)
+	_ caddyfile.Unmarshaler = (*Identity)(nil)
+	_ caddyfile.Unmarshaler = (*Callers)(nil)
+	_ caddyfile.Unmarshaler = (*Pages)(nil)
+	_ caddyfile.Unmarshaler = (*Ledger)(nil)
+)

@@ -176,18 +176,7 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) error {
 			return err
 		}
 	}
-	var sources []manifest.Source
-	for _, path := range h.Manifests {
-		src, err := manifest.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		sources = append(sources, src)
-	}
-	if len(h.Tools) > 0 {
-		sources = append(sources, manifest.Source{Name: "inline tools", Tools: h.Tools})
-	}
-	tools, err := manifest.Compile(sources, components)
+	tools, err := manifest.Load(h.Manifests, h.Tools, components)
 	if err != nil {
 		return err
 	}

@@ -145,26 +145,5 @@ func (h *Handler) authenticators(ctx caddy.Context, repl *caddy.Replacer) (calle
 		}
 		pc = &c
 	}
-	if err := httpapi.CheckAudiences(cc, pc); err != nil {
-		return nil, nil, err
-	}
-	if cc != nil {
-		refuse := ""
-		if pc != nil {
-			refuse = pc.Audience
-		}
-		if callers, err = httpapi.NewCallers(*cc, refuse, h.logger); err != nil {
-			return nil, nil, err
-		}
-	}
-	if pc != nil {
-		refuse := ""
-		if cc != nil {
-			refuse = cc.Audience
-		}
-		if pages, err = httpapi.NewPages(*pc, refuse, h.logger); err != nil {
-			return nil, nil, err
-		}
-	}
-	return callers, pages, nil
+	return httpapi.NewAuthenticators(cc, pc, h.logger)
 }

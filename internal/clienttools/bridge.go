@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/clock"
 	"github.com/toolgate/toolgate/internal/result"
 )
 
@@ -154,8 +155,8 @@ type Bridge struct {
 
 	// After is the clock's timer, replaceable in tests.
 	After func(time.Duration) <-chan time.Time
-	// Now is the clock, replaceable in tests.
-	Now func() time.Time
+	// Clock tells the time; tests replace it.
+	Clock clock.Clock
 }
 
 // keepFinished is how long a finished call answers 409 rather than 404.
@@ -168,7 +169,7 @@ func NewBridge() *Bridge {
 		threads: map[threadKey]*thread{},
 		tokens:  map[string]int{},
 		After:   time.After,
-		Now:     time.Now,
+		Clock:   clock.Real,
 	}
 	b.SetLimits(Limits{})
 	return b
@@ -286,7 +287,7 @@ func (b *Bridge) thread(tk threadKey) *thread {
 // finish ends a waiting call: it stops counting against the limits and is
 // remembered, without its input, for keepFinished. Callers hold b.mu.
 func (b *Bridge) finish(k callKey, p *pending) {
-	p.finished = b.Now()
+	p.finished = b.Clock.Now()
 	p.offer.Input = nil
 	b.waiting--
 	if th := b.threads[k.threadKey]; th != nil {
@@ -303,7 +304,7 @@ func (b *Bridge) finish(k callKey, p *pending) {
 // beyond Pending of them (those answer 404 rather than 409 sooner). It
 // looks only at the front of b.ended. Callers hold b.mu.
 func (b *Bridge) expire() {
-	now := b.Now()
+	now := b.Clock.Now()
 	for len(b.ended) > 0 {
 		e := b.ended[0]
 		if now.Sub(e.p.finished) <= keepFinished && len(b.ended) <= b.limits.Pending {

@@ -9,21 +9,23 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/clock"
 )
 
 // fakeClock replaces the bridge's timer and clock: a Run's timeout fires
 // only when the test says so, and Now moves only when the test moves it.
 type fakeClock struct {
+	*clock.Manual
 	mu     sync.Mutex
-	now    time.Time
 	timers []chan time.Time
 	armed  chan time.Duration
 }
 
 func newFakeClock(b *Bridge) *fakeClock {
-	c := &fakeClock{now: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC), armed: make(chan time.Duration, 64)}
+	c := &fakeClock{Manual: clock.NewManual(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)), armed: make(chan time.Duration, 64)}
 	b.After = c.after
-	b.Now = c.Now
+	b.Clock = c
 	return c
 }
 
@@ -34,18 +36,6 @@ func (c *fakeClock) after(d time.Duration) <-chan time.Time {
 	c.mu.Unlock()
 	c.armed <- d
 	return ch
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
 }
 
 // waitArmed waits until a Run has registered its call and armed its timer.
@@ -66,7 +56,7 @@ func (c *fakeClock) fireAll() {
 	defer c.mu.Unlock()
 	for _, ch := range c.timers {
 		select {
-		case ch <- c.now:
+		case ch <- c.Now():
 		default:
 		}
 	}
@@ -411,7 +401,7 @@ func TestSameIDWhileWaiting(t *testing.T) {
 func TestPostRacesTimer(t *testing.T) {
 	for i := 0; i < 200; i++ {
 		b := NewBridge()
-		b.Now = time.Now
+		b.Clock = clock.Real
 		b.After = func(time.Duration) <-chan time.Time {
 			// The call is registered before the timer is armed.
 			if err := b.Post("u_1", "th_1", "c1", Outcome{Result: json.RawMessage(`"page"`)}); err != nil {
@@ -440,13 +430,13 @@ func TestForgetFinished(t *testing.T) {
 	clk.fireAll()
 	wait(t, done)
 
-	clk.advance(keepFinished)
+	clk.Add(keepFinished)
 	for _, id := range []string{"c1", "c2"} {
 		if err := b.Claim("u_1", "th_1", id); !errors.Is(err, ErrConflict) {
 			t.Errorf("%s at keepFinished: %v, want ErrConflict", id, err)
 		}
 	}
-	clk.advance(time.Second)
+	clk.Add(time.Second)
 	for _, id := range []string{"c1", "c2"} {
 		if err := b.Claim("u_1", "th_1", id); !errors.Is(err, ErrNotFound) {
 			t.Errorf("claim of %s past keepFinished: %v, want ErrNotFound", id, err)
@@ -464,7 +454,7 @@ func TestForgetFinished(t *testing.T) {
 
 	// A waiting call is never forgotten, however long it waits.
 	done = start(t, context.Background(), b, clk, "u_1", "th_1", "c3")
-	clk.advance(time.Hour)
+	clk.Add(time.Hour)
 	if err := b.Claim("u_1", "th_1", "c3"); err != nil {
 		t.Errorf("claim of a call waiting an hour: %v", err)
 	}
@@ -707,7 +697,7 @@ func TestCallerGone(t *testing.T) {
 	}
 	b.mu.Unlock()
 
-	clk.advance(keepFinished + time.Second)
+	clk.Add(keepFinished + time.Second)
 	if err := b.Claim("u_1", "th_1", "c1"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("claim past keepFinished: %v, want ErrNotFound", err)
 	}
@@ -749,9 +739,9 @@ func TestRerunOutlivesItsFirstRun(t *testing.T) {
 	done := start(t, context.Background(), b, clk, "u_1", "th_1", "c1")
 	clk.fireAll()
 	wait(t, done)
-	clk.advance(time.Minute)
+	clk.Add(time.Minute)
 	done = start(t, context.Background(), b, clk, "u_1", "th_1", "c1")
-	clk.advance(keepFinished)
+	clk.Add(keepFinished)
 	if err := b.Claim("u_1", "th_1", "c1"); err != nil {
 		t.Fatalf("the second run, once the first expired: %v", err)
 	}

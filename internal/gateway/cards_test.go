@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -162,7 +163,7 @@ func TestCardsOnlyFromTheApp(t *testing.T) {
 			if s, err := rig.gw.Status(context.Background(), rig.me, id); err != nil || s.Status != StatusDone || !s.IsError {
 				t.Errorf("status %+v, %v", s, err)
 			}
-			if _, err := rig.gw.Resume(context.Background(), ResumeRequest{CallID: id, Identity: rig.me, ButtonID: "go"}); StatusOf(err) != http.StatusConflict {
+			if _, err := rig.gw.Resume(context.Background(), ResumeRequest{CallID: id, Identity: rig.me, ButtonID: "go"}); !errors.Is(err, ErrConflict) {
 				t.Errorf("resume of a refused card: %v, want a conflict", err)
 			}
 		})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -44,7 +43,7 @@ func TestCheckIdentity(t *testing.T) {
 				t.Fatalf("err = %v, want ok=%v", err, c.ok)
 			}
 			var re *RequestError
-			if err != nil && (!errors.As(err, &re) || re.Code != "invalid_identity" || StatusOf(err) != http.StatusBadRequest) {
+			if err != nil && (!errors.As(err, &re) || re.Code != "invalid_identity" || !errors.Is(err, ErrBadRequest)) {
 				t.Errorf("err %v is not a 400 invalid_identity", err)
 			}
 		})
@@ -82,7 +81,7 @@ func TestCheckCallID(t *testing.T) {
 			continue
 		}
 		var re *RequestError
-		if err != nil && (!errors.As(err, &re) || re.Code != "invalid_call_id" || StatusOf(err) != http.StatusBadRequest) {
+		if err != nil && (!errors.As(err, &re) || re.Code != "invalid_call_id" || !errors.Is(err, ErrBadRequest)) {
 			t.Errorf("CheckCallID(%q): %v is not a 400 invalid_call_id", c.id, err)
 		}
 	}
@@ -144,7 +143,7 @@ func TestBoundsBeforeLedger(t *testing.T) {
 			c.call.Input = json.RawMessage(`{}`)
 			_, err := gw.Invoke(ctx, c.call)
 			var re *RequestError
-			if !errors.As(err, &re) || re.Code != c.code || StatusOf(err) != http.StatusBadRequest {
+			if !errors.As(err, &re) || re.Code != c.code || !errors.Is(err, ErrBadRequest) {
 				t.Errorf("Invoke: %v, want 400 %s", err, c.code)
 			}
 		})
@@ -158,11 +157,11 @@ func TestBoundsBeforeLedger(t *testing.T) {
 		{"status of a call id with a slash", me, "a/b"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if _, err := gw.Status(ctx, c.who, c.callID); StatusOf(err) != http.StatusBadRequest {
+			if _, err := gw.Status(ctx, c.who, c.callID); !errors.Is(err, ErrBadRequest) {
 				t.Errorf("Status: %v, want 400", err)
 			}
 			_, err := gw.Resume(ctx, ResumeRequest{CallID: c.callID, Identity: c.who, Action: ActionSkip})
-			if StatusOf(err) != http.StatusBadRequest {
+			if !errors.Is(err, ErrBadRequest) {
 				t.Errorf("Resume: %v, want 400", err)
 			}
 		})

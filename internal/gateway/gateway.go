@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"go.uber.org/zap"
@@ -589,27 +588,4 @@ func Told(err error) (msg string, logIt bool) {
 		return err.Error(), false
 	}
 	return "the gateway failed to answer; the error is in its log", !errors.Is(err, context.Canceled)
-}
-
-// StatusOf maps a caller's mistake to its HTTP status.
-func StatusOf(err error) int {
-	switch {
-	case errors.Is(err, ErrUnknownTool):
-		return http.StatusNotFound
-	case errors.Is(err, ErrBadRequest):
-		return http.StatusBadRequest
-	case errors.Is(err, ErrForbidden):
-		return http.StatusForbidden
-	case errors.Is(err, ErrUnknownCall):
-		return http.StatusNotFound
-	case errors.Is(err, ErrConflict):
-		return http.StatusConflict
-	case errors.Is(err, ErrReuse):
-		return http.StatusUnprocessableEntity
-	case errors.Is(err, ErrUnavailable):
-		return http.StatusServiceUnavailable
-	case errors.Is(err, ErrTooMany):
-		return http.StatusTooManyRequests
-	}
-	return http.StatusInternalServerError
 }

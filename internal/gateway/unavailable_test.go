@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -50,8 +51,8 @@ func TestUnavailableMessage(t *testing.T) {
 	_, statusErr := gw.Status(ctx, me, "c1")
 	_, resumeErr := gw.Resume(ctx, ResumeRequest{CallID: "c1", Identity: me, Action: "skip"})
 	for name, err := range map[string]error{"invoke": invokeErr, "status": statusErr, "resume": resumeErr} {
-		if StatusOf(err) != 503 || err.Error() != "the call ledger is unavailable, nothing was run" {
-			t.Errorf("%s: %d %v, want 503 with the fixed message", name, StatusOf(err), err)
+		if !errors.Is(err, ErrUnavailable) || err.Error() != "the call ledger is unavailable, nothing was run" {
+			t.Errorf("%s: %v, want ErrUnavailable (503) with the fixed message", name, err)
 		}
 	}
 	if n := len(ch); n != 0 {

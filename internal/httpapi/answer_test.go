@@ -57,3 +57,25 @@ func TestWriteAnswerErrors(t *testing.T) {
 		})
 	}
 }
+
+// Each kind of caller's mistake the core reports has its status.
+func TestStatusOf(t *testing.T) {
+	for _, c := range []struct {
+		kind   error
+		status int
+	}{
+		{gateway.ErrUnknownTool, http.StatusNotFound},
+		{gateway.ErrUnknownCall, http.StatusNotFound},
+		{gateway.ErrBadRequest, http.StatusBadRequest},
+		{gateway.ErrForbidden, http.StatusForbidden},
+		{gateway.ErrConflict, http.StatusConflict},
+		{gateway.ErrReuse, http.StatusUnprocessableEntity},
+		{gateway.ErrUnavailable, http.StatusServiceUnavailable},
+		{gateway.ErrTooMany, http.StatusTooManyRequests},
+		{errors.New("anything else"), http.StatusInternalServerError},
+	} {
+		if got := StatusOf(fmt.Errorf("wrapped: %w", c.kind)); got != c.status {
+			t.Errorf("%v: %d, want %d", c.kind, got, c.status)
+		}
+	}
+}

@@ -193,21 +193,19 @@ func only(method string) http.HandlerFunc {
 // callID answers 404 for a call id the core's rule refuses, before
 // anything else is looked at: no call can have it.
 func (a *API) callID(next http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if gateway.CheckCallID(r.PathValue("id")) != nil {
-			writeError(w, http.StatusNotFound, "unknown_call", "no such call")
-			return
-		}
-		next(w, r)
-	}
+	return checkCallID(next, "unknown_call", "no such call")
 }
 
 // pageCallID is callID for the page endpoints, which answer a malformed id
 // as an unknown endpoint.
 func (a *API) pageCallID(next http.HandlerFunc) http.HandlerFunc {
+	return checkCallID(next, "not_found", "no such page endpoint")
+}
+
+func checkCallID(next http.HandlerFunc, code, msg string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if gateway.CheckCallID(r.PathValue("id")) != nil {
-			writeError(w, http.StatusNotFound, "not_found", "no such page endpoint")
+			writeError(w, http.StatusNotFound, code, msg)
 			return
 		}
 		next(w, r)

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -63,18 +62,36 @@ type Principal struct {
 	Expires time.Time
 }
 
-// NewCallers returns the authenticator of runtime callers' tokens.
-// refuse is the page tokens' audience, which a caller token must not name.
-func NewCallers(cfg TokenConfig, refuse string, logger *zap.Logger) (*Authenticator, error) {
-	return newAuthenticator("callers", "toolgate", cfg, refuse, logger)
-}
-
-// NewPages returns the authenticator of page tokens: claims sub and
-// thread name the user and the one thread the page may see. refuse is the
-// caller tokens' audience.
-func NewPages(cfg TokenConfig, refuse string, logger *zap.Logger) (*Authenticator, error) {
-	cfg.UserClaim, cfg.InstallClaim, cfg.ThreadClaim = "sub", "", "thread"
-	return newAuthenticator("pages", "toolgate-page", cfg, refuse, logger)
+// NewAuthenticators returns the authenticators of runtime callers' tokens
+// and of page tokens, each nil when its config is. Page tokens name the
+// user in sub and the one thread the page may see in thread. With both
+// configured, each kind must name its own audience and refuse the other's,
+// so that neither is ever taken for the other.
+func NewAuthenticators(callers, pages *TokenConfig, logger *zap.Logger) (c, p *Authenticator, err error) {
+	if err := checkAudiences(callers, pages); err != nil {
+		return nil, nil, err
+	}
+	if callers != nil {
+		refuse := ""
+		if pages != nil {
+			refuse = pages.Audience
+		}
+		if c, err = newAuthenticator("callers", "toolgate", *callers, refuse, logger); err != nil {
+			return nil, nil, err
+		}
+	}
+	if pages != nil {
+		refuse := ""
+		if callers != nil {
+			refuse = callers.Audience
+		}
+		cfg := *pages
+		cfg.UserClaim, cfg.InstallClaim, cfg.ThreadClaim = "sub", "", "thread"
+		if p, err = newAuthenticator("pages", "toolgate-page", cfg, refuse, logger); err != nil {
+			return nil, nil, err
+		}
+	}
+	return c, p, nil
 }
 
 func newAuthenticator(kind, realm string, cfg TokenConfig, refuse string, logger *zap.Logger) (*Authenticator, error) {
@@ -129,9 +146,13 @@ func (a *Authenticator) Verifier() *identity.Verifier { return a.verifier }
 // Authenticate verifies the request's bearer token. The error is what the
 // caller is told, in the 401 and its challenge.
 func (a *Authenticator) Authenticate(r *http.Request) (Principal, error) {
-	token, err := bearerToken(r.Header)
-	if err != nil {
+	token, err := identity.BearerToken(r.Header)
+	switch {
+	case errors.Is(err, identity.ErrNoBearerToken):
 		return Principal{}, err
+	case err != nil:
+		// A malformed header is a token sent and refused.
+		return Principal{}, &tokenError{err}
 	}
 	return a.Verify(r, token)
 }
@@ -213,18 +234,6 @@ func (a *Authenticator) Challenge(err error) string {
 	return `Bearer realm="` + a.realm + `"`
 }
 
-// errNoToken: no bearer token was sent.
-var errNoToken = errors.New("no bearer token")
-
-// bearerToken reads the token of an "Authorization: Bearer" header.
-func bearerToken(h http.Header) (string, error) {
-	token, ok := strings.CutPrefix(h.Get("Authorization"), "Bearer ")
-	if !ok || token == "" {
-		return "", errNoToken
-	}
-	return token, nil
-}
-
 // checkJWKSURL accepts an https URL, or an http one to a loopback host:
 // keys fetched in the clear could be swapped on the way.
 func checkJWKSURL(raw string) error {
@@ -243,10 +252,10 @@ func checkJWKSURL(raw string) error {
 	return fmt.Errorf("%q must be an https URL (http only to localhost, 127.0.0.0/8 or ::1)", raw)
 }
 
-// CheckAudiences makes caller and page tokens tell apart: with both
+// checkAudiences makes caller and page tokens tell apart: with both
 // configured, each names its own audience, so neither kind of token is
 // accepted as the other, even when both are signed with one secret.
-func CheckAudiences(callers, pages *TokenConfig) error {
+func checkAudiences(callers, pages *TokenConfig) error {
 	if callers == nil || pages == nil {
 		return nil
 	}

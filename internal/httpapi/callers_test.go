@@ -92,7 +92,7 @@ func goodClaims(user, role string) jwt.MapClaims {
 // toolgate, leeway 5s), and four tools, two behind policies.
 func startCallers(t *testing.T, upstream, jwksURL string) *server {
 	t.Helper()
-	callers, err := NewCallers(TokenConfig{JWKSURL: jwksURL, Issuer: "https://platform.test", Audience: "toolgate", Leeway: 5 * time.Second}, "", zap.NewNop())
+	callers, _, err := NewAuthenticators(&TokenConfig{JWKSURL: jwksURL, Issuer: "https://platform.test", Audience: "toolgate", Leeway: 5 * time.Second}, nil, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +246,7 @@ func TestCallersFromAnywhere(t *testing.T) {
 	}))
 	defer up.Close()
 	secret := strings.Repeat("s", 32)
-	callers, err := NewCallers(TokenConfig{Secret: secret, Audience: "toolgate"}, "", zap.NewNop())
+	callers, _, err := NewAuthenticators(&TokenConfig{Secret: secret, Audience: "toolgate"}, nil, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -508,8 +508,11 @@ func TestMCPRoundTripByHand(t *testing.T) {
 
 	// Tampered: a later expiry under the old signature.
 	second := ask(u1())
-	body, sig, _ := strings.Cut(second.RequestState, ".")
-	raw, err := base64.RawURLEncoding.DecodeString(body)
+	parts := strings.Split(second.RequestState, ".")
+	if len(parts) != 3 {
+		t.Fatalf("state %q is not a JWT", second.RequestState)
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
 	if err != nil {
 		t.Fatalf("state body: %v", err)
 	}
@@ -517,9 +520,9 @@ func TestMCPRoundTripByHand(t *testing.T) {
 	if err := json.Unmarshal(raw, &st); err != nil {
 		t.Fatalf("state body: %v", err)
 	}
-	st["e"] = st["e"].(float64) + 3600
+	st["exp"] = st["exp"].(float64) + 3600
 	raw, _ = json.Marshal(st)
-	tampered := base64.RawURLEncoding.EncodeToString(raw) + "." + sig
+	tampered := parts[0] + "." + base64.RawURLEncoding.EncodeToString(raw) + "." + parts[2]
 	res = answer(u1(), tampered, accept("approve"))
 	if !res.IsError || !strings.Contains(modelText(t, res), "does not verify") {
 		t.Errorf("tampered state: %s", dump(res))

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/clienttools"
+	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/web"
 )
 
@@ -102,7 +103,7 @@ const keepAlive = 15 * time.Second
 // token has several spellings of it — base64's unused low bits, ECDSA's
 // (r, n-s) — that all verify.
 func streamKey(r *http.Request) string {
-	token, _ := bearerToken(r.Header)
+	token, _ := identity.BearerToken(r.Header)
 	if i := strings.LastIndexByte(token, '.'); i >= 0 {
 		token = token[:i]
 	}

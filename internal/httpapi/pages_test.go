@@ -32,7 +32,7 @@ const (
 // ledger, and one client tool.
 func pagesOptions(t *testing.T) options {
 	t.Helper()
-	pages, err := NewPages(TokenConfig{Secret: pageSecret, Issuer: "https://app.test", Audience: "toolgate-pages"}, "", zap.NewNop())
+	_, pages, err := NewAuthenticators(nil, &TokenConfig{Secret: pageSecret, Issuer: "https://app.test", Audience: "toolgate-pages"}, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,20 +7,22 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/clock"
 )
 
 // cacheT0 is not on a second boundary, so iat truncation shows.
 var cacheT0 = time.Date(2031, 1, 2, 3, 4, 5, 700_000_000, time.UTC)
 
-func newCachingIssuer(t testing.TB, ttl time.Duration, clock *stepClock) *Issuer {
+func newCachingIssuer(t testing.TB, ttl time.Duration, clk *clock.Manual) *Issuer {
 	t.Helper()
 	k, err := GenerateKey()
 	if err != nil {
 		t.Fatal(err)
 	}
 	iss := NewIssuer("toolgate", ttl, k)
-	if clock != nil {
-		iss.now = clock.now
+	if clk != nil {
+		iss.SetClock(clk)
 	}
 	return iss
 }
@@ -56,8 +58,8 @@ func cacheLen(iss *Issuer) int {
 
 func TestTokenCached(t *testing.T) {
 	const ttl = 4 * time.Minute
-	clock := &stepClock{t: cacheT0}
-	iss := newCachingIssuer(t, ttl, clock)
+	clk := clock.NewManual(cacheT0)
+	iss := newCachingIssuer(t, ttl, clk)
 
 	first := mustToken(t, iss, "u_1", "in_1", "notes")
 	if got := claimInt(t, first, "iat"); got != cacheT0.Unix() {
@@ -67,7 +69,7 @@ func TestTokenCached(t *testing.T) {
 	// Within 3/4 of the ttl: the very same token, although a fresh one
 	// would now carry a later iat.
 	for _, d := range []time.Duration{0, time.Second, time.Minute, ttl*3/4 - time.Nanosecond} {
-		clock.set(cacheT0.Add(d))
+		clk.Set(cacheT0.Add(d))
 		if got := mustToken(t, iss, "u_1", "in_1", "notes"); got != first {
 			t.Errorf("at +%v: a new token, want the cached one", d)
 		}
@@ -94,7 +96,7 @@ func TestTokenCached(t *testing.T) {
 	}
 
 	// From 3/4 of the ttl on: a new token with a later iat, cached in turn.
-	clock.set(cacheT0.Add(ttl * 3 / 4))
+	clk.Set(cacheT0.Add(ttl * 3 / 4))
 	second := mustToken(t, iss, "u_1", "in_1", "notes")
 	if second == first {
 		t.Fatal("the token was reused past 3/4 of its ttl")
@@ -105,7 +107,7 @@ func TestTokenCached(t *testing.T) {
 	if claimInt(t, second, "exp") <= claimInt(t, first, "exp") {
 		t.Error("the new token does not expire later")
 	}
-	clock.set(cacheT0.Add(ttl*3/4 + time.Minute))
+	clk.Set(cacheT0.Add(ttl*3/4 + time.Minute))
 	if got := mustToken(t, iss, "u_1", "in_1", "notes"); got != second {
 		t.Error("the renewed token is not cached")
 	}
@@ -115,8 +117,8 @@ func TestTokenCached(t *testing.T) {
 }
 
 func TestTokenCacheKeys(t *testing.T) {
-	clock := &stepClock{t: cacheT0}
-	iss := newCachingIssuer(t, time.Minute, clock)
+	clk := clock.NewManual(cacheT0)
+	iss := newCachingIssuer(t, time.Minute, clk)
 	keys := []struct{ user, install, aud string }{
 		{"u_1", "in_1", "notes"},
 		{"u_2", "in_1", "notes"},
@@ -153,10 +155,10 @@ func TestTokenCacheKeys(t *testing.T) {
 
 // Sign always signs and leaves the cache alone.
 func TestSignUncached(t *testing.T) {
-	clock := &stepClock{t: cacheT0}
-	iss := newCachingIssuer(t, time.Minute, clock)
+	clk := clock.NewManual(cacheT0)
+	iss := newCachingIssuer(t, time.Minute, clk)
 	cached := mustToken(t, iss, "u", "i", "a")
-	clock.set(cacheT0.Add(time.Second))
+	clk.Set(cacheT0.Add(time.Second))
 	signed, err := iss.Sign("u", "i", "a")
 	if err != nil {
 		t.Fatal(err)
@@ -191,8 +193,8 @@ func fillCache(iss *Issuer, prefix string, n int, refreshAt time.Time) {
 
 func TestTokenCacheBounded(t *testing.T) {
 	const ttl = 4 * time.Minute
-	clock := &stepClock{t: cacheT0}
-	iss := newCachingIssuer(t, ttl, clock)
+	clk := clock.NewManual(cacheT0)
+	iss := newCachingIssuer(t, ttl, clk)
 
 	// All fresh: past the bound the cache starts over.
 	fillCache(iss, "fresh", maxCachedTokens-5, cacheT0.Add(ttl*3/4))
@@ -207,21 +209,21 @@ func TestTokenCacheBounded(t *testing.T) {
 	}
 	// The newest token is still served from the cache.
 	tok := mustToken(t, iss, "user_9", "in", "aud")
-	clock.set(cacheT0.Add(time.Second))
+	clk.Set(cacheT0.Add(time.Second))
 	if again := mustToken(t, iss, "user_9", "in", "aud"); again != tok {
 		t.Error("the newest token is not cached")
 	}
 
 	// Half stale: past the bound only the stale half is swept.
-	clock.set(cacheT0.Add(2 * time.Minute))
-	iss = newCachingIssuer(t, ttl, clock)
+	clk.Set(cacheT0.Add(2 * time.Minute))
+	iss = newCachingIssuer(t, ttl, clk)
 	fillCache(iss, "old", maxCachedTokens/2, cacheT0.Add(ttl*3/4))
 	fillCache(iss, "new", maxCachedTokens/2-1, cacheT0.Add(2*time.Minute+ttl*3/4))
 	keep := mustToken(t, iss, "kept", "in", "aud")
 	if l := cacheLen(iss); l != maxCachedTokens {
 		t.Fatalf("cache holds %d entries, want %d", l, maxCachedTokens)
 	}
-	clock.set(cacheT0.Add(ttl*3/4 + time.Second)) // the old half is stale
+	clk.Set(cacheT0.Add(ttl*3/4 + time.Second)) // the old half is stale
 	mustToken(t, iss, "one_more", "in", "aud")
 	if l := cacheLen(iss); l != maxCachedTokens/2+1 {
 		t.Errorf("cache holds %d entries, want %d: the stale half swept, the fresh half kept", l, maxCachedTokens/2+1)
@@ -231,8 +233,8 @@ func TestTokenCacheBounded(t *testing.T) {
 	}
 
 	// Filled through Token alone, the cache never passes the bound.
-	clock.set(cacheT0)
-	iss = newCachingIssuer(t, ttl, clock)
+	clk.Set(cacheT0)
+	iss = newCachingIssuer(t, ttl, clk)
 	fillCache(iss, "pre", maxCachedTokens-100, cacheT0.Add(ttl*3/4))
 	for n := range 300 {
 		mustToken(t, iss, fmt.Sprintf("user_%d", n), "in", "aud")
@@ -246,8 +248,8 @@ func TestTokenCacheBounded(t *testing.T) {
 }
 
 func TestTokenConcurrent(t *testing.T) {
-	clock := &stepClock{t: cacheT0}
-	iss := newCachingIssuer(t, time.Minute, clock)
+	clk := clock.NewManual(cacheT0)
+	iss := newCachingIssuer(t, time.Minute, clk)
 	type key struct{ user, install, aud string }
 	keys := []key{{"u_1", "in_1", "notes"}, {"u_2", "in_1", "notes"}, {"u_1", "in_2", "billing"}, {"u_3", "", "notes"}}
 
@@ -259,7 +261,7 @@ func TestTokenConcurrent(t *testing.T) {
 			wg.Go(func() {
 				for n := range 200 {
 					if advance && g == 0 && n%20 == 0 {
-						clock.set(clock.now().Add(10 * time.Second))
+						clk.Set(clk.Now().Add(10 * time.Second))
 					}
 					k := keys[(g+n)%len(keys)]
 					tok, err := iss.Token(k.user, k.install, k.aud)
@@ -280,7 +282,7 @@ func TestTokenConcurrent(t *testing.T) {
 		return got
 	}
 
-	// A fixed clock: one token per key, whoever signed it.
+	// A fixed clk: one token per key, whoever signed it.
 	for k, toks := range run(false) {
 		if len(toks) != 1 {
 			t.Errorf("%v: %d distinct tokens at one instant, want 1", k, len(toks))
@@ -292,7 +294,7 @@ func TestTokenConcurrent(t *testing.T) {
 			}
 		}
 	}
-	// A moving clock: renewals race with reads; each key still gets only
+	// A moving clk: renewals race with reads; each key still gets only
 	// its own tokens.
 	for k, toks := range run(true) {
 		for tok := range toks {

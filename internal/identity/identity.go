@@ -3,9 +3,9 @@
 package identity
 
 import (
+	"crypto"
 	"crypto/ed25519"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
@@ -15,7 +15,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-jose/go-jose/v4"
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/toolgate/toolgate/internal/clock"
 )
 
 // DefaultTTL is how long an identity token lives.
@@ -75,11 +78,15 @@ func (k Key) MarshalPEM() ([]byte, error) {
 // Public returns the key's public half.
 func (k Key) Public() ed25519.PublicKey { return k.Private.Public().(ed25519.PublicKey) }
 
+// thumbprint is the RFC 7638 thumbprint of pub, SHA-256 in base64url.
 func thumbprint(pub ed25519.PublicKey) string {
-	// RFC 7638: the required members in lexical order, no whitespace.
-	canon := `{"crv":"Ed25519","kty":"OKP","x":"` + base64.RawURLEncoding.EncodeToString(pub) + `"}`
-	sum := sha256.Sum256([]byte(canon))
-	return base64.RawURLEncoding.EncodeToString(sum[:])
+	sum, err := (&jose.JSONWebKey{Key: pub}).Thumbprint(crypto.SHA256)
+	if err != nil {
+		// go-jose refuses only a malformed or low-order Ed25519 point, and
+		// no key made from a private key is either.
+		panic("identity: thumbprint of an Ed25519 key: " + err.Error())
+	}
+	return base64.RawURLEncoding.EncodeToString(sum)
 }
 
 // Claims are the claims of an identity token.
@@ -95,7 +102,7 @@ type Issuer struct {
 	ttl    time.Duration
 	key    Key
 	others []Key
-	now    func() time.Time
+	clock  clock.Clock
 
 	mu    sync.Mutex
 	cache map[tokenKey]cachedToken
@@ -119,8 +126,11 @@ func NewIssuer(issuer string, ttl time.Duration, key Key, others ...Key) *Issuer
 	if ttl <= 0 {
 		ttl = DefaultTTL
 	}
-	return &Issuer{issuer: issuer, ttl: ttl, key: key, others: others, now: time.Now, cache: map[tokenKey]cachedToken{}}
+	return &Issuer{issuer: issuer, ttl: ttl, key: key, others: others, clock: clock.Real, cache: map[tokenKey]cachedToken{}}
 }
+
+// SetClock replaces the clock, for tests.
+func (i *Issuer) SetClock(c clock.Clock) { i.clock = clock.Or(c) }
 
 // Token returns a token for user at install, addressed to the component
 // named audience. A token is reused for the first three quarters of its
@@ -141,7 +151,7 @@ func (i *Issuer) Authorization(user, install, audience string) (string, error) {
 
 func (i *Issuer) cached(user, install, audience string) (cachedToken, error) {
 	k := tokenKey{user, install, audience}
-	now := i.now()
+	now := i.clock.Now()
 	i.mu.Lock()
 	c, ok := i.cache[k]
 	i.mu.Unlock()
@@ -171,7 +181,7 @@ func (i *Issuer) cached(user, install, audience string) (cachedToken, error) {
 
 // Sign signs a new token, bypassing the cache.
 func (i *Issuer) Sign(user, install, audience string) (string, error) {
-	return i.sign(user, install, audience, i.now())
+	return i.sign(user, install, audience, i.clock.Now())
 }
 
 func (i *Issuer) sign(user, install, audience string, at time.Time) (string, error) {
@@ -199,31 +209,18 @@ func (i *Issuer) JWKS() []byte {
 	return JWKS(append([]Key{i.key}, i.others...)...)
 }
 
-// JWK is one public key as RFC 8037 writes it.
-type JWK struct {
-	Kty string `json:"kty"`
-	Crv string `json:"crv"`
-	X   string `json:"x"`
-	Kid string `json:"kid"`
-	Alg string `json:"alg"`
-	Use string `json:"use"`
-}
-
-// JWKS returns the JSON Web Key Set of the given keys' public halves.
+// JWKS returns the JSON Web Key Set of the given keys' public halves, each
+// as RFC 8037 writes it, with its kid, "alg": "EdDSA" and "use": "sig".
 func JWKS(keys ...Key) []byte {
-	set := struct {
-		Keys []JWK `json:"keys"`
-	}{Keys: make([]JWK, 0, len(keys))}
+	// Not nil: an empty set is "keys": [], never null.
+	set := jose.JSONWebKeySet{Keys: make([]jose.JSONWebKey, 0, len(keys))}
 	for _, k := range keys {
-		set.Keys = append(set.Keys, JWK{
-			Kty: "OKP",
-			Crv: "Ed25519",
-			X:   base64.RawURLEncoding.EncodeToString(k.Public()),
-			Kid: k.ID,
-			Alg: "EdDSA",
-			Use: "sig",
-		})
+		set.Keys = append(set.Keys, jose.JSONWebKey{Key: k.Public(), KeyID: k.ID, Algorithm: "EdDSA", Use: "sig"})
 	}
-	b, _ := json.Marshal(set)
+	b, err := json.Marshal(set)
+	if err != nil {
+		// As in thumbprint: go-jose refuses no key made from a private key.
+		panic("identity: JWKS: " + err.Error())
+	}
 	return b
 }

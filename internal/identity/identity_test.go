@@ -12,12 +12,15 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/toolgate/toolgate/internal/clock"
 )
 
 // RFC 8037 appendix A: the example Ed25519 key and its RFC 7638 thumbprint.
@@ -107,7 +110,7 @@ func TestToken(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			iss := NewIssuer(tt.issuer, tt.ttl, key)
-			iss.now = func() time.Time { return now }
+			iss.SetClock(clock.NewManual(now))
 			tok, err := iss.Token(tt.user, tt.install, tt.audience)
 			if err != nil {
 				t.Fatalf("Token: %v", err)
@@ -176,7 +179,7 @@ func TestTokenRefused(t *testing.T) {
 	key, other := mustGenerateKey(t), mustGenerateKey(t)
 	now := time.Date(2031, 5, 17, 10, 20, 30, 0, time.UTC)
 	iss := NewIssuer("toolgate", time.Minute, key)
-	iss.now = func() time.Time { return now }
+	iss.SetClock(clock.NewManual(now))
 	tok, err := iss.Token("u", "i", "notes")
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +197,7 @@ func TestTokenRefused(t *testing.T) {
 
 	// The same claims signed by another key that claims this key's kid.
 	otherIss := NewIssuer("toolgate", time.Minute, Key{ID: key.ID, Private: other.Private})
-	otherIss.now = iss.now
+	otherIss.SetClock(clock.NewManual(now))
 	wrongKey, err := otherIss.Token("u", "i", "notes")
 	if err != nil {
 		t.Fatal(err)
@@ -295,7 +298,10 @@ func TestJWKSVerifies(t *testing.T) {
 	old, cur := mustGenerateKey(t), mustGenerateKey(t)
 	published := JWKS(old, cur)
 	var set struct {
-		Keys []JWK `json:"keys"`
+		Keys []struct {
+			Kid string `json:"kid"`
+			X   string `json:"x"`
+		} `json:"keys"`
 	}
 	if err := json.Unmarshal(published, &set); err != nil {
 		t.Fatal(err)
@@ -363,6 +369,22 @@ func TestThumbprintRFC8037(t *testing.T) {
 	k := NewKey(ed25519.NewKeyFromSeed(seed))
 	if got := base64.RawURLEncoding.EncodeToString(k.Public()); got != rfcX {
 		t.Errorf("public key x = %q, want RFC 8037 A.2's %q", got, rfcX)
+	}
+}
+
+// The published set of RFC 8037's example key, member by member: what the
+// browser client, apptools and the node kit read.
+func TestJWKSRFC8037(t *testing.T) {
+	raw := JWKS(NewKey(ed25519.NewKeyFromSeed(mustB64(t, rfcSeed))))
+	var got map[string][]map[string]any
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatalf("JWKS is not JSON: %v: %s", err, raw)
+	}
+	want := map[string][]map[string]any{"keys": {{
+		"kty": "OKP", "crv": "Ed25519", "x": rfcX, "kid": rfcThumbprint, "alg": "EdDSA", "use": "sig",
+	}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("JWKS = %s, want %v", raw, want)
 	}
 }
 

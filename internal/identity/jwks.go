@@ -7,17 +7,20 @@ import (
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rsa"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"go.uber.org/zap"
+
+	"github.com/toolgate/toolgate/internal/clock"
 )
 
 // PublicKey is a verification key with the algorithms it may verify.
@@ -55,108 +58,118 @@ func AlgsFor(key crypto.PublicKey) ([]string, error) {
 	return nil, fmt.Errorf("unsupported key type %T", key)
 }
 
-type jwk struct {
-	Kty string `json:"kty"`
-	Kid string `json:"kid"`
-	Alg string `json:"alg"`
-	Use string `json:"use"`
-	Crv string `json:"crv"`
-	X   string `json:"x"`
-	Y   string `json:"y"`
-	N   string `json:"n"`
-	E   string `json:"e"`
-}
-
-// ParseJWKS reads a JSON Web Key Set. Keys that are not for signatures, or
-// of a type it does not know, are skipped; a malformed key of a known type
-// is an error.
+// ParseJWKS reads a JSON Web Key Set; go-jose reads each key. Keys that
+// are not for signatures, or of a type or curve it does not know, are
+// skipped (RFC 7517 §5); a key of a known type that is malformed, too weak
+// (RSA under 2048 bits), beyond go-jose's bounds (RSA over 4096 bits), or
+// that carries private members is an error.
 func ParseJWKS(data []byte) ([]PublicKey, error) {
 	var set struct {
-		Keys []jwk `json:"keys"`
+		Keys []jsontext.Value `json:"keys"`
 	}
 	if err := json.Unmarshal(data, &set); err != nil {
 		return nil, fmt.Errorf("JWKS: %w", err)
 	}
 	var out []PublicKey
-	for i, k := range set.Keys {
-		if k.Use != "" && k.Use != "sig" {
-			continue
-		}
-		pub, err := k.publicKey()
+	for i, raw := range set.Keys {
+		k, err := parseJWK(raw)
 		if errors.Is(err, errSkip) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("JWKS key %d (kid %q): %w", i, k.Kid, err)
+			return nil, fmt.Errorf("JWKS key %d (kid %q): %w", i, k.ID, err)
 		}
-		algs, err := AlgsFor(pub)
-		if err != nil {
-			return nil, fmt.Errorf("JWKS key %d (kid %q): %w", i, k.Kid, err)
-		}
-		if k.Alg != "" {
-			ok := false
-			for _, a := range algs {
-				ok = ok || a == k.Alg
-			}
-			if !ok {
-				return nil, fmt.Errorf("JWKS key %d (kid %q): alg %s does not fit a %s key", i, k.Kid, k.Alg, k.Kty)
-			}
-			algs = []string{k.Alg}
-		}
-		out = append(out, PublicKey{ID: k.Kid, Key: pub, Algs: algs})
+		out = append(out, k)
 	}
 	return out, nil
 }
 
 var errSkip = errors.New("skip")
 
-func (k jwk) publicKey() (crypto.PublicKey, error) {
-	b64 := base64.RawURLEncoding.DecodeString
-	switch k.Kty {
-	case "OKP":
-		if k.Crv != "Ed25519" {
-			return nil, errSkip
-		}
-		x, err := b64(k.X)
-		if err != nil || len(x) != ed25519.PublicKeySize {
-			return nil, errors.New("bad Ed25519 x")
-		}
-		return ed25519.PublicKey(x), nil
-	case "RSA":
-		n, err1 := b64(k.N)
-		e, err2 := b64(k.E)
-		if err1 != nil || err2 != nil || len(n) == 0 || len(e) == 0 || len(e) > 4 {
-			return nil, errors.New("bad RSA n or e")
-		}
-		return &rsa.PublicKey{N: new(big.Int).SetBytes(n), E: int(new(big.Int).SetBytes(e).Int64())}, nil
-	case "EC":
-		var curve elliptic.Curve
-		switch k.Crv {
-		case "P-256":
-			curve = elliptic.P256()
-		case "P-384":
-			curve = elliptic.P384()
-		case "P-521":
-			curve = elliptic.P521()
-		default:
-			return nil, errSkip
-		}
-		x, err1 := b64(k.X)
-		y, err2 := b64(k.Y)
-		size := (curve.Params().BitSize + 7) / 8
-		if err1 != nil || err2 != nil || len(x) != size || len(y) != size {
-			return nil, errors.New("bad EC x or y")
-		}
-		// Uncompressed point: 0x04 || X || Y; ecdsa.ParseUncompressedPublicKey
-		// checks the point is on the curve.
-		point := append(append([]byte{4}, x...), y...)
-		pub, err := ecdsa.ParseUncompressedPublicKey(curve, point)
-		if err != nil {
-			return nil, fmt.Errorf("bad EC point: %v", err)
-		}
-		return pub, nil
+// jwkMembers are what parseJWK reads of a key before go-jose does: whether
+// to use the key at all, whether it carries private members, and the
+// length of RSA's e. Both decoders match names case-sensitively and refuse
+// duplicates, so they see the same members.
+type jwkMembers struct {
+	Kty string `json:"kty"`
+	Kid string `json:"kid"`
+	Use string `json:"use"`
+	Crv string `json:"crv"`
+	Alg string `json:"alg"`
+	E   string `json:"e"`
+	// The private members of RSA, EC and OKP keys (RFC 7518 §6.2.2,
+	// §6.3.2; RFC 8037 §2).
+	D   jsontext.Value `json:"d"`
+	P   jsontext.Value `json:"p"`
+	Q   jsontext.Value `json:"q"`
+	DP  jsontext.Value `json:"dp"`
+	DQ  jsontext.Value `json:"dq"`
+	QI  jsontext.Value `json:"qi"`
+	Oth jsontext.Value `json:"oth"`
+}
+
+// ecCurves are the curves go-jose reads; a key on another is skipped.
+var ecCurves = []string{"P-256", "P-384", "P-521"}
+
+// parseJWK reads one key of a set. The PublicKey it returns carries the
+// kid even with an error, for the error's sake.
+func parseJWK(raw jsontext.Value) (PublicKey, error) {
+	var m jwkMembers
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return PublicKey{}, err
 	}
-	return nil, errSkip
+	k := PublicKey{ID: m.Kid}
+	if m.Use != "" && m.Use != "sig" {
+		return k, errSkip
+	}
+	// what names the members a go-jose error can be about.
+	var what string
+	switch {
+	case m.Kty == "RSA":
+		what = "RSA n or e"
+	case m.Kty == "EC" && slices.Contains(ecCurves, m.Crv):
+		what = "EC x or y"
+	case m.Kty == "OKP" && m.Crv == "Ed25519":
+		what = "Ed25519 x"
+	default:
+		// "oct" keys too: a shared secret never verifies a caller's token
+		// by a key set.
+		return k, errSkip
+	}
+	for _, p := range []jsontext.Value{m.D, m.P, m.Q, m.DP, m.DQ, m.QI, m.Oth} {
+		if p != nil {
+			// Its owner published a signing key: whoever read the set
+			// can sign as them.
+			return k, errors.New("the key carries private members: a JWKS publishes public keys only")
+		}
+	}
+	// Safe on input from the network once private members are refused
+	// above: they are what makes go-jose's UnmarshalJSON unsafe there.
+	var jk jose.JSONWebKey
+	if err := jk.UnmarshalJSON(raw); err != nil {
+		return k, fmt.Errorf("bad %s: %w", what, err)
+	}
+	if !jk.Valid() || !jk.IsPublic() {
+		return k, fmt.Errorf("bad %s: not a public key", what)
+	}
+	// RSA keys have e = 65537; one of more than 4 bytes (6 base64url
+	// characters) is a malformed key, and go-jose would keep only its low
+	// 64 bits.
+	if m.Kty == "RSA" && len(m.E) > 6 {
+		return k, fmt.Errorf("bad %s: e is longer than 4 bytes", what)
+	}
+	algs, err := AlgsFor(jk.Key)
+	if err != nil {
+		return k, err
+	}
+	if m.Alg != "" {
+		if !slices.Contains(algs, m.Alg) {
+			return k, fmt.Errorf("alg %s does not fit a %s key", m.Alg, m.Kty)
+		}
+		algs = []string{m.Alg}
+	}
+	k.Key, k.Algs = jk.Key, algs
+	return k, nil
 }
 
 // Refresh limits of a RemoteKeySet.
@@ -190,7 +203,7 @@ var ErrUnknownKey = errors.New("no key with the token's kid")
 type RemoteKeySet struct {
 	url    string
 	client *http.Client
-	now    func() time.Time
+	clock  clock.Clock
 	logger *zap.Logger
 	// timeout bounds a fetch: FetchTimeout, shorter in tests.
 	timeout time.Duration
@@ -215,11 +228,11 @@ func NewRemoteKeySet(url string, client *http.Client, logger *zap.Logger) *Remot
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	return &RemoteKeySet{url: url, client: client, now: time.Now, logger: logger, timeout: FetchTimeout}
+	return &RemoteKeySet{url: url, client: client, clock: clock.Real, logger: logger, timeout: FetchTimeout}
 }
 
 // SetClock replaces the clock, for tests.
-func (s *RemoteKeySet) SetClock(now func() time.Time) { s.now = now }
+func (s *RemoteKeySet) SetClock(c clock.Clock) { s.clock = clock.Or(c) }
 
 // Lookup returns the keys with the given kid (all keys when kid is empty).
 // A known kid is answered at once, starting a refresh in the background
@@ -258,7 +271,7 @@ func (s *RemoteKeySet) refresh(unknown bool) <-chan struct{} {
 	if s.inflight != nil {
 		return s.inflight
 	}
-	now := s.now()
+	now := s.clock.Now()
 	// Until a first fetch succeeds, retry each second rather than each
 	// MinRefreshInterval: an issuer that starts after us must not lock
 	// every caller out for half a minute.

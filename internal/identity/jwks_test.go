@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/toolgate/toolgate/internal/clock"
 )
 
 // idle waits until no fetch of the set runs.
@@ -109,7 +111,7 @@ func (g *gatedJWKS) wantHits(t *testing.T, n int64) {
 // server; keys A and B are Ed25519, each under its own kid.
 type gatedFixture struct {
 	srv   *gatedJWKS
-	clock *stepClock
+	clock *clock.Manual
 	keys  *RemoteKeySet
 	v     *Verifier
 	priv  map[string]ed25519.PrivateKey
@@ -118,7 +120,7 @@ type gatedFixture struct {
 
 func newGatedFixture(t *testing.T, names ...string) *gatedFixture {
 	t.Helper()
-	f := &gatedFixture{clock: &stepClock{t: vNow}, priv: map[string]ed25519.PrivateKey{}, jwk: map[string]map[string]string{}}
+	f := &gatedFixture{clock: clock.NewManual(vNow), priv: map[string]ed25519.PrivateKey{}, jwk: map[string]map[string]string{}}
 	for _, n := range []string{"A", "B"} {
 		_, k, err := ed25519.GenerateKey(rand.Reader)
 		if err != nil {
@@ -128,9 +130,9 @@ func newGatedFixture(t *testing.T, names ...string) *gatedFixture {
 	}
 	f.srv = newGatedJWKS(t, f.set(t, names...))
 	f.keys = NewRemoteKeySet(f.srv.srv.URL, f.srv.srv.Client(), nil)
-	f.keys.SetClock(f.clock.now)
+	f.keys.SetClock(f.clock)
 	f.v = NewJWKSVerifier(f.keys, VerifyOptions{Issuer: vIssuer, Audience: vAudience})
-	f.v.SetClock(f.clock.now)
+	f.v.SetClock(f.clock)
 	return f
 }
 
@@ -179,7 +181,7 @@ func TestRemoteKeySetKnownKidNotBlocked(t *testing.T) {
 		}
 		f.srv.waitArrival(t)
 		f.srv.hold(f.set(t, "A", "B"))
-		f.clock.set(vNow.Add(MinRefreshInterval))
+		f.clock.Set(vNow.Add(MinRefreshInterval))
 		unknown := f.verifyAsync(context.Background(), f.token(t, "B", "B"))
 		f.srv.waitArrival(t) // the refresh is now stuck at the server
 		for range 5 {
@@ -206,7 +208,7 @@ func TestRemoteKeySetKnownKidNotBlocked(t *testing.T) {
 		}
 		f.srv.waitArrival(t)
 		f.srv.hold(f.set(t, "A"))
-		f.clock.set(vNow.Add(MaxKeyAge))
+		f.clock.Set(vNow.Add(MaxKeyAge))
 		// The first lookup of the stale set starts the refresh and does
 		// not wait for it, nor do those after it.
 		for range 5 {
@@ -230,7 +232,7 @@ func TestRemoteKeySetOneFetch(t *testing.T) {
 	}
 	f.srv.waitArrival(t)
 	f.srv.hold(f.set(t, "A", "B"))
-	f.clock.set(vNow.Add(MinRefreshInterval))
+	f.clock.Set(vNow.Add(MinRefreshInterval))
 	var results []<-chan error
 	for range 16 {
 		results = append(results, f.verifyAsync(context.Background(), f.token(t, "B", "B")))
@@ -247,7 +249,7 @@ func TestRemoteKeySetOneFetch(t *testing.T) {
 	// A flood of forged kids within the interval fetches nothing.
 	var flood []<-chan error
 	for i := range 50 {
-		f.clock.set(vNow.Add(MinRefreshInterval + time.Duration(i%29+1)*time.Second))
+		f.clock.Set(vNow.Add(MinRefreshInterval + time.Duration(i%29+1)*time.Second))
 		flood = append(flood, f.verifyAsync(context.Background(), f.token(t, "A", fmt.Sprintf("forged-%d", i))))
 	}
 	for _, ch := range flood {
@@ -257,7 +259,7 @@ func TestRemoteKeySetOneFetch(t *testing.T) {
 	}
 	f.srv.wantHits(t, 2)
 	// Past the interval, one more fetch.
-	f.clock.set(vNow.Add(2 * MinRefreshInterval))
+	f.clock.Set(vNow.Add(2 * MinRefreshInterval))
 	if err := wait(t, f.verifyAsync(context.Background(), f.token(t, "A", "forged"))); !errors.Is(err, ErrUnknownKey) {
 		t.Errorf("forged kid: %v, want ErrUnknownKey", err)
 	}
@@ -346,5 +348,34 @@ func TestRemoteKeySetRedirects(t *testing.T) {
 	}
 	if tlsSrv.Client().CheckRedirect != nil {
 		t.Error("the caller's client was changed")
+	}
+}
+
+// BenchmarkParseJWKS is one fetch's parse of a set with a key of each
+// type. It runs at most once per MinRefreshInterval, never per call.
+func BenchmarkParseJWKS(b *testing.B) {
+	k := testSigKeys(b)
+	data := jwksOf(b, pubJWK(b, "rsa", &k.rsa.PublicKey), pubJWK(b, "ec", &k.ec.PublicKey), pubJWK(b, "ed", k.ed.Public()))
+	b.ReportAllocs()
+	for b.Loop() {
+		if keys, err := ParseJWKS(data); err != nil || len(keys) != 3 {
+			b.Fatal(keys, err)
+		}
+	}
+}
+
+// BenchmarkJWKS is the published set of two keys, written once at load.
+func BenchmarkJWKS(b *testing.B) {
+	k1, err := GenerateKey()
+	if err != nil {
+		b.Fatal(err)
+	}
+	k2, err := GenerateKey()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		JWKS(k1, k2)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/toolgate/toolgate/internal/clock"
 )
 
 // VerifyOptions are the checks a Verifier makes beyond the signature.
@@ -36,7 +38,7 @@ type Verifier struct {
 	secret []byte
 	opts   VerifyOptions
 	algs   []string
-	now    func() time.Time
+	clock  clock.Clock
 }
 
 // asymmetric are the algorithms a JWKS or public key may allow.
@@ -44,7 +46,7 @@ var asymmetric = []string{"EdDSA", "RS256", "RS384", "RS512", "PS256", "PS384", 
 
 // NewJWKSVerifier verifies against a remote key set.
 func NewJWKSVerifier(set *RemoteKeySet, opts VerifyOptions) *Verifier {
-	return &Verifier{keys: set.Lookup, opts: opts, algs: asymmetric, now: time.Now}
+	return &Verifier{keys: set.Lookup, opts: opts, algs: asymmetric, clock: clock.Real}
 }
 
 // NewKeyVerifier verifies against one public key; the key's type decides
@@ -57,7 +59,7 @@ func NewKeyVerifier(pub crypto.PublicKey, opts VerifyOptions) (*Verifier, error)
 	k := PublicKey{Key: pub, Algs: algs}
 	return &Verifier{
 		keys: func(context.Context, string) ([]PublicKey, error) { return []PublicKey{k}, nil },
-		opts: opts, algs: algs, now: time.Now,
+		opts: opts, algs: algs, clock: clock.Real,
 	}, nil
 }
 
@@ -67,11 +69,11 @@ func NewSecretVerifier(secret []byte, opts VerifyOptions) (*Verifier, error) {
 	if len(secret) < 32 {
 		return nil, fmt.Errorf("secret of %d bytes: at least 32 are required", len(secret))
 	}
-	return &Verifier{secret: secret, opts: opts, algs: []string{"HS256", "HS384", "HS512"}, now: time.Now}, nil
+	return &Verifier{secret: secret, opts: opts, algs: []string{"HS256", "HS384", "HS512"}, clock: clock.Real}, nil
 }
 
 // SetClock replaces the clock, for tests.
-func (v *Verifier) SetClock(now func() time.Time) { v.now = now }
+func (v *Verifier) SetClock(c clock.Clock) { v.clock = clock.Or(c) }
 
 // Verify checks token and returns its claims.
 func (v *Verifier) Verify(ctx context.Context, token string) (jwt.MapClaims, error) {
@@ -82,7 +84,7 @@ func (v *Verifier) Verify(ctx context.Context, token string) (jwt.MapClaims, err
 		jwt.WithExpirationRequired(),
 		jwt.WithIssuedAt(),
 		jwt.WithLeeway(v.opts.Leeway),
-		jwt.WithTimeFunc(v.now),
+		jwt.WithTimeFunc(v.clock.Now),
 	}
 	if v.opts.Issuer != "" {
 		opts = append(opts, jwt.WithIssuer(v.opts.Issuer))

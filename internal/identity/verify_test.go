@@ -24,9 +24,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-jose/go-jose/v4"
 	"github.com/golang-jwt/jwt/v5"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/toolgate/toolgate/internal/clock"
 )
 
 const (
@@ -207,24 +210,6 @@ func (s *jwksServer) setStatus(code int) {
 	s.status = code
 }
 
-// stepClock is a clock a test moves by hand.
-type stepClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *stepClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *stepClock) set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
-
 func rsaPublicPEM(t testing.TB, pub *rsa.PublicKey) []byte {
 	t.Helper()
 	der, err := x509.MarshalPKIXPublicKey(pub)
@@ -253,7 +238,7 @@ func TestVerifier(t *testing.T) {
 	k := testSigKeys(t)
 	secret := []byte("0123456789abcdef0123456789abcdef") // 32 bytes
 	opts := VerifyOptions{Issuer: vIssuer, Audience: vAudience, Leeway: vLeeway}
-	at := func() time.Time { return vNow }
+	at := clock.NewManual(vNow)
 
 	srv := newJWKSServer(t, jwksOf(t,
 		withJWK(pubJWK(t, "rsa-1", &k.rsa.PublicKey), "alg", "RS256", "use", "sig"),
@@ -501,7 +486,7 @@ func TestVerifierOptionalChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v.SetClock(func() time.Time { return vNow })
+	v.SetClock(clock.NewManual(vNow))
 	c := baseClaims()
 	delete(c, "iss")
 	delete(c, "aud")
@@ -607,7 +592,7 @@ func TestVerifyErrorMessages(t *testing.T) {
 // whose key set the test swaps.
 type rotationFixture struct {
 	srv   *jwksServer
-	clock *stepClock
+	clock *clock.Manual
 	keys  *RemoteKeySet
 	logs  *observer.ObservedLogs
 	v     *Verifier
@@ -619,7 +604,7 @@ type rotationFixture struct {
 
 func newRotationFixture(t *testing.T, keys ...string) *rotationFixture {
 	t.Helper()
-	f := &rotationFixture{t0: vNow, clock: &stepClock{t: vNow}}
+	f := &rotationFixture{t0: vNow, clock: clock.NewManual(vNow)}
 	var err error
 	if _, f.a, err = ed25519.GenerateKey(rand.Reader); err != nil {
 		t.Fatal(err)
@@ -633,9 +618,9 @@ func newRotationFixture(t *testing.T, keys ...string) *rotationFixture {
 	core, logs := observer.New(zap.InfoLevel)
 	f.logs = logs
 	f.keys = NewRemoteKeySet(f.srv.srv.URL, f.srv.srv.Client(), zap.New(core))
-	f.keys.SetClock(f.clock.now)
+	f.keys.SetClock(f.clock)
 	f.v = NewJWKSVerifier(f.keys, VerifyOptions{Issuer: vIssuer, Audience: vAudience})
-	f.v.SetClock(f.clock.now)
+	f.v.SetClock(f.clock)
 	return f
 }
 
@@ -651,7 +636,7 @@ func (f *rotationFixture) set(t *testing.T, names ...string) []byte {
 // verify verifies a token signed by key A or B (under its own kid) at t0+d.
 func (f *rotationFixture) verify(t *testing.T, d time.Duration, name string) error {
 	t.Helper()
-	f.clock.set(f.t0.Add(d))
+	f.clock.Set(f.t0.Add(d))
 	key := map[string]ed25519.PrivateKey{"A": f.a, "B": f.b}[name]
 	c := jwt.MapClaims{"iss": vIssuer, "aud": vAudience, "sub": "u", "iat": f.t0.Unix(), "exp": f.t0.Add(time.Hour).Unix()}
 	_, err := f.v.Verify(context.Background(), signJWT(t, jwt.SigningMethodEdDSA, key, name, c))
@@ -846,7 +831,7 @@ func TestRemoteKeySetConcurrent(t *testing.T) {
 func TestRemoteKeySetLookup(t *testing.T) {
 	f := newRotationFixture(t, "A", "B")
 	set := NewRemoteKeySet(f.srv.srv.URL, nil, nil)
-	set.SetClock(f.clock.now)
+	set.SetClock(f.clock)
 	all, err := set.Lookup(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
@@ -867,7 +852,7 @@ func TestRemoteKeySetLookup(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	other := NewRemoteKeySet(f.srv.srv.URL, nil, nil)
-	other.SetClock(f.clock.now)
+	other.SetClock(f.clock)
 	if _, err := other.Lookup(ctx, "A"); !errors.Is(err, context.Canceled) {
 		t.Errorf("Lookup with a cancelled context = %v, want context.Canceled", err)
 	}
@@ -904,6 +889,38 @@ func TestParseJWKS(t *testing.T) {
 	}
 	yOff := new(big.Int).Add(new(big.Int).SetBytes(ecRaw[33:]), big.NewInt(1))
 	offCurve := withJWK(ecJWK, "y", b64(yOff.FillBytes(make([]byte, 32))))
+
+	// Private keys as go-jose writes them, d and all.
+	privJWK := func(kid string, priv any) map[string]string {
+		b, err := json.Marshal(jose.JSONWebKey{Key: priv, KeyID: kid})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]string
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	// Moduli of a given size: go-jose reads n without factoring it.
+	modulus := func(bits int) *big.Int {
+		n := new(big.Int).Lsh(big.NewInt(1), uint(bits-1))
+		return n.Add(n, big.NewInt(1))
+	}
+	rsa4096 := &rsa.PublicKey{N: modulus(4096), E: 65537}
+	// The Ed25519 identity point, of order 1.
+	lowOrder := append([]byte{1}, make([]byte, 31)...)
+	// An Ed25519 key whose x5c certificate is of another key.
+	cert, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{SerialNumber: big.NewInt(1)}, &x509.Certificate{SerialNumber: big.NewInt(1)}, k.otherEd.Public(), k.otherEd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x5cOther, err := json.Marshal(map[string]any{"keys": []any{map[string]any{
+		"kty": "OKP", "crv": "Ed25519", "kid": "ed", "x": edJWK["x"], "x5c": []string{base64.StdEncoding.EncodeToString(cert)},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	type want struct {
 		kid  string
@@ -952,12 +969,32 @@ func TestParseJWKS(t *testing.T) {
 		{name: "EC x not padded", data: jwksOf(t, withJWK(ecJWK, "x", b64(make([]byte, 31)))), wantErr: "bad EC x or y"},
 		{name: "EC y missing", data: jwksOf(t, withJWK(ecJWK, "y", "")), wantErr: "bad EC x or y"},
 		{name: "EC x not base64url", data: jwksOf(t, withJWK(ecJWK, "x", strings.Repeat("=", 43))), wantErr: "bad EC x or y"},
-		{name: "EC point not on the curve", data: jwksOf(t, withJWK(ecJWK, "x", b64(big.NewInt(1).FillBytes(make([]byte, 32))), "y", b64(big.NewInt(1).FillBytes(make([]byte, 32))))), wantErr: "bad EC point"},
-		{name: "EC y off by one", data: jwksOf(t, offCurve), wantErr: "bad EC point"},
+		{name: "EC point not on the curve", data: jwksOf(t, withJWK(ecJWK, "x", b64(big.NewInt(1).FillBytes(make([]byte, 32))), "y", b64(big.NewInt(1).FillBytes(make([]byte, 32))))), wantErr: "bad EC x or y: go-jose/go-jose: invalid EC key, X/Y are not on declared curve"},
+		{name: "EC y off by one", data: jwksOf(t, offCurve), wantErr: "bad EC x or y: go-jose/go-jose: invalid EC key, X/Y are not on declared curve"},
 		{name: "P-384 coordinates on P-256", data: jwksOf(t, withJWK(pubJWK(t, "x", &p384.PublicKey), "crv", "P-256")), wantErr: "bad EC x or y"},
 		{name: "Ed25519 x short", data: jwksOf(t, withJWK(edJWK, "x", b64(make([]byte, 31)))), wantErr: "bad Ed25519 x"},
 		{name: "Ed25519 x missing", data: jwksOf(t, withJWK(edJWK, "x", "")), wantErr: "bad Ed25519 x"},
 		{name: "bad key after good ones", data: jwksOf(t, edJWK, withJWK(rsaJWK, "kid", "broken", "e", "")), wantErr: `key 1 (kid "broken")`},
+
+		// What go-jose reads but a set of verification keys must not hold.
+		{name: "HMAC secret skipped", data: jwksOf(t, map[string]string{"kty": "oct", "kid": "h", "k": "c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0", "alg": "HS256", "use": "sig"}, edJWK), want: []want{{"ed", []string{"EdDSA"}, k.ed.Public()}}},
+		{name: "no kty skipped", data: jwksOf(t, withJWK(edJWK, "kty", ""), rsaJWK), want: []want{{"rsa", rsaAlgs, &k.rsa.PublicKey}}},
+		{name: "member names are case-sensitive", data: jwksOf(t, withJWK(edJWK, "kty", "", "KTY", "OKP"), rsaJWK), want: []want{{"rsa", rsaAlgs, &k.rsa.PublicKey}}},
+		{name: "EC without crv skipped", data: jwksOf(t, withJWK(ecJWK, "crv", ""), edJWK), want: []want{{"ed", []string{"EdDSA"}, k.ed.Public()}}},
+		{name: "RSA 4096 bits", data: jwksOf(t, pubJWK(t, "big", rsa4096)), want: []want{{"big", rsaAlgs, rsa4096}}},
+		{name: "RSA private key", data: jwksOf(t, edJWK, privJWK("rsa", k.rsa)), wantErr: "private members"},
+		{name: "EC private key", data: jwksOf(t, privJWK("ec", k.ec)), wantErr: "private members"},
+		{name: "Ed25519 private key", data: jwksOf(t, privJWK("ed", k.ed)), wantErr: "private members"},
+		{name: "RSA prime without d", data: jwksOf(t, withJWK(rsaJWK, "p", privJWK("rsa", k.rsa)["p"])), wantErr: "private members"},
+		{name: "private key marked enc skipped", data: jwksOf(t, withJWK(privJWK("rsa", k.rsa), "use", "enc"), edJWK), want: []want{{"ed", []string{"EdDSA"}, k.ed.Public()}}},
+		{name: "RSA 8192 bits", data: jwksOf(t, pubJWK(t, "huge", &rsa.PublicKey{N: modulus(8192), E: 65537})), wantErr: "bad RSA n or e: go-jose/go-jose: invalid RSA key, modulus too large"},
+		{name: "RSA e zero", data: jwksOf(t, withJWK(rsaJWK, "e", "AA")), wantErr: "bad RSA n or e: not a public key"},
+		{name: "RSA e of 8 bytes", data: jwksOf(t, withJWK(rsaJWK, "e", b64([]byte{0, 0, 0, 1, 0, 0, 0, 1}))), wantErr: "e is longer than 4 bytes"},
+		{name: "RSA e of 9 bytes, 65537 in the low 8", data: jwksOf(t, withJWK(rsaJWK, "e", b64([]byte{1, 0, 0, 0, 0, 0, 1, 0, 1}))), wantErr: "e is longer than 4 bytes"},
+		{name: "RSA e of 4 bytes", data: jwksOf(t, withJWK(rsaJWK, "e", b64([]byte{0, 1, 0, 1}))), want: []want{{"rsa", rsaAlgs, &k.rsa.PublicKey}}},
+		{name: "Ed25519 low-order point", data: jwksOf(t, withJWK(edJWK, "x", b64(lowOrder))), wantErr: "bad Ed25519 x: go-jose/go-jose: invalid Ed25519 public key, low-order point"},
+		{name: "x5c of another key", data: x5cOther, wantErr: "do not match"},
+		{name: "duplicate member", data: []byte(`{"keys": [{"kty": "OKP", "kty": "RSA", "crv": "Ed25519", "x": "` + edJWK["x"] + `"}]}`), wantErr: "duplicate"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1015,7 +1052,7 @@ func TestVerifierOneSpelling(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v.SetClock(func() time.Time { return vNow })
+	v.SetClock(clock.NewManual(vNow))
 	tok := signJWT(t, jwt.SigningMethodHS256, secret, "", baseClaims())
 	if _, err := v.Verify(context.Background(), tok); err != nil {
 		t.Fatalf("the token as signed: %v", err)

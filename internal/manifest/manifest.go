@@ -112,6 +112,23 @@ type Set struct {
 	list   []*Compiled
 }
 
+// Load reads the manifest files and compiles their tools and the inline
+// ones (named "inline tools" in errors) against the components.
+func Load(files []string, inline []Tool, components map[string]*dispatch.Component) (*Set, error) {
+	var sources []Source
+	for _, path := range files {
+		src, err := ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		sources = append(sources, src)
+	}
+	if len(inline) > 0 {
+		sources = append(sources, Source{Name: "inline tools", Tools: inline})
+	}
+	return Compile(sources, components)
+}
+
 // Compile checks and compiles every tool of every source. The first error
 // names the source and the tool.
 func Compile(sources []Source, components map[string]*dispatch.Component) (*Set, error) {

@@ -143,23 +143,22 @@ func TestReadFileCompile(t *testing.T) {
 	tests := []struct {
 		name    string
 		paths   []string
+		inline  []manifest.Tool
 		wantErr []string
 	}{
 		{name: "valid", paths: []string{"testdata/valid.json"}},
 		{name: "duplicate across files", paths: []string{"testdata/valid.json", "testdata/dup.json"}, wantErr: []string{"testdata/valid.json", "testdata/dup.json", `"get_weather"`, "duplicate"}},
 		{name: "broken target", paths: []string{"testdata/bad_target.json"}, wantErr: []string{"testdata/bad_target.json", `"steal_token"`, "authorization", "belongs to the gateway"}},
+		{name: "inline beside a file", paths: []string{"testdata/valid.json"}, inline: []manifest.Tool{{Name: "inline_one", Description: "x",
+			InputSchema: []byte(`{"type":"object"}`), Target: dispatch.Spec{Type: "url", Method: "GET", URL: "https://example.com/x"}}}},
+		{name: "inline duplicates a file's tool", paths: []string{"testdata/valid.json"}, inline: []manifest.Tool{{Name: "get_weather", Description: "x",
+			InputSchema: []byte(`{"type":"object"}`), Target: dispatch.Spec{Type: "url", Method: "GET", URL: "https://example.com/x"}}},
+			wantErr: []string{"inline tools", `"get_weather"`, "duplicate", "testdata/valid.json"}},
+		{name: "missing file", paths: []string{"testdata/nope.json"}, wantErr: []string{"testdata/nope.json"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var sources []manifest.Source
-			for _, p := range tt.paths {
-				src, err := manifest.ReadFile(p)
-				if err != nil {
-					t.Fatal(err)
-				}
-				sources = append(sources, src)
-			}
-			set, err := manifest.Compile(sources, testComponents(t))
+			set, err := manifest.Load(tt.paths, tt.inline, testComponents(t))
 			if tt.wantErr == nil {
 				if err != nil {
 					t.Fatalf("Compile: %v", err)

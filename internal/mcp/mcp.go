@@ -5,23 +5,22 @@ package mcp
 
 import (
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
 
+	"github.com/toolgate/toolgate/internal/clock"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/result"
 )
@@ -62,6 +61,8 @@ type Options struct {
 	Version string
 	// Logger gets the errors a client is not told; nil discards them.
 	Logger *zap.Logger
+	// Clock tells when continuation state expires; nil is the system clock.
+	Clock clock.Clock
 }
 
 // Server is the MCP endpoint.
@@ -72,7 +73,7 @@ type Server struct {
 	stateful  http.Handler
 	stateless http.Handler
 	key       []byte
-	now       func() time.Time
+	clock     clock.Clock
 
 	mu   sync.Mutex
 	used map[string]time.Time // continuation nonces already spent
@@ -83,7 +84,7 @@ const stateTTL = 15 * time.Minute
 
 // New builds the MCP server for the gateway's tools.
 func New(gw *gateway.Gateway, opts Options) *Server {
-	s := &Server{gw: gw, key: opts.StateKey, now: time.Now, used: map[string]time.Time{}, logger: opts.Logger}
+	s := &Server{gw: gw, key: opts.StateKey, clock: clock.Or(opts.Clock), used: map[string]time.Time{}, logger: opts.Logger}
 	if s.logger == nil {
 		s.logger = zap.NewNop()
 	}
@@ -289,47 +290,45 @@ func errorResult(msg string) *sdk.CallToolResult {
 }
 
 // state is a card's continuation: which call to resume, for whom, until
-// when, and a nonce that makes it usable once.
+// when (exp), and a nonce (jti) that makes it usable once. It travels as
+// a JWT signed with HS256 under the server's state key.
 type state struct {
-	CallID  string `json:"c"`
-	User    string `json:"u"`
-	Install string `json:"i"`
-	Exp     int64  `json:"e"`
-	Nonce   string `json:"n"`
+	CallID  string `json:"call"`
+	User    string `json:"user"`
+	Install string `json:"install"`
+	jwt.RegisteredClaims
 }
 
-func (s *Server) sign(st state) string {
-	body, _ := json.Marshal(st)
-	mac := hmac.New(sha256.New, s.key)
-	mac.Write(body)
-	return base64.RawURLEncoding.EncodeToString(body) + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+func (s *Server) sign(st state) (string, error) {
+	return jwt.NewWithClaims(jwt.SigningMethodHS256, st).SignedString(s.key)
 }
 
-// open checks a continuation: its signature, its caller, its age, and that
+// open checks a continuation: its signature, its age, its caller, and that
 // it was not used before; it spends it.
 func (s *Server) open(raw string, c Caller) (state, error) {
-	bodyB64, sigB64, ok := strings.Cut(raw, ".")
-	body, err1 := base64.RawURLEncoding.DecodeString(bodyB64)
-	sig, err2 := base64.RawURLEncoding.DecodeString(sigB64)
-	if !ok || err1 != nil || err2 != nil {
-		return state{}, errors.New("malformed request state")
-	}
-	mac := hmac.New(sha256.New, s.key)
-	mac.Write(body)
-	if !hmac.Equal(sig, mac.Sum(nil)) {
-		return state{}, errors.New("request state does not verify")
-	}
 	var st state
-	if err := json.Unmarshal(body, &st); err != nil {
+	_, err := jwt.NewParser(
+		// Only what sign makes: never "none", never another algorithm.
+		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+		// One spelling per state, like the nonce it carries.
+		jwt.WithStrictDecoding(),
+		jwt.WithExpirationRequired(),
+		jwt.WithTimeFunc(s.clock.Now),
+	).ParseWithClaims(raw, &st, func(*jwt.Token) (any, error) { return s.key, nil })
+	switch {
+	case errors.Is(err, jwt.ErrTokenMalformed), errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
 		return state{}, errors.New("malformed request state")
-	}
-	now := s.now()
-	if now.Unix() > st.Exp {
+	case errors.Is(err, jwt.ErrTokenExpired):
 		return state{}, errors.New("request state has expired")
+	case err != nil:
+		return state{}, errors.New("request state does not verify")
+	case st.ID == "" || st.CallID == "":
+		return state{}, errors.New("malformed request state")
 	}
 	if st.User != c.Identity.User || st.Install != c.Identity.Install {
 		return state{}, errors.New("request state belongs to another caller")
 	}
+	now := s.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for n, exp := range s.used {
@@ -337,10 +336,10 @@ func (s *Server) open(raw string, c Caller) (state, error) {
 			delete(s.used, n)
 		}
 	}
-	if _, spent := s.used[st.Nonce]; spent {
+	if _, spent := s.used[st.ID]; spent {
 		return state{}, errors.New("request state was already used")
 	}
-	s.used[st.Nonce] = time.Unix(st.Exp, 0)
+	s.used[st.ID] = st.ExpiresAt.Time
 	return st, nil
 }
 
@@ -384,13 +383,19 @@ func (s *Server) askCard(ans *gateway.Answer, c Caller, caps *sdk.ClientCapabili
 	}
 	nonce := make([]byte, 16)
 	_, _ = rand.Read(nonce)
-	st := state{
+	raw, err := s.sign(state{
 		CallID: ans.CallID, User: c.Identity.User, Install: c.Identity.Install,
-		Exp: s.now().Add(stateTTL).Unix(), Nonce: base64.RawURLEncoding.EncodeToString(nonce),
+		RegisteredClaims: jwt.RegisteredClaims{
+			ExpiresAt: jwt.NewNumericDate(s.clock.Now().Add(stateTTL)),
+			ID:        base64.RawURLEncoding.EncodeToString(nonce),
+		},
+	})
+	if err != nil {
+		return s.failed(err), nil
 	}
 	return &sdk.CallToolResult{
 		InputRequests: sdk.InputRequestMap{cardInput: &sdk.ElicitParams{Mode: "form", Message: msg, RequestedSchema: schema}},
-		RequestState:  s.sign(st),
+		RequestState:  raw,
 	}, nil
 }
 

@@ -1,0 +1,219 @@
+package mcp
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/toolgate/toolgate/internal/clock"
+	"github.com/toolgate/toolgate/internal/gateway"
+)
+
+var stateT0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// stateServer is a Server with only what sign and open need.
+func stateServer(c clock.Clock) *Server {
+	return &Server{key: []byte("0123456789abcdef0123456789abcdef"), clock: c, used: map[string]time.Time{}}
+}
+
+func callerOf(user, install string) Caller {
+	return Caller{Identity: gateway.Identity{User: user, Install: install}}
+}
+
+// newState is the state askCard would sign at the clock's time.
+func newState(s *Server, nonce string) state {
+	return state{CallID: "toolu_01", User: "u_1", Install: "in_1", RegisteredClaims: jwt.RegisteredClaims{
+		ExpiresAt: jwt.NewNumericDate(s.clock.Now().Add(stateTTL)),
+		ID:        nonce,
+	}}
+}
+
+func mustSign(t testing.TB, s *Server, st state) string {
+	t.Helper()
+	raw, err := s.sign(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// signAs signs claims with any method and key, as someone forging a
+// state would.
+func signAs(t *testing.T, m jwt.SigningMethod, key any, claims jwt.Claims) string {
+	t.Helper()
+	raw, err := jwt.NewWithClaims(m, claims).SignedString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// withPayload is raw with its payload changed by edit, header and
+// signature kept.
+func withPayload(t *testing.T, raw string, edit func(map[string]any)) string {
+	t.Helper()
+	parts := strings.Split(raw, ".")
+	b, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var claims map[string]any
+	if err := json.Unmarshal(b, &claims); err != nil {
+		t.Fatal(err)
+	}
+	edit(claims)
+	b, _ = json.Marshal(claims)
+	parts[1] = base64.RawURLEncoding.EncodeToString(b)
+	return strings.Join(parts, ".")
+}
+
+func TestStateOpen(t *testing.T) {
+	clk := clock.NewManual(stateT0)
+	s := stateServer(clk)
+	raw := mustSign(t, s, newState(s, "n1"))
+	st, err := s.open(raw, callerOf("u_1", "in_1"))
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	if st.CallID != "toolu_01" || st.User != "u_1" || st.Install != "in_1" || st.ID != "n1" || !st.ExpiresAt.Time.Equal(stateT0.Add(stateTTL)) {
+		t.Errorf("opened %+v", st)
+	}
+	// The state is a JWT: HS256 with its fields, exp and jti as claims.
+	parts := strings.Split(raw, ".")
+	if len(parts) != 3 {
+		t.Fatalf("state %q is not a compact JWS", raw)
+	}
+	header, _ := base64.RawURLEncoding.DecodeString(parts[0])
+	if !strings.Contains(string(header), `"alg":"HS256"`) {
+		t.Errorf("header %s", header)
+	}
+	// Valid until its exp, not at it.
+	clk.Set(stateT0.Add(stateTTL - time.Second))
+	if _, err := s.open(mustSign(t, s, newState(s, "n2")), callerOf("u_1", "in_1")); err != nil {
+		t.Errorf("open before exp: %v", err)
+	}
+}
+
+func TestStateOpenRefused(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	u1 := callerOf("u_1", "in_1")
+	tests := []struct {
+		name   string
+		raw    func(t *testing.T, s *Server) string
+		caller Caller
+		at     time.Duration // since stateT0, when opened
+		want   string
+	}{
+		{"tampered exp", func(t *testing.T, s *Server) string {
+			return withPayload(t, mustSign(t, s, newState(s, "n")), func(c map[string]any) { c["exp"] = c["exp"].(float64) + 3600 })
+		}, u1, 0, "does not verify"},
+		{"tampered user", func(t *testing.T, s *Server) string {
+			return withPayload(t, mustSign(t, s, newState(s, "n")), func(c map[string]any) { c["user"] = "u_2" })
+		}, callerOf("u_2", "in_1"), 0, "does not verify"},
+		{"signed with another key", func(t *testing.T, s *Server) string {
+			return signAs(t, jwt.SigningMethodHS256, []byte("another key, another key, another"), newState(s, "n"))
+		}, u1, 0, "does not verify"},
+		{"alg none", func(t *testing.T, s *Server) string {
+			return signAs(t, jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, newState(s, "n"))
+		}, u1, 0, "does not verify"},
+		{"HS512 with the same key", func(t *testing.T, s *Server) string {
+			return signAs(t, jwt.SigningMethodHS512, key, newState(s, "n"))
+		}, u1, 0, "does not verify"},
+		{"signature respelled", func(t *testing.T, s *Server) string {
+			// HS256's 32 bytes end in a character with 2 spare bits.
+			raw := mustSign(t, s, newState(s, "n"))
+			const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+			return raw[:len(raw)-1] + string(alphabet[strings.IndexByte(alphabet, raw[len(raw)-1])^1])
+		}, u1, 0, "malformed"},
+		{"expired", func(t *testing.T, s *Server) string { return mustSign(t, s, newState(s, "n")) }, u1, stateTTL, "expired"},
+		{"another user", func(t *testing.T, s *Server) string { return mustSign(t, s, newState(s, "n")) }, callerOf("u_2", "in_1"), 0, "another caller"},
+		{"another install", func(t *testing.T, s *Server) string { return mustSign(t, s, newState(s, "n")) }, callerOf("u_1", "in_2"), 0, "another caller"},
+		{"no exp", func(t *testing.T, s *Server) string {
+			st := newState(s, "n")
+			st.ExpiresAt = nil
+			return mustSign(t, s, st)
+		}, u1, 0, "malformed"},
+		{"no nonce", func(t *testing.T, s *Server) string { return mustSign(t, s, newState(s, "")) }, u1, 0, "malformed"},
+		{"no call", func(t *testing.T, s *Server) string {
+			st := newState(s, "n")
+			st.CallID = ""
+			return mustSign(t, s, st)
+		}, u1, 0, "malformed"},
+		{"garbage", func(*testing.T, *Server) string { return "garbage" }, u1, 0, "malformed"},
+		{"empty", func(*testing.T, *Server) string { return "" }, u1, 0, "malformed"},
+		{"the old body.mac form", func(t *testing.T, s *Server) string {
+			raw := mustSign(t, s, newState(s, "n"))
+			parts := strings.Split(raw, ".")
+			return parts[1] + "." + parts[2]
+		}, u1, 0, "malformed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := clock.NewManual(stateT0)
+			s := stateServer(clk)
+			raw := tt.raw(t, s)
+			clk.Set(stateT0.Add(tt.at))
+			st, err := s.open(raw, tt.caller)
+			if err == nil {
+				t.Fatalf("open accepted %+v", st)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("open: %v, want it to say %q", err, tt.want)
+			}
+			if len(s.used) != 0 {
+				t.Errorf("a refused state was spent: %v", s.used)
+			}
+		})
+	}
+}
+
+// A state opens once; a refused caller does not spend it; a spent nonce
+// is forgotten once its state has expired.
+func TestStateOnce(t *testing.T) {
+	clk := clock.NewManual(stateT0)
+	s := stateServer(clk)
+	raw := mustSign(t, s, newState(s, "n"))
+	if _, err := s.open(raw, callerOf("u_2", "in_1")); err == nil || !strings.Contains(err.Error(), "another caller") {
+		t.Fatalf("another caller: %v", err)
+	}
+	if _, err := s.open(raw, callerOf("u_1", "in_1")); err != nil {
+		t.Fatalf("the owner after a refused stranger: %v", err)
+	}
+	if _, err := s.open(raw, callerOf("u_1", "in_1")); err == nil || !strings.Contains(err.Error(), "already used") {
+		t.Fatalf("reused: %v", err)
+	}
+	// Another state with the same nonce is the same state.
+	clk.Add(time.Minute)
+	if _, err := s.open(mustSign(t, s, newState(s, "n")), callerOf("u_1", "in_1")); err == nil || !strings.Contains(err.Error(), "already used") {
+		t.Fatalf("same nonce, later exp: %v", err)
+	}
+	clk.Set(stateT0.Add(stateTTL + time.Second))
+	if _, err := s.open(mustSign(t, s, newState(s, "other")), callerOf("u_1", "in_1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, kept := s.used["n"]; kept {
+		t.Error("the expired state's nonce is still kept")
+	}
+}
+
+// BenchmarkState is a card's continuation signed and opened: once per
+// card answered over MCP, never per call.
+func BenchmarkState(b *testing.B) {
+	s := stateServer(clock.Real)
+	c := callerOf("u_1", "in_1")
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		clear(s.used) // the sweep of spent nonces is not what is measured
+		raw := mustSign(b, s, newState(s, strconv.Itoa(i)))
+		if _, err := s.open(raw, c); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
