@@ -107,17 +107,6 @@ func u1() mcp.Meta {
 	return mcp.Meta{"toolgate/identity": map[string]any{"user": "u_1", "install": "in_1"}}
 }
 
-func withMeta(m mcp.Meta, kv ...any) mcp.Meta {
-	out := mcp.Meta{}
-	for k, v := range m {
-		out[k] = v
-	}
-	for i := 0; i+1 < len(kv); i += 2 {
-		out[kv[i].(string)] = kv[i+1]
-	}
-	return out
-}
-
 func callTool(t *testing.T, cs *mcp.ClientSession, p *mcp.CallToolParams) *mcp.CallToolResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -49,12 +49,6 @@ func pagesConfig(t *testing.T, dataDir string) string {
 `, dataDir, pageSecret, pageOrigin)
 }
 
-func startPages(t *testing.T) *caddytest.Tester {
-	tc := caddytest.NewTester(t)
-	tc.InitServer(pagesConfig(t, dataDir(t)), "caddyfile")
-	return tc
-}
-
 // pageClaims are a valid page token's claims for a user and thread.
 func pageClaims(user, thread string) jwt.MapClaims {
 	return jwt.MapClaims{
@@ -81,8 +75,6 @@ func pageToken(t *testing.T, user, thread string) string {
 type pageStream struct {
 	offers chan clienttools.Offer
 	raw    chan string
-	cancel context.CancelFunc
-	closed chan struct{}
 }
 
 // streamClient has no timeout: a stream stays open until it is cancelled.
@@ -112,10 +104,9 @@ func openStream(t *testing.T, token, threadID string, header ...string) (*pageSt
 		cancel()
 		return nil, resp.StatusCode, string(body)
 	}
-	s := &pageStream{offers: make(chan clienttools.Offer, 16), raw: make(chan string, 16), cancel: cancel, closed: make(chan struct{})}
+	s := &pageStream{offers: make(chan clienttools.Offer, 16), raw: make(chan string, 16)}
 	t.Cleanup(cancel)
 	go func() {
-		defer close(s.closed)
 		defer resp.Body.Close()
 		sc := bufio.NewScanner(resp.Body)
 		event := ""
@@ -150,21 +141,6 @@ func (s *pageStream) next(t *testing.T) clienttools.Offer {
 		t.Fatal("the page got no call")
 	}
 	return clienttools.Offer{}
-}
-
-// none checks the stream gets no call for a while.
-func (s *pageStream) none(t *testing.T, d time.Duration) {
-	t.Helper()
-	select {
-	case o := <-s.offers:
-		t.Errorf("unexpected call offered: %+v", o)
-	case <-time.After(d):
-	}
-}
-
-func (s *pageStream) close() {
-	s.cancel()
-	<-s.closed
 }
 
 type invokeResult struct {
@@ -208,16 +184,6 @@ func waitInvoke(t *testing.T, ch <-chan invokeResult) invokeResult {
 		t.Fatal("the invoke did not answer")
 	}
 	return invokeResult{}
-}
-
-// pending checks an invoke has not answered yet.
-func pending(t *testing.T, ch <-chan invokeResult) {
-	t.Helper()
-	select {
-	case r := <-ch:
-		t.Fatalf("the invoke answered before the page: %d %s", r.status, r.raw)
-	default:
-	}
 }
 
 type apiErr struct {
