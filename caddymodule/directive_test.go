@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -64,6 +65,18 @@ func TestNextHandlerAndStoredKey(t *testing.T) {
 
 	tc.AssertGetResponse("http://127.0.0.1:9080/elsewhere", 200, "next handler")
 	tc.AssertGetResponse(base+"/unowned", 200, "next handler")
+	// ServeMux would redirect this to /calls/, outside /toolgate/; the
+	// client must not follow a redirect for this to tell.
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	if resp, err := noRedirect.Get(base + "/calls"); err != nil {
+		t.Error(err)
+	} else {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(body) != "next handler" {
+			t.Errorf("GET /calls: %d %q, want the next handler", resp.StatusCode, body)
+		}
+	}
 	req, _ := http.NewRequest(http.MethodDelete, base+"/tools", nil)
 	r := tc.AssertResponseCode(req, 405)
 	if r.Header.Get("Allow") != "GET" {
