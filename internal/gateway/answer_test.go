@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/result"
@@ -78,4 +79,17 @@ func TestAnswerJSON(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkAnswerJSON writes the answer of the load harness's call: done,
+// with a 1 KiB content, into a reused buffer as the handler does.
+func BenchmarkAnswerJSON(b *testing.B) {
+	a := &Answer{CallID: NewCallID(), Tool: "get_item", Status: StatusDone,
+		Result: result.Result{Content: strings.Repeat("x", 1010)}}
+	buf := make([]byte, 0, 4<<10)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = a.AppendJSON(buf[:0])
+	}
+	b.SetBytes(int64(len(buf)))
 }
