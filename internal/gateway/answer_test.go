@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -199,4 +200,28 @@ func BenchmarkAnswerJSON(b *testing.B) {
 		buf = a.AppendJSON(buf[:0])
 	}
 	b.SetBytes(int64(len(buf)))
+}
+
+// BenchmarkAnswerJSONSize writes large answers into the handler's 4 KiB
+// pooled buffer: what they allocate is the point (AppendJSON's Grow).
+func BenchmarkAnswerJSONSize(b *testing.B) {
+	for _, n := range []int{64 << 10, 1 << 20} {
+		b.Run(fmt.Sprintf("%dKiB", n>>10), func(b *testing.B) {
+			a := &Answer{CallID: NewCallID(), Tool: "echo", Status: StatusDone,
+				Result: result.Result{Content: strings.Repeat("y", n)}}
+			b.ReportAllocs()
+			b.SetBytes(int64(n))
+			for b.Loop() {
+				_ = a.AppendJSON(make([]byte, 0, 4<<10))
+			}
+		})
+	}
+}
+
+// BenchmarkContextHeader is the header of an api call, once a constant.
+func BenchmarkContextHeader(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = contextHeader(Origin{Source: SourceAPI})
+	}
 }
