@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -84,6 +85,46 @@ func TestAnswerJSON(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzAnswerJSON holds AppendJSON to what it promises for any strings and
+// any recorded card: it does not fail, it writes JSON, and that JSON is the
+// value encoding/json writes for the shape of the status, with a card that
+// is not JSON as null. Its own strings are valid UTF-8; a card is copied as
+// recorded, as it was before json v2, and the gateway records only cards it
+// wrote with encoding/json, which are valid UTF-8.
+func FuzzAnswerJSON(f *testing.F) {
+	f.Add("call_1", "t", uint8(0), "hi", "", []byte(nil))
+	f.Add("c\xff", "<t>", uint8(0), "\x00\u2028", "**m**", []byte(nil))
+	f.Add("c", "t", uint8(1), "", "", []byte(`{"type":"action_required","title":"\u003c\xff","title":"x"}`))
+	f.Add("c", "t", uint8(1), "", "", []byte(`{"title":`))
+	f.Add("c", "t", uint8(2), "not shown", "", []byte(`{}`))
+	statuses := []string{StatusDone, StatusActionRequired, StatusRunning, StatusAwaitingClient, "other"}
+	f.Fuzz(func(t *testing.T, callID, tool string, status uint8, content, markdown string, card []byte) {
+		a := Answer{CallID: callID, Tool: tool, Status: statuses[int(status)%len(statuses)],
+			Result: result.Result{Content: content, Markdown: markdown}, Card: card}
+		got := a.AppendJSON(nil)
+		if !json.Valid(got) || (a.Status != StatusActionRequired && !utf8.Valid(got)) {
+			t.Fatalf("AppendJSON wrote invalid JSON: %q", got)
+		}
+		if !json.Valid(a.Card) {
+			a.Card = json.RawMessage("null")
+		}
+		want, err := json.Marshal(reflected(&a))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var g, w any
+		if err := json.Unmarshal(got, &g); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(want, &w); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(g, w) {
+			t.Fatalf("AppendJSON wrote\n%q\nencoding/json writes\n%q", got, want)
+		}
+	})
 }
 
 // The bytes of each shape, as the hand-written encoder before json v2 wrote
