@@ -38,6 +38,9 @@ type Result struct {
 // AppendFields appends the result's members as encoding/json writes them
 // from the struct tags, separated by commas, without the braces of the
 // object they go in, and without reflection.
+//
+// Deprecated: the ledger's record encoder is its last caller; it moves to
+// json v2 (issue 13), and this goes with it.
 func (r *Result) AppendFields(dst []byte) []byte {
 	dst = append(dst, `"isError":`...)
 	dst = strconv.AppendBool(dst, r.IsError)
@@ -50,6 +53,9 @@ func (r *Result) AppendFields(dst []byte) []byte {
 
 // AppendOptional appends name (`,"key":`) and s as a JSON string, unless s
 // is empty: a string member tagged omitempty.
+//
+// Deprecated: the ledger's record encoder is its last caller; it moves to
+// json v2 (issue 13), and this goes with it.
 func AppendOptional(dst []byte, name, s string) []byte {
 	if s == "" {
 		return dst
@@ -60,6 +66,9 @@ func AppendOptional(dst []byte, name, s string) []byte {
 // AppendString appends s as a JSON string, invalid UTF-8 as U+FFFD, as
 // encoding/json writes it (but for HTML characters and U+2028/9, which it
 // escapes and JSON does not need escaped).
+//
+// Deprecated: the ledger's record encoder is its last caller; it moves to
+// json v2 (issue 13), and this goes with it.
 func AppendString(dst []byte, s string) []byte {
 	dst, _ = jsontext.AppendQuote(dst, s)
 	return dst
