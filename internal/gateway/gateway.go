@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/toolgate/toolgate/internal/clienttools"
+	"github.com/toolgate/toolgate/internal/clock"
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/ledger"
@@ -196,6 +197,8 @@ type Config struct {
 	// the wait for the page (default clienttools.DefaultTimeout).
 	Bridge        *clienttools.Bridge
 	ClientTimeout time.Duration
+	// Clock stamps calls and their deadlines. Default: the system's.
+	Clock clock.Clock
 }
 
 // Gateway serves one set of tools.
@@ -208,14 +211,14 @@ type Gateway struct {
 	instance   string
 	bridge     *clienttools.Bridge
 	clientWait time.Duration
-	now        func() time.Time
+	clock      clock.Clock
 }
 
 // New returns a gateway.
 func New(c Config) *Gateway {
 	g := &Gateway{
 		tools: c.Tools, issuer: c.Issuer, client: c.Client,
-		ledger: c.Ledger, logger: c.Logger, instance: c.Instance, now: time.Now,
+		ledger: c.Ledger, logger: c.Logger, instance: c.Instance, clock: clock.Or(c.Clock),
 		bridge: c.Bridge, clientWait: c.ClientTimeout,
 	}
 	if g.bridge == nil {
@@ -334,7 +337,7 @@ func (g *Gateway) Invoke(ctx context.Context, call Call) (*Answer, error) {
 	if inputErr != nil {
 		digest = ledger.InputDigest(string(call.Input))
 	}
-	now := g.now()
+	now := g.clock.Now()
 	state, limit := ledger.Running, g.inFlightLimit()
 	if tool.Target.Spec.Type == dispatch.TypeClient && call.Origin.Source == SourceThread {
 		state, limit = ledger.AwaitingClient, g.clientWait+InFlightMargin
@@ -367,7 +370,7 @@ func (g *Gateway) Invoke(ctx context.Context, call Call) (*Answer, error) {
 	} else {
 		rec.State, rec.Result = ledger.Done, &out.res
 	}
-	rec.Updated = g.now()
+	rec.Updated = g.clock.Now()
 	g.record(ctx, rec, state)
 	return answerOf(rec), nil
 }
@@ -397,7 +400,7 @@ func (g *Gateway) record(ctx context.Context, c *ledger.Call, from ledger.State)
 	go func() {
 		var cur *ledger.Call
 		pause := recordRetry / 10
-		for g.now().Add(pause).Before(done.Deadline) {
+		for g.clock.Now().Add(pause).Before(done.Deadline) {
 			time.Sleep(pause)
 			cur, err = g.ledger.Update(ctx, &done, from)
 			if !errors.Is(err, ledger.ErrUnavailable) {
