@@ -25,6 +25,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"net/http"
+	"reflect"
 	"strings"
 
 	"go.uber.org/zap"
@@ -167,16 +168,20 @@ func (a *API) handle(pattern string, h http.HandlerFunc) {
 // reports false, writing nothing, for any other path, which is not the
 // API's to answer (the Caddy module passes it to the next handler).
 func (a *API) Serve(w http.ResponseWriter, r *http.Request) bool {
-	// ServeMux answers a path that is not clean, or a subtree's root
-	// without its slash, with a redirect, reported under the new path
-	// rather than a pattern: those are not the API's either.
-	if _, pattern := a.mux.Handler(r); !a.patterns[pattern] {
+	// ServeMux answers a path that is not clean with a redirect to the
+	// clean one, and a subtree's root without its slash with a redirect to
+	// the subtree: neither is the API's, so neither is served here.
+	h, pattern := a.mux.Handler(r)
+	if !a.patterns[pattern] || reflect.TypeOf(h) == redirectType {
 		return false
 	}
 	// ServeMux.ServeHTTP, not the handler found: it sets the path values.
 	a.mux.ServeHTTP(w, r)
 	return true
 }
+
+// redirectType is the type of the handlers ServeMux redirects with.
+var redirectType = reflect.TypeOf(http.RedirectHandler("/", http.StatusMovedPermanently))
 
 // ServeHTTP serves the API's paths, and 404 for any other.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
