@@ -11,6 +11,7 @@ FUZZ := \
 	./internal/result:FuzzParseCard \
 	./internal/gateway:FuzzDecodeInput \
 	./internal/gateway:FuzzCheckCard \
+	./internal/gateway:FuzzAnswerJSON \
 	./internal/dispatch:FuzzCompile \
 	./internal/manifest:FuzzManifest \
 	./internal/ledger:FuzzReadJournal \

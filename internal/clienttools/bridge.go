@@ -12,6 +12,9 @@ import (
 	"sync"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/toolgate/toolgate/internal/clock"
 	"github.com/toolgate/toolgate/internal/result"
 )
@@ -57,14 +60,15 @@ func (o Outcome) ToolResult() result.Result {
 	// Only a JSON string is itself: null would decode into a string too,
 	// but it is a value whose JSON text is "null".
 	var s string
-	if t := bytes.TrimLeft(o.Result, " \t\r\n"); len(t) > 0 && t[0] == '"' && json.Unmarshal(o.Result, &s) == nil {
+	if jsontext.Value(o.Result).Kind() == '"' && jsonv2.Unmarshal(o.Result, &s, jsontext.AllowInvalidUTF8(true)) == nil {
 		return result.Result{Content: s}
 	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, o.Result); err != nil {
+	// Compact works in place: o.Result is the caller's.
+	text := jsontext.Value(bytes.Clone(o.Result))
+	if err := text.Compact(); err != nil {
 		return result.Failure("the page posted a result that is not JSON: %v", err)
 	}
-	return result.Result{Content: buf.String()}
+	return result.Result{Content: string(text)}
 }
 
 type threadKey struct{ user, thread string }

@@ -1,6 +1,7 @@
 package clienttools
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -500,6 +501,40 @@ func TestToolResult(t *testing.T) {
 		r := Outcome{Result: json.RawMessage(bad)}.ToolResult()
 		if !r.IsError || r.Content == "" {
 			t.Errorf("invalid JSON %q: %+v, want an error result", bad, r)
+		}
+	}
+}
+
+// toolResultV1 is ToolResult as it was written on encoding/json.
+func toolResultV1(o Outcome) (content string, isError bool) {
+	var s string
+	if t := bytes.TrimLeft(o.Result, " \t\r\n"); len(t) > 0 && t[0] == '"' && json.Unmarshal(o.Result, &s) == nil {
+		return s, false
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, o.Result); err != nil {
+		return "", true
+	}
+	return buf.String(), false
+}
+
+// ToolResult reads what a page posted as it did on encoding/json: invalid
+// UTF-8 in a string becomes U+FFFD, other values keep their text.
+func TestToolResultReadsAsEncodingJSON(t *testing.T) {
+	for _, v := range []string{
+		`"plain"`, " \t\r\n\"spaced\" ", `"\u00e9\u003c\ud83d\ude00"`, "\"\xff\xfe\"", `"\ud800 lone"`, `"\udc00\ud800"`,
+		"{\"a\" : \"\xff\\ud800\\u003c\", \"a\": 1.0e2 , \"b\":[ true ,null ]}", ` [ 1 , 2.50 , -0 , 1E+2 ] `,
+		`"unterminated`, `"a" "b"`, `"a"x`, "\f\"a\"", `{"a":1,}`, `tru`,
+	} {
+		o := Outcome{Result: json.RawMessage(v)}
+		before := bytes.Clone(o.Result)
+		got := o.ToolResult()
+		content, isError := toolResultV1(o)
+		if got.IsError != isError || !isError && got.Content != content {
+			t.Errorf("ToolResult(%q) = %q isError=%v; on encoding/json %q isError=%v", v, got.Content, got.IsError, content, isError)
+		}
+		if !bytes.Equal(o.Result, before) {
+			t.Errorf("ToolResult(%q) changed the posted result to %q", v, o.Result)
 		}
 	}
 }

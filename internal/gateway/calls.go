@@ -49,7 +49,7 @@ func (g *Gateway) settle(ctx context.Context, c *ledger.Call) (*Answer, error) {
 		}
 		// The deadline passed: whoever ran the call is gone.
 		closed := *c
-		closed.State, closed.Result, closed.Updated = ledger.Done, &outcomeUnknown, g.now()
+		closed.State, closed.Result, closed.Updated = ledger.Done, &outcomeUnknown, g.clock.Now()
 		cur, err := g.ledger.Update(ctx, &closed, c.State)
 		switch {
 		case err == nil:
@@ -191,8 +191,8 @@ func (g *Gateway) Resume(ctx context.Context, req ResumeRequest) (*Answer, error
 			}
 		}
 		claimed := *c
-		claimed.State, claimed.Resume, claimed.Updated = ledger.Running, &want, g.now()
-		claimed.Owner, claimed.Deadline = g.instance, g.now().Add(g.inFlightLimit())
+		claimed.State, claimed.Resume, claimed.Updated = ledger.Running, &want, g.clock.Now()
+		claimed.Owner, claimed.Deadline = g.instance, g.clock.Now().Add(g.inFlightLimit())
 		cur, err := g.ledger.Update(ctx, &claimed, ledger.ActionRequired)
 		if errors.Is(err, ledger.ErrConflict) {
 			c = cur
@@ -204,7 +204,7 @@ func (g *Gateway) Resume(ctx context.Context, req ResumeRequest) (*Answer, error
 
 		// As a call does, a pressed button runs to its end without its caller.
 		res := g.answerCard(context.WithoutCancel(ctx), &claimed, card, button, want.Action)
-		claimed.State, claimed.Result, claimed.Updated = ledger.Done, &res, g.now()
+		claimed.State, claimed.Result, claimed.Updated = ledger.Done, &res, g.clock.Now()
 		g.record(ctx, &claimed, ledger.Running)
 		return answerOf(&claimed), nil
 	}

@@ -25,6 +25,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"net/http"
+	"reflect"
 	"strings"
 
 	"go.uber.org/zap"
@@ -85,6 +86,7 @@ type API struct {
 	maxRequest  int64
 	logger      *zap.Logger
 	mux         *http.ServeMux
+	patterns    map[string]bool // registered: the API owns only these
 }
 
 // New returns the API, checking the config.
@@ -123,7 +125,7 @@ func New(c Config) (*API, error) {
 // and a catch-all that answers 405 (or 404 for a malformed id) as JSON,
 // as ServeMux's own plain-text answers would not be.
 func (a *API) routes() {
-	a.mux = http.NewServeMux()
+	a.mux, a.patterns = http.NewServeMux(), map[string]bool{}
 	a.handle("GET /tools", a.runtime(a.serveList))
 	a.handle("POST /tools/{name...}", a.runtime(a.serveInvoke))
 	a.handle("GET /calls/{id}", a.callID(a.runtime(a.serveStatus)))
@@ -158,32 +160,28 @@ func (a *API) routes() {
 
 // handle registers a route.
 func (a *API) handle(pattern string, h http.HandlerFunc) {
-	a.mux.Handle(pattern, route(h))
+	a.mux.HandleFunc(pattern, h)
+	a.patterns[pattern] = true
 }
-
-// route is a handler the API registered. Serve tells the API's routes from
-// ServeMux's own answers by this type: the mux reports a registered
-// pattern for the redirects it answers itself too.
-type route http.HandlerFunc
-
-func (h route) ServeHTTP(w http.ResponseWriter, r *http.Request) { h(w, r) }
 
 // Serve answers a request on one of the API's paths and reports true; it
 // reports false, writing nothing, for any other path, which is not the
 // API's to answer (the Caddy module passes it to the next handler).
 func (a *API) Serve(w http.ResponseWriter, r *http.Request) bool {
-	// ServeMux answers a path that is not clean (/tools//x), or a
-	// subtree's root without its slash (/calls), with a redirect of its
-	// own, which under handle_path would leave the mount point: those
-	// are not the API's paths either.
-	h, _ := a.mux.Handler(r)
-	if _, ours := h.(route); !ours {
+	// ServeMux answers a path that is not clean with a redirect to the
+	// clean one, and a subtree's root without its slash with a redirect to
+	// the subtree: neither is the API's, so neither is served here.
+	h, pattern := a.mux.Handler(r)
+	if !a.patterns[pattern] || reflect.TypeOf(h) == redirectType {
 		return false
 	}
 	// ServeMux.ServeHTTP, not the handler found: it sets the path values.
 	a.mux.ServeHTTP(w, r)
 	return true
 }
+
+// redirectType is the type of the handlers ServeMux redirects with.
+var redirectType = reflect.TypeOf(http.RedirectHandler("/", http.StatusMovedPermanently))
 
 // ServeHTTP serves the API's paths, and 404 for any other.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {

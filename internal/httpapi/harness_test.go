@@ -85,6 +85,51 @@ func TestLoopbackOnly(t *testing.T) {
 	}
 }
 
+// The API serves its own paths and leaves every other to the next
+// handler, paths ServeMux would redirect included.
+func TestServeOwnsOnlyItsPaths(t *testing.T) {
+	api := newTestAPI(t, Config{})
+	for _, c := range []struct {
+		method, path string
+		owned        bool
+	}{
+		{"GET", "/tools", true},
+		{"POST", "/tools/save", true},
+		{"DELETE", "/tools/save", true}, // its path: 405
+		{"POST", "/tools/", true},       // an empty name: unknown tool
+		{"GET", "/calls/c1", true},
+		{"POST", "/calls/c1/resume", true},
+		{"GET", "/calls/a/b", true}, // no such call
+		{"GET", "/client/calls", true},
+		{"GET", "/client/nope", true},
+		{"POST", "/mcp", true},
+		{"GET", "/.well-known/jwks.json", true},
+		{"GET", "/client.js", true},
+		{"GET", "/", false},
+		{"GET", "/toolsx", false},
+		{"GET", "/calls", false},  // ServeMux would redirect to /calls/
+		{"GET", "/client", false}, // and to /client/
+		{"GET", "/mcp/", false},   // not /mcp
+		{"POST", "/tools/../mcp", false},
+		{"GET", "/tools/./x", false},
+		{"GET", "//tools", false},
+		{"GET", "/app/page", false},
+	} {
+		r := httptest.NewRequest(c.method, "http://127.0.0.1"+c.path, nil)
+		r.RemoteAddr = "127.0.0.1:5000"
+		w := httptest.NewRecorder()
+		if got := api.Serve(w, r); got != c.owned {
+			t.Errorf("%s %s: owned %v, want %v", c.method, c.path, got, c.owned)
+		}
+		if !c.owned && (w.Code != 200 || w.Body.Len() != 0 || len(w.Header()) != 0) {
+			t.Errorf("%s %s: not owned, yet %d %q was written", c.method, c.path, w.Code, w.Body)
+		}
+		if c.owned && w.Code == http.StatusMovedPermanently {
+			t.Errorf("%s %s: redirected", c.method, c.path)
+		}
+	}
+}
+
 // The tests below run the API the way the Caddy module does, without
 // Caddy: a gateway over real components (httptest upstreams), a bolt
 // ledger in t.TempDir(), and the API served by an httptest.Server on a

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Card is an action-required card: a handler pauses the call until a
@@ -49,13 +52,15 @@ func IsCard(body []byte) bool {
 	return card
 }
 
+// cardOptions read a card as encoding/json did (v1Options), unknown
+// members refused, and anything after the card too.
+var cardOptions = jsonv2.JoinOptions(v1Options, jsonv2.RejectUnknownMembers(true))
+
 // ParseCard decodes and checks a card: a title, at least one button, each
 // with a unique id and a label. Button targets are left to the caller.
 func ParseCard(body []byte) (*Card, error) {
 	var c Card
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
+	if err := jsonv2.Unmarshal(body, &c, cardOptions); err != nil {
 		return nil, fmt.Errorf("invalid card: %v", err)
 	}
 	if c.Type != CardType {
@@ -104,16 +109,17 @@ func FromButtonInput(input json.RawMessage) Result {
 	if len(bytes.TrimSpace(input)) == 0 {
 		return Result{}
 	}
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(input, &obj) == nil {
+	var obj map[string]jsontext.Value
+	if jsonv2.Unmarshal(input, &obj, v1Options) == nil {
 		if _, ok := obj["content"]; ok {
 			r, _ := fromJSON(input)
 			return r
 		}
 	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, input); err != nil {
+	// Compact works in place: input is the recorded card's.
+	text := jsontext.Value(bytes.Clone(input))
+	if err := text.Compact(); err != nil {
 		return Failure("the button's input is not valid JSON: %v", err)
 	}
-	return Result{Content: buf.String()}
+	return Result{Content: string(text)}
 }

@@ -189,8 +189,8 @@ func sameAsMapDecode(t *testing.T, body []byte, got result.Result, gotCard bool)
 // FuzzParseCard holds ParseCard to the card rules, and to a round trip: the
 // card the gateway records (its JSON) parses again to the same card when a
 // button is pressed. It also holds the two readers of "is this a card" to
-// each other: NormalizeOrCard's, and a result mapping's, which decodes with
-// encoding/json.
+// each other: NormalizeOrCard's, and a result mapping's, which decodes the
+// body into Go values. ParseCard reads a JSON value as encoding/json did.
 func FuzzParseCard(f *testing.F) {
 	for _, s := range []string{
 		`{"type":"action_required","title":"Send?","elements":[{"type":"button","id":"a","label":"A","input":{"content":"ok"}}]}`,
@@ -215,6 +215,9 @@ func FuzzParseCard(f *testing.F) {
 			t.Fatalf("%q: a mapping refuses it as a card: %v; IsCard: %v", body, refused, result.IsCard(body))
 		}
 
+		if json.Valid(body) {
+			sameCardAsV1(t, body)
+		}
 		c, err := result.ParseCard(body)
 		if err != nil {
 			if c != nil {

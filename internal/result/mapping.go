@@ -1,12 +1,12 @@
 package result
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/vm"
+	jsonv2 "github.com/go-json-experiment/json"
 )
 
 // Answer is what a result mapping reads: a target's 2xx answer with its
@@ -46,15 +46,10 @@ func (m *Mapping) Apply(status int, header http.Header, body []byte) Result {
 			a.Headers[k] = v[0]
 		}
 	}
-	var parsed any
-	if json.Unmarshal(body, &parsed) == nil {
-		a.Body = parsed
-	} else {
-		a.Body = string(body)
-	}
+	a.Body = decodeBody(body)
 	// A mapping is for a url target, which may not answer a card: neither
 	// the answer nor what the mapping makes of it may be shaped like one.
-	if isCardMap(parsed) {
+	if isCardMap(a.Body) {
 		return Failure("the target answered an action-required card: %v", ErrCardNotFromApp)
 	}
 	out, err := expr.Run(m.prog, a)
@@ -103,6 +98,17 @@ func fromMap(m map[string]any) Result {
 		r.Card = cardOf(r)
 	}
 	return r
+}
+
+// decodeBody is what a mapping sees of a body: its JSON value as
+// encoding/json decoded it (v1Options; numbers are float64), or its text
+// when it is not JSON.
+func decodeBody(body []byte) any {
+	var v any
+	if jsonv2.Unmarshal(body, &v, v1Options) != nil {
+		return string(body)
+	}
+	return v
 }
 
 // isCardMap reports whether a decoded JSON value is shaped like a card, as

@@ -4,7 +4,6 @@ package result
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"mime"
 	"net/http"
@@ -13,7 +12,10 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	jsonv1 "github.com/go-json-experiment/json/v1"
+
 	"github.com/toolgate/toolgate/internal/jsonread"
 )
 
@@ -36,6 +38,9 @@ type Result struct {
 // AppendFields appends the result's members as encoding/json writes them
 // from the struct tags, separated by commas, without the braces of the
 // object they go in, and without reflection.
+//
+// Deprecated: the ledger's record encoder is its last caller; it moves to
+// json v2 (issue 13), and this goes with it.
 func (r *Result) AppendFields(dst []byte) []byte {
 	dst = append(dst, `"isError":`...)
 	dst = strconv.AppendBool(dst, r.IsError)
@@ -48,6 +53,9 @@ func (r *Result) AppendFields(dst []byte) []byte {
 
 // AppendOptional appends name (`,"key":`) and s as a JSON string, unless s
 // is empty: a string member tagged omitempty.
+//
+// Deprecated: the ledger's record encoder is its last caller; it moves to
+// json v2 (issue 13), and this goes with it.
 func AppendOptional(dst []byte, name, s string) []byte {
 	if s == "" {
 		return dst
@@ -58,6 +66,9 @@ func AppendOptional(dst []byte, name, s string) []byte {
 // AppendString appends s as a JSON string, invalid UTF-8 as U+FFFD, as
 // encoding/json writes it (but for HTML characters and U+2028/9, which it
 // escapes and JSON does not need escaped).
+//
+// Deprecated: the ledger's record encoder is its last caller; it moves to
+// json v2 (issue 13), and this goes with it.
 func AppendString(dst []byte, s string) []byte {
 	dst, _ = jsontext.AppendQuote(dst, s)
 	return dst
@@ -104,6 +115,18 @@ func FromJSON(body []byte) Result {
 // jsonOptions read an answer as encoding/json reads it into a map: a
 // repeated member's last value wins, invalid UTF-8 becomes U+FFFD.
 var jsonOptions = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)}
+
+// v1Options decode into Go values as encoding/json did, for the readers
+// written on it: names match a struct's fields ignoring case (but not '_'
+// or '-'), a repeated member replaces the one before it, and invalid UTF-8
+// becomes U+FFFD. Tests hold each reader to encoding/json.
+var v1Options = jsonv2.JoinOptions(
+	jsontext.AllowDuplicateNames(true),
+	jsontext.AllowInvalidUTF8(true),
+	jsonv2.MatchCaseInsensitiveNames(true),
+	jsonv1.MatchCaseSensitiveDelimiter(true),
+	jsonv1.MergeWithLegacySemantics(true),
+)
 
 // member is one channel of a JSON answer as read: its kind ('"' for a
 // string, 'n' for null, 0 when absent) and its string value.
@@ -242,7 +265,7 @@ func failure(status int, jsonBody bool, body []byte) Result {
 			Code  *string `json:"code"`
 			Error *string `json:"error"`
 		}
-		if json.Unmarshal(body, &de) == nil && de.Code != nil && de.Error != nil {
+		if jsonv2.Unmarshal(body, &de, v1Options) == nil && de.Code != nil && de.Error != nil {
 			return Failure("%s: %s: %s", head, bounded(*de.Code), bounded(*de.Error))
 		}
 	}

@@ -1,6 +1,7 @@
 package result_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -329,5 +330,30 @@ func TestNormalizeOrCard(t *testing.T) {
 				t.Errorf("a card where no card is allowed must be an error result: %+v", r)
 			}
 		})
+	}
+}
+
+// A failing answer's domain error is read as it was on encoding/json:
+// names in any case, the last of repeated names, invalid UTF-8 as U+FFFD.
+func TestDomainErrorAsEncodingJSON(t *testing.T) {
+	for _, body := range []string{
+		`{"code":"nf","error":"missing"}`, `{"Code":"nf","ERROR":"missing","other":1}`, `{"code":"a","code":"b","error":"e"}`,
+		`{"code":"a","Code":"b","error":"e"}`, "{\"code\":\"\xff\",\"error\":\"\\ud800\"}", `{"co_de":"a","error":"e"}`,
+		`{"code":null,"error":"e"}`, `{"code":"a","error":1}`, `{"code":"a"}`, `{"code":"a","error":"e"} x`, `[]`, `null`,
+	} {
+		var de struct {
+			Code  *string `json:"code"`
+			Error *string `json:"error"`
+		}
+		want := "handler answered 404 Not Found: " + body
+		if json.Unmarshal([]byte(body), &de) == nil && de.Code != nil && de.Error != nil {
+			want = "handler answered 404 Not Found: " + *de.Code + ": " + *de.Error
+		}
+		if !utf8.ValidString(body) && want == "handler answered 404 Not Found: "+body {
+			want = "handler answered 404 Not Found"
+		}
+		if got := result.Normalize(404, "application/json", []byte(body)); got.Content != want || !got.IsError {
+			t.Errorf("%s: %+v, want %q", body, got, want)
+		}
 	}
 }
