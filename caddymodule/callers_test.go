@@ -1,13 +1,10 @@
 package caddymodule
 
 import (
-	"context"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"math/big"
@@ -18,13 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/golang-jwt/jwt/v5"
-	"go.uber.org/zap"
-
-	"github.com/toolgate/toolgate/internal/dispatch"
-	"github.com/toolgate/toolgate/internal/manifest"
 )
 
 // platform is a caller's token issuer: RSA keys published as a JWKS.
@@ -150,176 +142,6 @@ func get(t *testing.T, tc *caddytest.Tester, url string, header ...string) (*htt
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp, string(b)
-}
-
-func TestCallers(t *testing.T) {
-	rec := newRecorder(t)
-	p := newPlatform(t, "k1")
-	tc := caddytest.NewTester(t)
-	tc.InitServer(callersConfig(t, rec.srv.URL, p.srv.URL), "caddyfile")
-
-	user := p.token(t, "k1", goodClaims("u_7", "user"))
-	admin := p.token(t, "k1", goodClaims("u_8", "admin"))
-
-	// Refusals: every one a 401 with WWW-Authenticate, nothing sent.
-	expired := goodClaims("u_7", "user")
-	expired["exp"] = time.Now().Add(-time.Minute).Unix()
-	future := goodClaims("u_7", "user")
-	future["nbf"] = time.Now().Add(time.Minute).Unix()
-	wrongIss := goodClaims("u_7", "user")
-	wrongIss["iss"] = "https://evil.test"
-	wrongAud := goodClaims("u_7", "user")
-	wrongAud["aud"] = "other"
-	noSub := goodClaims("", "user")
-	delete(noSub, "sub")
-	p.mu.Lock()
-	pubDER, _ := x509.MarshalPKIXPublicKey(&p.keys["k1"].PublicKey)
-	p.mu.Unlock()
-	confused := jwt.NewWithClaims(jwt.SigningMethodHS256, goodClaims("u_7", "admin"))
-	confused.Header["kid"] = "k1"
-	confusedTok, _ := confused.SignedString(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}))
-	payload, _ := json.Marshal(goodClaims("u_7", "admin"))
-	none := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none","typ":"JWT","kid":"k1"}`)) + "." + base64.RawURLEncoding.EncodeToString(payload) + "."
-
-	before := rec.count()
-	for _, c := range []struct{ name, auth, code string }{
-		{"no token", "", "unauthorized"},
-		{"not bearer", "Basic dTpw", "unauthorized"},
-		{"garbage", "Bearer abc.def.ghi", "invalid_token"},
-		{"expired", "Bearer " + p.token(t, "k1", expired), "invalid_token"},
-		{"not yet valid", "Bearer " + p.token(t, "k1", future), "invalid_token"},
-		{"wrong issuer", "Bearer " + p.token(t, "k1", wrongIss), "invalid_token"},
-		{"wrong audience", "Bearer " + p.token(t, "k1", wrongAud), "invalid_token"},
-		{"no subject", "Bearer " + p.token(t, "k1", noSub), "invalid_token"},
-		{"alg none", "Bearer " + none, "invalid_token"},
-		{"HS256 with the RSA public key", "Bearer " + confusedTok, "invalid_token"},
-		{"unknown kid", "Bearer " + p.token(t, "k-unknown", goodClaims("u_7", "user")), "invalid_token"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			for _, path := range []string{"/tools", "/tools/open"} {
-				method := "GET"
-				if path != "/tools" {
-					method = "POST"
-				}
-				req, _ := http.NewRequest(method, base+path, strings.NewReader(`{"input":{}}`))
-				if c.auth != "" {
-					req.Header.Set("Authorization", c.auth)
-				}
-				resp, err := tc.Client.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var e apiErr
-				_ = json.NewDecoder(resp.Body).Decode(&e)
-				resp.Body.Close()
-				if resp.StatusCode != 401 || e.Error.Code != c.code || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer ") {
-					t.Errorf("%s %s: %d %+v %q", method, path, resp.StatusCode, e, resp.Header.Get("WWW-Authenticate"))
-				}
-			}
-		})
-	}
-	if n := rec.count() - before; n != 0 {
-		t.Errorf("refused calls reached the upstream %d times", n)
-	}
-
-	// The JWKS needs no token.
-	if resp, _ := get(t, tc, base+"/.well-known/jwks.json"); resp.StatusCode != 200 {
-		t.Errorf("jwks: %d", resp.StatusCode)
-	}
-
-	// The list is filtered by policy.
-	names := func(tok string) []string {
-		resp, body := get(t, tc, base+"/tools", "Authorization", "Bearer "+tok)
-		if resp.StatusCode != 200 {
-			t.Fatalf("tools: %d %s", resp.StatusCode, body)
-		}
-		var list []struct{ Name string }
-		_ = json.Unmarshal([]byte(body), &list)
-		var out []string
-		for _, l := range list {
-			out = append(out, l.Name)
-		}
-		return out
-	}
-	if got := strings.Join(names(user), ","); got != "bookmark,open,small" {
-		t.Errorf("user sees %s", got)
-	}
-	if got := strings.Join(names(admin), ","); got != "admin_only,bookmark,open,small" {
-		t.Errorf("admin sees %s", got)
-	}
-
-	// Allowed for one caller, forbidden for another; the identity is the
-	// token's, never the envelope's.
-	status, a := invoke(t, tc, "admin_only", `{"input":{}}`, "Authorization", "Bearer "+user)
-	if status != 403 || a.Error == nil || a.Error.Code != "forbidden" {
-		t.Errorf("user calling admin_only: %d %+v", status, a.Error)
-	}
-	status, a = invoke(t, tc, "admin_only", `{"input":{},"identity":{"user":"someone_else"}}`, "Authorization", "Bearer "+admin)
-	if status != 200 || a.IsError {
-		t.Fatalf("admin calling admin_only: %d %+v", status, a)
-	}
-	claims := verifyWithJWKS(t, tc, strings.TrimPrefix(rec.get(t, "/md").Header.Get("Authorization"), "Bearer "))
-	if claims["sub"] != "u_8" || claims["install"] != "in_9" {
-		t.Errorf("the component was told %v, want the caller token's u_8/in_9", claims)
-	}
-
-	// A policy over the input.
-	if status, _ := invoke(t, tc, "small", `{"input":{"amount":500}}`, "Authorization", "Bearer "+user); status != 403 {
-		t.Errorf("amount 500: %d, want 403", status)
-	}
-	if status, a := invoke(t, tc, "small", `{"input":{"amount":50}}`, "Authorization", "Bearer "+user); status != 200 || a.IsError {
-		t.Errorf("amount 50: %d %+v", status, a)
-	}
-
-	// A result mapping turns a JSON API's answer into channels.
-	status, a = invoke(t, tc, "bookmark", `{"input":{}}`, "Authorization", "Bearer "+user)
-	if status != 200 || a.IsError || a.Content != "Go https://go.dev" || a.Markdown != "[Go](https://go.dev)" || a.EmbedURL != "https://go.dev" || a.Card != "embed" {
-		t.Errorf("mapped: %d %+v", status, a)
-	}
-}
-
-// TestCallersFromAnywhere checks that with callers configured a verified
-// caller need not be on loopback, without a network: the handler is driven
-// directly with a non-loopback peer address.
-func TestCallersFromAnywhere(t *testing.T) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprint(w, "pong")
-	}))
-	defer up.Close()
-	secret := strings.Repeat("s", 32)
-	h := &Handler{
-		Callers:  &Callers{Tokens: Tokens{Secret: secret, Audience: "toolgate"}},
-		Ledger:   &Ledger{Backend: "off"},
-		Identity: &Identity{KeyFile: writeKey(t)},
-		Tools: []manifest.Tool{{
-			Name: "ping", Description: "d", InputSchema: json.RawMessage(`{"type":"object"}`),
-			Target: dispatch.Spec{Type: "url", Method: "GET", URL: up.URL + "/ping"},
-		}},
-	}
-	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
-	defer cancel()
-	if err := h.provision(ctx, zap.NewNop()); err != nil {
-		t.Fatal(err)
-	}
-	tok, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "u", "aud": "toolgate", "exp": time.Now().Add(time.Minute).Unix()}).SignedString([]byte(secret))
-	for _, c := range []struct {
-		auth   string
-		status int
-	}{{"Bearer " + tok, 200}, {"", 401}} {
-		req := httptest.NewRequest("POST", "/tools/ping", strings.NewReader(`{"input":{}}`))
-		req.RemoteAddr = "198.51.100.7:4000"
-		req.Header.Set("Content-Type", "application/json")
-		if c.auth != "" {
-			req.Header.Set("Authorization", c.auth)
-		}
-		w := httptest.NewRecorder()
-		if err := h.ServeHTTP(w, req, nil); err != nil {
-			t.Fatal(err)
-		}
-		if w.Code != c.status || (c.status == 200 && !strings.Contains(w.Body.String(), `"content":"pong"`)) {
-			t.Errorf("auth %q: %d %s", c.auth, w.Code, w.Body)
-		}
-	}
 }
 
 // TestIdentityKeyRotation moves the signing role to a new key while the old

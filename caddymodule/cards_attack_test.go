@@ -21,9 +21,10 @@ import (
 // whose button fetched Caddy's admin API (GET /config/, every secret in
 // it) as the tool result; another button sent a component's ${env.API_KEY}
 // to the upstream's own host; and a card answered by one component
-// deleted another component's data with the user's identity token. These
-// tests replay each attack against a running gateway whose admin API is
-// on, and check that nothing is sent.
+// deleted another component's data with the user's identity token. The
+// attack on the admin API is replayed here, against a running gateway
+// whose admin API is on, and nothing is sent; the others are replayed
+// against internal/httpapi.
 
 // Secrets in the config: the admin API's /config/ holds them all.
 const (
@@ -63,21 +64,6 @@ func (u *countingUpstream) requests() []recorded {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return append([]recorded(nil), u.reqs...)
-}
-
-// sawSecret reports whether any request carried one of the config's
-// secrets, anywhere.
-func (u *countingUpstream) sawSecret() bool {
-	for _, r := range u.requests() {
-		var b bytes.Buffer
-		b.WriteString(r.Path + "?" + r.Query + "\n")
-		_ = r.Header.Write(&b)
-		b.Write(r.Body)
-		if strings.Contains(b.String(), secretOfAPI) || strings.Contains(b.String(), secretOfFiles) {
-			return true
-		}
-	}
-	return false
 }
 
 // attackCard is a card whose one button "go" has the given target.
@@ -203,89 +189,5 @@ func TestCardAttackAdminAPI(t *testing.T) {
 
 	if n := len(rig.admin.requests()); n != 0 {
 		t.Errorf("the admin API stand-in was sent %d requests", n)
-	}
-}
-
-// (b) A url target answers a card whose button sends a component's env to
-// the upstream's own host.
-func TestCardAttackEnvToUpstream(t *testing.T) {
-	rig := startAttackGateway(t)
-	rig.refused(t, "ext_card", "env", "atk_env", "only app components may answer action-required cards")
-	if reqs := rig.ext.requests(); len(reqs) != 1 || reqs[0].Path != "/card/env" {
-		t.Errorf("the upstream was sent %d requests (%+v), want only the tool call", len(reqs), reqs)
-	}
-	// The app's own component may not send its env through a button either.
-	rig.refused(t, "api_card", "env", "atk_env_app", `not a "url" target`)
-	rig.refused(t, "api_card", "own_env", "atk_own_env", "${env.API_KEY}: a button may reference ${input…} only")
-	for name, u := range map[string]*countingUpstream{"ext": rig.ext, "api": rig.api, "files": rig.files} {
-		if u.sawSecret() {
-			t.Errorf("%s was sent a secret", name)
-		}
-	}
-	if n := len(rig.ext.requests()); n != 1 {
-		t.Errorf("the upstream was sent %d requests, want only the first tool call", n)
-	}
-	for _, r := range rig.api.requests() {
-		if r.Path == "/items" {
-			t.Errorf("the refused button ran: %+v", r)
-		}
-	}
-}
-
-// (c) Component api answers a card whose button deletes component files'
-// data with the user's identity token.
-func TestCardAttackOtherComponent(t *testing.T) {
-	rig := startAttackGateway(t)
-	rig.refused(t, "api_card", "other", "atk_other", `component "files": a button runs on component "api"`)
-	if n := len(rig.files.requests()); n != 0 {
-		t.Errorf("component files was sent %d requests", n)
-	}
-}
-
-// (d) A card of api whose button runs on api still works: once, with the
-// identity token for api.
-func TestCardOwnComponentStillWorks(t *testing.T) {
-	rig := startAttackGateway(t)
-	status, raw := rig.do(t, "POST", "/tools/api_card", `{"input":{"kind":"own"},"callId":"own_1",`+thread+`,`+who+`}`)
-	var paused struct {
-		Status string `json:"status"`
-		Card   struct {
-			Elements []struct{ ID string } `json:"elements"`
-		} `json:"card"`
-	}
-	if err := json.Unmarshal(raw, &paused); status != 200 || err != nil || paused.Status != "action_required" || len(paused.Card.Elements) != 1 {
-		t.Fatalf("own card: %d %s", status, raw)
-	}
-	var first answer
-	for i := range 2 {
-		status, raw = rig.do(t, "POST", "/calls/own_1/resume", `{"buttonId":"go",`+who+`}`)
-		var a answer
-		if err := json.Unmarshal(raw, &a); status != 200 || err != nil || a.Status != "done" || a.IsError || a.Content != "ran POST /items/z9" {
-			t.Fatalf("resume %d: %d %s", i, status, raw)
-		}
-		if i == 0 {
-			first = a
-		} else if a != first {
-			t.Errorf("the second resume answered %+v, the first %+v", a, first)
-		}
-	}
-	var ran []recorded
-	for _, r := range rig.api.requests() {
-		if r.Path == "/items/z9" {
-			ran = append(ran, r)
-		}
-	}
-	if len(ran) != 1 {
-		t.Fatalf("the button ran %d times", len(ran))
-	}
-	if string(ran[0].Body) != `{"id":"z9"}` || ran[0].Header.Get("Kazzle-Tool-Context") != `{"source":"thread","threadId":"th_1"}` {
-		t.Errorf("the button sent %s %v", ran[0].Body, ran[0].Header)
-	}
-	claims := verifyWithJWKS(t, rig.tc, strings.TrimPrefix(ran[0].Header.Get("Authorization"), "Bearer "))
-	if claims["sub"] != "u_1" || claims["install"] != "in_1" {
-		t.Errorf("the button's identity token names %v", claims)
-	}
-	if n := len(rig.files.requests()); n != 0 {
-		t.Errorf("component files was sent %d requests", n)
 	}
 }

@@ -1,0 +1,200 @@
+package caddymodule
+
+import (
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The endpoints are tested in internal/httpapi against an httptest
+// server. The tests here check what only Caddy gives them: that the
+// directive's config reaches the API (one call per area, through a
+// running Caddy), that other requests go to the next handler, and what
+// lives in Caddy's storage across a reload.
+
+// TestDirectiveInvoke makes one call through Caddy with testConfig: the
+// manifest file, the inline tools, the component's env, the identity block
+// and the upstream all come from the Caddyfile.
+func TestDirectiveInvoke(t *testing.T) {
+	tc, rec, _ := startGateway(t)
+
+	status, a := invoke(t, tc, "save",
+		`{"input":{"id":"a..b c","n":7,"note":"hi"},"callId":"toolu_01","context":{"source":"thread","threadId":"th_1"},`+who+`}`)
+	if status != 200 || a.IsError || a.Content != "ok" || a.Status != "done" || a.CallID != "toolu_01" || a.Tool != "save" {
+		t.Fatalf("answer %d %+v", status, a)
+	}
+	got := rec.get(t, "/items/")
+	if got.Method != "POST" || got.Path != "/items/a..b%20c" || got.Query != "n=7" || got.Header.Get("X-Note") != "hi" {
+		t.Errorf("upstream saw %s %s?%s X-Note %q", got.Method, got.Path, got.Query, got.Header.Get("X-Note"))
+	}
+	claims := verifyWithJWKS(t, tc, strings.TrimPrefix(got.Header.Get("Authorization"), "Bearer "))
+	if claims["iss"] != "https://tools.test" || claims["sub"] != "u_1" || claims["install"] != "in_1" || claims["aud"] != "api" {
+		t.Errorf("claims %v", claims)
+	}
+	if iat, exp := claims["iat"].(float64), claims["exp"].(float64); exp-iat != 120 {
+		t.Errorf("exp-iat = %v, want the configured ttl 120", exp-iat)
+	}
+
+	// A manifest's url tool, with its component's env.
+	status, a = invoke(t, tc, "ext_text", `{"input":{"q":"a b&c=d"}}`)
+	if status != 200 || a.IsError || a.Content != "plain <b>text</b>" {
+		t.Fatalf("ext_text: %d %+v", status, a)
+	}
+	if got := rec.get(t, "/text"); got.Query != "q=a+b%26c%3Dd" || got.Header.Get("X-Key") != "secret-key" {
+		t.Errorf("query %q, X-Key %q", got.Query, got.Header.Get("X-Key"))
+	}
+	// upstream_timeout and max_request_size are the Caddyfile's.
+	if status, a := invoke(t, tc, "slow", `{"input":{},`+who+`}`); status != 200 || !a.IsError || !strings.Contains(a.Content, "did not answer within 300ms") {
+		t.Errorf("slow: %d %+v", status, a)
+	}
+	if status, a := invoke(t, tc, "save", `{"input":{"id":"`+strings.Repeat("x", 70<<10)+`"}}`); status != 413 || a.Error == nil || a.Error.Code != "too_large" {
+		t.Errorf("70 KiB envelope: %d %+v", status, a.Error)
+	}
+}
+
+// TestNextHandlerAndStoredKey: paths that are not the API's go to the
+// next handler; the generated identity key is kept in Caddy's storage, so
+// a reload serves the same one.
+func TestNextHandlerAndStoredKey(t *testing.T) {
+	tc, _, dataDir := startGateway(t)
+
+	tc.AssertGetResponse("http://127.0.0.1:9080/elsewhere", 200, "next handler")
+	tc.AssertGetResponse(base+"/unowned", 200, "next handler")
+	// ServeMux would redirect this to /calls/, outside /toolgate/; the
+	// client must not follow a redirect for this to tell.
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	if resp, err := noRedirect.Get(base + "/calls"); err != nil {
+		t.Error(err)
+	} else {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(body) != "next handler" {
+			t.Errorf("GET /calls: %d %q, want the next handler", resp.StatusCode, body)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodDelete, base+"/tools", nil)
+	r := tc.AssertResponseCode(req, 405)
+	if r.Header.Get("Allow") != "GET" {
+		t.Errorf("Allow %q", r.Header.Get("Allow"))
+	}
+
+	kid := jwksKeys(t, tc)
+	if len(kid) != 1 {
+		t.Fatalf("jwks has %d keys", len(kid))
+	}
+	entries, _ := filepath.Glob(filepath.Join(dataDir, "toolgate", "identity", "*.pem"))
+	if len(entries) != 1 {
+		t.Errorf("storage holds %v", entries)
+	}
+	rec2 := newRecorder(t)
+	tc.InitServer(testConfig(t, rec2.srv.URL, dataDir), "caddyfile")
+	kid2 := jwksKeys(t, tc)
+	for k := range kid {
+		if _, ok := kid2[k]; !ok {
+			t.Errorf("after reload the key %s is gone: %v", k, kid2)
+		}
+	}
+}
+
+// TestDirectiveCallers: the callers block reaches the API: a request
+// without a token is refused with a challenge; a token from the JWKS URL,
+// with the block's issuer and audience, is the caller, its claims drive
+// the policies, and its identity is what the component is told.
+func TestDirectiveCallers(t *testing.T) {
+	rec := newRecorder(t)
+	p := newPlatform(t, "k1")
+	tc := caddytest.NewTester(t)
+	tc.InitServer(callersConfig(t, rec.srv.URL, p.srv.URL), "caddyfile")
+
+	if resp, body := get(t, tc, base+"/tools"); resp.StatusCode != 401 || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer ") {
+		t.Errorf("no token: %d %s %q", resp.StatusCode, body, resp.Header.Get("WWW-Authenticate"))
+	}
+	wrongAud := goodClaims("u_7", "user")
+	wrongAud["aud"] = "other"
+	if status, a := invoke(t, tc, "open", `{"input":{}}`, "Authorization", "Bearer "+p.token(t, "k1", wrongAud)); status != 401 || a.Error == nil || a.Error.Code != "invalid_token" {
+		t.Errorf("wrong audience: %d %+v", status, a.Error)
+	}
+	user := p.token(t, "k1", goodClaims("u_7", "user"))
+	if status, a := invoke(t, tc, "admin_only", `{"input":{}}`, "Authorization", "Bearer "+user); status != 403 || a.Error == nil || a.Error.Code != "forbidden" {
+		t.Errorf("user calling admin_only: %d %+v", status, a.Error)
+	}
+	status, a := invoke(t, tc, "admin_only", `{"input":{},"identity":{"user":"someone_else"}}`, "Authorization", "Bearer "+p.token(t, "k1", goodClaims("u_8", "admin")))
+	if status != 200 || a.IsError || a.Content != "saved" {
+		t.Fatalf("admin calling admin_only: %d %+v", status, a)
+	}
+	claims := verifyWithJWKS(t, tc, strings.TrimPrefix(rec.get(t, "/md").Header.Get("Authorization"), "Bearer "))
+	if claims["sub"] != "u_8" || claims["install"] != "in_9" {
+		t.Errorf("the component was told %v, want the caller token's u_8/in_9", claims)
+	}
+}
+
+// TestDirectivePages: the pages block reaches the API: its origins get
+// CORS, its secret, issuer and audience verify the page token, its cap on
+// streams holds, and a client tool call goes through the page and back.
+func TestDirectivePages(t *testing.T) {
+	cfg := strings.Replace(pagesConfig(t, dataDir(t)), "origins "+pageOrigin, "origins "+pageOrigin+"\n\t\t\t\tmax_streams_per_token 1", 1)
+	tc := caddytest.NewTester(t)
+	tc.InitServer(cfg, "caddyfile")
+
+	req, _ := http.NewRequest(http.MethodOptions, base+"/client/calls/x/claim", nil)
+	req.Header.Set("Origin", pageOrigin)
+	req.Header.Set("Access-Control-Request-Method", "POST")
+	resp := tc.AssertResponseCode(req, 204)
+	if resp.Header.Get("Access-Control-Allow-Origin") != pageOrigin {
+		t.Errorf("preflight from the pages origin: %v", resp.Header)
+	}
+
+	if ps, status, body := openStream(t, signPage(t, pageClaims("u_1", "th_1"), pageSecret+"-not"), "th_1"); ps != nil || status != 401 || errCode(body) != "invalid_token" {
+		t.Errorf("a token of another secret: %d %s", status, body)
+	}
+	tok := pageToken(t, "u_1", "th_1")
+	page, status, body := openStream(t, tok, "th_1")
+	if page == nil {
+		t.Fatalf("stream: %d %s", status, body)
+	}
+	if ps, status, body := openStream(t, tok, "th_1"); ps != nil || status != http.StatusTooManyRequests {
+		t.Errorf("a second stream over max_streams_per_token 1: %d %s", status, body)
+	}
+
+	inv := invokeAsync(tc, "where", `{"input":{"q":"pos"},"callId":"dp_1",`+threadCtx+`,`+pageIdentity+`}`)
+	if o := page.next(t); o.CallID != "dp_1" || o.Name != "video_position" || string(o.Input) != `{"q":"pos"}` {
+		t.Fatalf("offer %+v", o)
+	}
+	if status, body := claim(t, tc, tok, "dp_1"); status != 200 {
+		t.Fatalf("claim: %d %s", status, body)
+	}
+	if status, body := postResult(t, tc, tok, "dp_1", `{"result":"at 83s"}`); status != 200 {
+		t.Fatalf("result: %d %s", status, body)
+	}
+	if r := waitInvoke(t, inv); r.status != 200 || r.a.Status != "done" || r.a.IsError || r.a.Content != "at 83s" {
+		t.Errorf("invoke: %d %s", r.status, r.raw)
+	}
+}
+
+// TestDirectiveMCP opens one MCP session through Caddy: it lists the
+// Caddyfile's tools with a manifest's annotations, and a call reaches the
+// component with the identity of its _meta.
+func TestDirectiveMCP(t *testing.T) {
+	tc, rec := startMCPGateway(t)
+	cs := mcpClient{}.session(t)
+	tools := listTools(t, cs)
+	if len(tools) != 17 {
+		t.Errorf("listed %d tools, want the 16 of testConfig and annotated", len(tools))
+	}
+	if a := tools["annotated"]; a == nil || a.Annotations == nil || !a.Annotations.ReadOnlyHint {
+		t.Errorf("annotated: %s", dump(a))
+	}
+	res := callTool(t, cs, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{}, Meta: u1()})
+	if res.IsError || modelText(t, res) != "saved" {
+		t.Fatalf("md: %s", dump(res))
+	}
+	claims := verifyWithJWKS(t, tc, strings.TrimPrefix(rec.get(t, "/md").Header.Get("Authorization"), "Bearer "))
+	if claims["sub"] != "u_1" || claims["install"] != "in_1" {
+		t.Errorf("the component was told %v, want u_1/in_1", claims)
+	}
+}

@@ -1,0 +1,254 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/clienttools"
+)
+
+// startLimitedPages starts the pages config with small caps and a short
+// client tool timeout. It returns the server and its bridge.
+func startLimitedPages(t *testing.T, timeout time.Duration) (*server, *clienttools.Bridge) {
+	t.Helper()
+	o := pagesOptions(t)
+	o.limits = clienttools.Limits{PendingPerThread: 2, Pending: 3, StreamsPerToken: 2}
+	o.clientTimeout = timeout
+	s := startServer(t, o)
+	return s, s.bridge
+}
+
+// waitCounts polls the bridge until it holds calls and streams, or fails
+// after a few seconds: a stream is released when its request ends, which
+// the server sees a moment after the client closed it.
+func waitCounts(t *testing.T, b *clienttools.Bridge, calls, streams int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, s := b.Waiting()
+		if c == calls && s == streams {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bridge holds %d calls, %d streams; want %d, %d", c, s, calls, streams)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func invokeIn(s *server, thread, callID string) <-chan invokeResult {
+	return invokeAsync(s, "where", fmt.Sprintf(`{"input":{},"callId":%q,"context":{"source":"thread","threadId":%q},%s}`, callID, thread, pageIdentity))
+}
+
+// TestPendingLimitsHTTP: a client tool call over max_pending_per_thread or
+// max_pending is turned away at once with 429 and Retry-After, nothing of
+// it is recorded or reaches a page (it is not offered on the thread's
+// stream and cannot be claimed), and the same call id runs once there is
+// room; a repeat of a call already waiting joins it.
+func TestPendingLimitsHTTP(t *testing.T) {
+	s, b := startLimitedPages(t, 5*time.Second)
+	tok := pageToken(t, "u_1", "th_1")
+	page, status, body := openStream(t, s, tok, "th_1")
+	if page == nil {
+		t.Fatalf("stream: %d %s", status, body)
+	}
+	inv1 := invokeIn(s, "th_1", "lim_1")
+	inv2 := invokeIn(s, "th_1", "lim_2")
+	page.next(t)
+	page.next(t)
+	waitCounts(t, b, 2, 1)
+
+	over := func(thread, callID, want string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, s.URL+"/tools/where", strings.NewReader(
+			fmt.Sprintf(`{"input":{},"callId":%q,"context":{"source":"thread","threadId":%q},%s}`, callID, thread, pageIdentity)))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := s.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "10" ||
+			!strings.Contains(string(raw), `"code":"too_many_client_calls"`) || !strings.Contains(string(raw), want) {
+			t.Errorf("call %s over a limit: %d Retry-After %q %s; want 429 with Retry-After 10 and %q",
+				callID, resp.StatusCode, resp.Header.Get("Retry-After"), raw, want)
+		}
+		// Nothing was recorded: the same call id may be tried again later.
+		resp, err = s.client.Get(s.URL + "/calls/" + callID + "?user=u_1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("the refused %s was recorded: GET /calls answers %d, want 404", callID, resp.StatusCode)
+		}
+		if status, body := claim(t, s, pageToken(t, "u_1", thread), callID); status != http.StatusNotFound {
+			t.Errorf("claim of the refused %s: %d %s, want 404", callID, status, body)
+		}
+	}
+	over("th_1", "lim_3", "too many client tool calls waiting in this thread")
+	page.none(t, 100*time.Millisecond)
+	waitCounts(t, b, 2, 1)
+
+	// A repeat of a call already waiting joins it, full thread or not.
+	again := invokeIn(s, "th_1", "lim_1")
+	page.none(t, 100*time.Millisecond)
+
+	// Another thread has room of its own, up to max_pending in all.
+	inv4 := invokeIn(s, "th_2", "lim_4")
+	waitCounts(t, b, 3, 1)
+	over("th_3", "lim_5", "too many client tool calls waiting on this gateway")
+	page.none(t, 100*time.Millisecond)
+
+	// Answers free the places.
+	for id, inv := range map[string]<-chan invokeResult{"lim_1": inv1, "lim_2": inv2} {
+		if status, body := postResult(t, s, tok, id, `{"result":"ok"}`); status != http.StatusOK {
+			t.Fatalf("%s: %d %s", id, status, body)
+		}
+		if r := waitInvoke(t, inv); r.a.Content != "ok" || r.a.IsError {
+			t.Errorf("%s: %s", id, r.raw)
+		}
+	}
+	if r := waitInvoke(t, again); r.a.Content != "ok" || r.a.IsError {
+		t.Errorf("the repeat of lim_1: %s", r.raw)
+	}
+	tok2 := pageToken(t, "u_1", "th_2")
+	if status, body := postResult(t, s, tok2, "lim_4", `{"result":"ok"}`); status != http.StatusOK {
+		t.Fatalf("lim_4: %d %s", status, body)
+	}
+	waitInvoke(t, inv4)
+	waitCounts(t, b, 0, 1)
+	// The call id turned away runs now that there is room.
+	inv3 := invokeIn(s, "th_1", "lim_3")
+	if o := page.next(t); o.CallID != "lim_3" {
+		t.Errorf("offered %+v, want lim_3", o)
+	}
+	if status, body := postResult(t, s, tok, "lim_3", `{}`); status != http.StatusOK {
+		t.Fatalf("lim_3: %d %s", status, body)
+	}
+	waitInvoke(t, inv3)
+}
+
+// TestStreamsPerTokenHTTP: a page token holds at most
+// max_streams_per_token streams; the next is 429 with Retry-After, and
+// spelling the token's signature another way does not make it another
+// token.
+func TestStreamsPerTokenHTTP(t *testing.T) {
+	s, b := startLimitedPages(t, 5*time.Second)
+	tok := pageToken(t, "u_1", "th_1")
+	s1, _, _ := openStream(t, s, tok, "th_1")
+	s2, _, _ := openStream(t, s, tok, "th_1")
+	if s1 == nil || s2 == nil {
+		t.Fatal("the first two streams of a token were refused")
+	}
+
+	refused := func(token, what string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, s.URL+"/client/calls?threadId=th_1", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := streamClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "10" ||
+			resp.Header.Get("Content-Type") != "application/json" || errCode(string(body)) != "too_many_streams" {
+			t.Errorf("%s: %d, Retry-After %q, %s; want 429, Retry-After 10, too_many_streams",
+				what, resp.StatusCode, resp.Header.Get("Retry-After"), body)
+		}
+	}
+	refused(tok, "a third stream")
+
+	// The signature's last character carries 2 unused bits: flipping one
+	// gives a token that still verifies.
+	sig := tok[strings.LastIndexByte(tok, '.')+1:]
+	raw, err := base64.RawURLEncoding.DecodeString(sig)
+	if err != nil || base64.RawURLEncoding.EncodeToString(raw) != sig {
+		t.Fatalf("the test token's signature is not canonical base64: %v", err)
+	}
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	last := strings.IndexByte(alphabet, sig[len(sig)-1])
+	respelled := tok[:len(tok)-1] + string(alphabet[last^1])
+	if _, status, _ := openStream(t, s, respelled, "th_1"); status == http.StatusOK {
+		t.Error("the token with its signature spelled another way opened a third stream")
+	} else if status == http.StatusTooManyRequests {
+		refused(respelled, "the token respelled")
+	}
+	waitCounts(t, b, 0, 2)
+
+	// Another token of the same user and thread has places of its own.
+	claims := pageClaims("u_1", "th_1")
+	claims["jti"] = "second"
+	other, _, _ := openStream(t, s, signPage(t, claims, pageSecret), "th_1")
+	if other == nil {
+		t.Fatal("another token's stream was refused")
+	}
+	waitCounts(t, b, 0, 3)
+
+	// A closed stream frees its place.
+	s1.close()
+	waitCounts(t, b, 0, 2)
+	s3, status, body := openStream(t, s, tok, "th_1")
+	if s3 == nil {
+		t.Fatalf("after a close: %d %s", status, body)
+	}
+	for _, ps := range []*pageStream{s2, s3, other} {
+		ps.close()
+	}
+	waitCounts(t, b, 0, 0)
+}
+
+// TestCallerGoneHTTP: a runtime that hangs up does not end its client tool
+// call: the call waits for its page until client_tool_timeout, then ends
+// as timed out and frees its place; nothing is offered afterwards.
+func TestCallerGoneHTTP(t *testing.T) {
+	s, b := startLimitedPages(t, 400*time.Millisecond)
+	tok := pageToken(t, "u_1", "th_1")
+	page, _, _ := openStream(t, s, tok, "th_1")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/tools/where",
+		strings.NewReader(`{"input":{},"callId":"gone_1",`+threadCtx+`,`+pageIdentity+`}`))
+	req.Header.Set("Content-Type", "application/json")
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := s.client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	if o := page.next(t); o.CallID != "gone_1" {
+		t.Fatalf("offered %+v", o)
+	}
+	begin := time.Now()
+	cancel()
+	if err := <-errc; err == nil {
+		t.Fatal("the request was not cancelled")
+	}
+	c, _ := b.Waiting()
+	if c != 1 && time.Since(begin) < 300*time.Millisecond {
+		t.Errorf("right after the caller left, %d calls wait; want 1 until the timeout", c)
+	}
+	waitCounts(t, b, 0, 1)
+	if d := time.Since(begin); d < 250*time.Millisecond {
+		t.Errorf("the call ended %v after its caller left, before the 400ms timeout", d)
+	}
+	if status, a := getCall(t, s, "/calls/gone_1?user=u_1"); status != 200 || a.Status != "done" || !a.IsError || a.Content != "client tool timed out" {
+		t.Errorf("GET /calls: %d %+v", status, a)
+	}
+	if status, body := claim(t, s, tok, "gone_1"); status != http.StatusConflict {
+		t.Errorf("claim after the timeout: %d %s, want 409", status, body)
+	}
+	page.none(t, 100*time.Millisecond)
+	page.close()
+	waitCounts(t, b, 0, 0)
+}
