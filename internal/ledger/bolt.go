@@ -17,6 +17,7 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 	"go.uber.org/zap"
 
+	"github.com/toolgate/toolgate/internal/clock"
 	"github.com/toolgate/toolgate/internal/result"
 )
 
@@ -27,9 +28,9 @@ type BoltOptions struct {
 	// Default: 24h (DefaultRetention).
 	Retention time.Duration
 
-	// Now is the clock that stamps calls and drives the sweeper.
-	// Default: time.Now.
-	Now func() time.Time
+	// Clock stamps calls and tells the sweeper the time. Default: the
+	// system clock.
+	Clock clock.Clock
 
 	// Fsync makes every commit wait for the disk, so a record survives a
 	// power loss too. Without it a commit is written to the operating
@@ -54,7 +55,7 @@ type Bolt struct {
 	db        *bbolt.DB
 	path      string
 	retention time.Duration
-	now       func() time.Time
+	clock     clock.Clock
 	waiters   *waiters
 	logger    *zap.Logger
 
@@ -209,9 +210,6 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 	if opts.Retention == 0 {
 		opts.Retention = DefaultRetention
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
@@ -253,7 +251,7 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 		db:        db,
 		path:      path,
 		retention: opts.Retention,
-		now:       opts.Now,
+		clock:     clock.Or(opts.Clock),
 		waiters:   newWaiters(),
 		logger:    opts.Logger,
 		flying:    map[string]*Call{},
@@ -287,7 +285,7 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 // far as it can be read when it was in flight, and otherwise left as it
 // is (a Get of it answers ErrCorrupt).
 func (b *Bolt) closeInFlight(journaled map[string]*Call) error {
-	now := b.now()
+	now := b.clock.Now()
 	return b.db.Update(func(tx *bbolt.Tx) error {
 		bk, err := tx.CreateBucketIfNotExists(callsBucket)
 		if err != nil {
@@ -368,7 +366,7 @@ func (b *Bolt) Create(ctx context.Context, c *Call) (*Call, bool, error) {
 	if err := boltKeyErr(c.Key); err != nil {
 		return nil, false, err
 	}
-	rec := stamp(c, b.now)
+	rec := stamp(c, b.clock)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if cur := b.flying[c.Key]; cur != nil {
@@ -457,7 +455,7 @@ func (b *Bolt) Update(ctx context.Context, c *Call, from State) (*Call, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	rec := stamp(c, b.now)
+	rec := stamp(c, b.clock)
 	if cur, handled, err := b.updateFlying(rec, from); handled {
 		return cur, err
 	}
@@ -675,7 +673,7 @@ func (b *Bolt) sweepEvery(every time.Duration) {
 		case <-t.C:
 			// A failed sweep is tried again on the next tick; until
 			// then old calls only take disk space.
-			_, _ = b.Sweep(b.now())
+			_, _ = b.Sweep(b.clock.Now())
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"go.etcd.io/bbolt"
 
+	"github.com/toolgate/toolgate/internal/clock"
 	"github.com/toolgate/toolgate/internal/ledger"
 	"github.com/toolgate/toolgate/internal/result"
 )
@@ -165,7 +166,7 @@ func TestBoltInFlightIsOutcomeUnknownAfterReopen(t *testing.T) {
 	}
 
 	reopened := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	b = openBolt(t, path, ledger.BoltOptions{Now: func() time.Time { return reopened }})
+	b = openBolt(t, path, ledger.BoltOptions{Clock: clock.NewManual(reopened)})
 	for _, c := range []*ledger.Call{running, awaiting} {
 		got, err := b.Get(ctx, c.Key)
 		if err != nil {
@@ -191,7 +192,7 @@ func TestBoltSweep(t *testing.T) {
 	now := time.Date(2030, 1, 2, 12, 0, 0, 0, time.UTC)
 	b := openBolt(t, filepath.Join(t.TempDir(), "ledger.db"), ledger.BoltOptions{
 		Retention: time.Hour,
-		Now:       func() time.Time { return now },
+		Clock:     clock.NewManual(now),
 	})
 
 	at := func(id string, updated time.Time) *ledger.Call {

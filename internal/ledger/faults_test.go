@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/toolgate/toolgate/internal/clock"
 	"github.com/toolgate/toolgate/internal/result"
 )
 
@@ -117,7 +118,7 @@ func TestBoltOpensPastDamagedRecords(t *testing.T) {
 
 	core, logs := observer.New(zapcore.InfoLevel)
 	reopened := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	b, err := OpenBolt(path, BoltOptions{Logger: zap.New(core), Now: func() time.Time { return reopened }})
+	b, err := OpenBolt(path, BoltOptions{Logger: zap.New(core), Clock: clock.NewManual(reopened)})
 	if err != nil {
 		t.Fatalf("OpenBolt with damaged records: %v", err)
 	}

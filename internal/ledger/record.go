@@ -9,15 +9,16 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/toolgate/toolgate/internal/clock"
 	"github.com/toolgate/toolgate/internal/result"
 )
 
 // stamp returns the call to store: c with its zero times set, so a call
 // whose writer forgot them is not swept at once.
-func stamp(c *Call, now func() time.Time) *Call {
+func stamp(c *Call, clk clock.Clock) *Call {
 	rec := *c
 	if rec.Created.IsZero() || rec.Updated.IsZero() {
-		t := now()
+		t := clk.Now()
 		if rec.Created.IsZero() {
 			rec.Created = t
 		}

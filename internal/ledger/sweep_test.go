@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/clock"
 	"github.com/toolgate/toolgate/internal/result"
 )
 
@@ -21,7 +22,7 @@ func TestBoltSweepChunks(t *testing.T) {
 	now := time.Date(2030, 1, 2, 12, 0, 0, 0, time.UTC)
 	b, err := OpenBolt(filepath.Join(t.TempDir(), "ledger.db"), BoltOptions{
 		Retention: time.Hour,
-		Now:       func() time.Time { return now },
+		Clock:     clock.NewManual(now),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +81,7 @@ func TestBoltSweepKeepsInFlightPastDeadline(t *testing.T) {
 	now := time.Date(2030, 1, 2, 12, 0, 0, 0, time.UTC)
 	b, err := OpenBolt(filepath.Join(t.TempDir(), "ledger.db"), BoltOptions{
 		Retention: time.Hour,
-		Now:       func() time.Time { return now },
+		Clock:     clock.NewManual(now),
 	})
 	if err != nil {
 		t.Fatal(err)
