@@ -99,10 +99,14 @@ func boltValue(c *Call) ([]byte, error) {
 	if code == 0 {
 		return nil, fmt.Errorf("ledger: storing call %q in unknown state %q", c.Key, c.State)
 	}
-	v := make([]byte, boltHeaderSize, boltHeaderSize+callSize(c))
+	data, err := encodeCall(c)
+	if err != nil {
+		return nil, err
+	}
+	v := make([]byte, boltHeaderSize, boltHeaderSize+len(data))
 	v[0], v[1] = boltFormat, byte(code)
 	binary.BigEndian.PutUint64(v[2:], uint64(c.Updated.UnixNano()))
-	return appendCall(v, c)
+	return append(v, data...), nil
 }
 
 // boltCall decodes a stored call.

@@ -97,11 +97,12 @@ func createJournal(path string, fsync bool, calls []*Call) (*journal, error) {
 	j := &journal{path: path, f: f, fsync: fsync}
 	var buf []byte
 	for _, c := range calls {
-		if buf, err = appendCall(buf, c); err != nil {
+		line, err := encodeCall(c)
+		if err != nil {
 			_ = f.Close()
 			return nil, err
 		}
-		buf = append(buf, '\n')
+		buf = append(append(buf, line...), '\n')
 	}
 	if _, err := f.Write(buf); err != nil {
 		_ = f.Close()
@@ -123,7 +124,7 @@ func createJournal(path string, fsync bool, calls []*Call) (*journal, error) {
 
 // append writes c as one line.
 func (j *journal) append(c *Call) error {
-	line, err := appendCall(make([]byte, 0, callSize(c)+1), c)
+	line, err := encodeCall(c)
 	if err != nil {
 		return err
 	}

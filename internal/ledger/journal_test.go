@@ -27,21 +27,14 @@ func flyingCall(id string) *Call {
 func TestReadJournal(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ledger.db.journal")
 	a, b, c := flyingCall("a"), flyingCall("b"), flyingCall("c")
-	var data []byte
-	for _, call := range []*Call{a, b} {
-		data, _ = appendCall(data, call)
-		data = append(data, '\n')
-	}
 	bDone := *b
 	bDone.State = AwaitingClient
-	data, _ = appendCall(data, &bDone)
-	data = append(data, '\n')
+	data := journalLines(t, a, b, &bDone)
 	data = append(data, `{"key":"torn","callId":"x","to`...)
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	next, _ := appendCall(nil, c)
-	if err := os.WriteFile(path+".next", append(next, '\n'), 0o600); err != nil {
+	if err := os.WriteFile(path+".next", journalLines(t, c), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	got, err := readJournal(path, zap.NewNop())
