@@ -60,7 +60,8 @@ type Ledger struct {
 
 	// Fsync makes each bolt commit wait for the disk, so records survive a
 	// power loss, not only a crash or kill -9 of the gateway (which they
-	// always survive). It costs two disk flushes per call. Default: off.
+	// always survive). It costs two disk flushes per commit, a call making
+	// two commits that concurrent calls share. Default: off.
 	Fsync bool `json:"fsync,omitempty"`
 }
 

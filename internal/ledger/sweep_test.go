@@ -75,8 +75,8 @@ func TestBoltSweepChunks(t *testing.T) {
 
 // A call in flight is never swept before its deadline, however short the
 // retention: it is kept for the retention past its deadline, whether it is
-// in flight in memory (a new call) or in the B+tree (a resumed card's call).
-// Swept early, a repeat of its call id would find nothing and run it again.
+// a new call or a resumed card's call. Swept early, a repeat of its call id
+// would find nothing and run it again.
 func TestBoltSweepKeepsInFlightPastDeadline(t *testing.T) {
 	now := time.Date(2030, 1, 2, 12, 0, 0, 0, time.UTC)
 	b, err := OpenBolt(filepath.Join(t.TempDir(), "ledger.db"), BoltOptions{
