@@ -15,6 +15,7 @@ FUZZ := \
 	./internal/dispatch:FuzzCompile \
 	./internal/manifest:FuzzManifest \
 	./internal/ledger:FuzzReadJournal \
+	./internal/ledger:FuzzInputDigest \
 	./internal/pagecontext:FuzzRender
 
 .PHONY: test check unit js browser mcp bench-build faults fuzz tools build

@@ -120,11 +120,10 @@ func (g *Gateway) lookup(ctx context.Context, who Identity, callID string) (*led
 	if err := CheckCallID(callID); err != nil {
 		return nil, err
 	}
-	if g.ledger == nil {
-		return nil, &RequestError{Code: "unknown_call", Msg: "calls are not recorded (ledger off)", kind: ErrUnknownCall}
-	}
 	c, err := g.ledger.Get(ctx, ledger.Key(who.User, who.Install, callID))
 	switch {
+	case errors.Is(err, ledger.ErrNotKept):
+		return nil, &RequestError{Code: "unknown_call", Msg: "calls are not recorded (ledger off)", kind: ErrUnknownCall}
 	case errors.Is(err, ledger.ErrNotFound):
 		return nil, &RequestError{Code: "unknown_call", Msg: fmt.Sprintf("no call %q for this caller", callID), kind: ErrUnknownCall}
 	case err != nil:

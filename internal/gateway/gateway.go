@@ -188,7 +188,8 @@ type Config struct {
 	Tools  *manifest.Set
 	Issuer *identity.Issuer
 	Client *dispatch.Client
-	// Ledger records calls; nil turns at-most-once execution and cards off.
+	// Ledger records calls; ledger.Off (or nil) records nothing, which
+	// turns at-most-once execution and cards off.
 	Ledger ledger.Ledger
 	Logger *zap.Logger
 	// Instance names this gateway process in the ledger.
@@ -220,6 +221,9 @@ func New(c Config) *Gateway {
 		tools: c.Tools, issuer: c.Issuer, client: c.Client,
 		ledger: c.Ledger, logger: c.Logger, instance: c.Instance, clock: clock.Or(c.Clock),
 		bridge: c.Bridge, clientWait: c.ClientTimeout,
+	}
+	if g.ledger == nil {
+		g.ledger = ledger.Off
 	}
 	if g.bridge == nil {
 		g.bridge = clienttools.NewBridge()
@@ -324,15 +328,6 @@ func (g *Gateway) Invoke(ctx context.Context, call Call) (*Answer, error) {
 	if err := g.admitClientCall(ctx, tool, call); err != nil {
 		return nil, err
 	}
-	if g.ledger == nil {
-		out := g.execute(ctx, tool, call, input, inputErr)
-		g.logCall(call, out.res, start)
-		if out.card != nil {
-			out.res = result.Failure("the handler answered an action-required card, but cards need the call ledger (ledger off)")
-		}
-		return &Answer{CallID: call.CallID, Tool: call.Tool, Status: StatusDone, Result: out.res}, nil
-	}
-
 	digest := ledger.InputDigest(input)
 	if inputErr != nil {
 		digest = ledger.InputDigest(string(call.Input))
@@ -363,8 +358,19 @@ func (g *Gateway) Invoke(ctx context.Context, call Call) (*Answer, error) {
 	// A recorded call runs to its end even if its caller goes away (its
 	// target may already be running it): a repeat then gets the result,
 	// not "cancelled" for a call that ran. The upstream timeout bounds it.
-	out := g.execute(context.WithoutCancel(ctx), tool, call, input, inputErr)
+	// With the ledger off there is no repeat, and the call ends with its
+	// caller.
+	off := g.ledger == ledger.Off
+	runCtx := context.WithoutCancel(ctx)
+	if off {
+		runCtx = ctx
+	}
+	out := g.execute(runCtx, tool, call, input, inputErr)
 	g.logCall(call, out.res, start)
+	if out.card != nil && off {
+		// A card pauses its call in the ledger, which keeps nothing.
+		out = outcome{res: result.Failure("the handler answered an action-required card, but cards need the call ledger (ledger off)")}
+	}
 	if out.card != nil {
 		rec.State, rec.Card = ledger.ActionRequired, out.card
 	} else {
@@ -435,10 +441,8 @@ func (g *Gateway) admitClientCall(ctx context.Context, tool *manifest.Compiled, 
 	if err == nil {
 		return nil
 	}
-	if g.ledger != nil {
-		if _, gerr := g.ledger.Get(ctx, ledger.Key(call.Identity.User, call.Identity.Install, call.CallID)); gerr == nil {
-			return nil
-		}
+	if _, gerr := g.ledger.Get(ctx, ledger.Key(call.Identity.User, call.Identity.Install, call.CallID)); gerr == nil {
+		return nil
 	}
 	return &RequestError{Code: "too_many_client_calls", kind: ErrTooMany,
 		Msg: fmt.Sprintf("client tool %s: %v; try again later", tool.Target.Spec.Name, err)}

@@ -17,6 +17,7 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 	"go.uber.org/zap"
 
+	"github.com/toolgate/toolgate/internal/clock"
 	"github.com/toolgate/toolgate/internal/result"
 )
 
@@ -27,15 +28,15 @@ type BoltOptions struct {
 	// Default: 24h (DefaultRetention).
 	Retention time.Duration
 
-	// Now is the clock that stamps calls and drives the sweeper.
-	// Default: time.Now.
-	Now func() time.Time
+	// Clock stamps calls and tells the sweeper the time. Default: the
+	// system clock.
+	Clock clock.Clock
 
 	// Fsync makes every commit wait for the disk, so a record survives a
 	// power loss too. Without it a commit is written to the operating
 	// system (which keeps it across a crash or kill -9 of the gateway)
 	// and flushed by it later: a call costs about 0.2 ms instead of two
-	// disk flushes.
+	// disk flushes (shared by the calls of a batch).
 	Fsync bool
 
 	// Logger is told of the calls that OpenBolt finds damaged and skips
@@ -49,22 +50,19 @@ type BoltOptions struct {
 
 // Bolt is a Ledger in one bbolt file. bbolt locks the file to one process,
 // so it serves a single gateway instance; several instances share Redis.
+//
+// Each change of a call is one bbolt write transaction, which checks the
+// stored state and puts the call: a call costs two, its Create and its
+// finishing Update. Concurrent writes share commits (bbolt's Batch). Bolt
+// has no lock of its own: bbolt's writer lock orders the writes.
 type Bolt struct {
 	inflight  atomic.Int32 // writes under way, to choose Update or Batch
 	db        *bbolt.DB
 	path      string
 	retention time.Duration
-	now       func() time.Time
+	clock     clock.Clock
 	waiters   *waiters
 	logger    *zap.Logger
-
-	// Calls created here and still in flight live in memory and in the
-	// journal, not in the B+tree (see journal). finishing holds the keys
-	// of those being written to the B+tree: a change waits for it.
-	mu        sync.Mutex
-	flying    map[string]*Call
-	finishing map[string]chan struct{}
-	journal   *journal
 
 	stop      chan struct{}
 	swept     chan struct{}
@@ -83,8 +81,7 @@ var callsBucket = []byte("calls")
 //	[1]     the state: its index in boltStates plus one
 //	[2:10]  Updated in Unix nanoseconds, big-endian
 //
-// A value that starts with '{' is a call stored before the header: JSON
-// only. Such calls are read as they are and get the header when written.
+// A value in any other form is damaged (ErrCorrupt).
 const (
 	boltFormat     = 1
 	boltHeaderSize = 10
@@ -98,33 +95,37 @@ func boltValue(c *Call) ([]byte, error) {
 	if code == 0 {
 		return nil, fmt.Errorf("ledger: storing call %q in unknown state %q", c.Key, c.State)
 	}
-	v := make([]byte, boltHeaderSize, boltHeaderSize+callSize(c))
+	data, err := encodeCall(c)
+	if err != nil {
+		return nil, err
+	}
+	v := make([]byte, boltHeaderSize, boltHeaderSize+len(data))
 	v[0], v[1] = boltFormat, byte(code)
 	binary.BigEndian.PutUint64(v[2:], uint64(c.Updated.UnixNano()))
-	return appendCall(v, c)
+	return append(v, data...), nil
+}
+
+// boltHeader checks the header of a stored call.
+func boltHeader(key string, v []byte) error {
+	switch {
+	case len(v) == 0 || v[0] != boltFormat:
+		return fmt.Errorf("%w: call %q: not a stored call", ErrCorrupt, key)
+	case len(v) < boltHeaderSize:
+		return fmt.Errorf("%w: call %q: %d bytes, shorter than a header", ErrCorrupt, key, len(v))
+	}
+	return nil
 }
 
 // boltCall decodes a stored call.
 func boltCall(key string, v []byte) (*Call, error) {
-	if len(v) > 0 && v[0] == boltFormat {
-		if len(v) < boltHeaderSize {
-			return nil, fmt.Errorf("%w: call %q: %d bytes, shorter than a header", ErrCorrupt, key, len(v))
-		}
-		v = v[boltHeaderSize:]
+	if err := boltHeader(key, v); err != nil {
+		return nil, err
 	}
-	return decodeCall(key, v)
+	return decodeCall(key, v[boltHeaderSize:])
 }
 
-// boltJSON is the JSON part of a stored call.
-func boltJSON(v []byte) []byte {
-	if len(v) >= boltHeaderSize && v[0] == boltFormat {
-		return v[boltHeaderSize:]
-	}
-	return v
-}
-
-// boltKeyErr says why bbolt cannot store key, or nil. Create checks it, so
-// that nothing is journaled that could not be written to the B+tree.
+// boltKeyErr says why bbolt cannot store key, or nil: Create checks it, so
+// that a call that could not be recorded is not run.
 func boltKeyErr(key string) error {
 	switch {
 	case key == "":
@@ -147,29 +148,21 @@ func keyField(key string) zap.Field {
 
 // boltState reads only the state of a stored call.
 func boltState(key string, v []byte) (State, error) {
-	if len(v) >= boltHeaderSize && v[0] == boltFormat {
-		if code := int(v[1]); code >= 1 && code <= len(boltStates) {
-			return boltStates[code-1], nil
-		}
-		return "", fmt.Errorf("%w: call %q: unknown state code %d", ErrCorrupt, key, v[1])
-	}
-	c, err := boltCall(key, v)
-	if err != nil {
+	if err := boltHeader(key, v); err != nil {
 		return "", err
 	}
-	return c.State, nil
+	if code := int(v[1]); code >= 1 && code <= len(boltStates) {
+		return boltStates[code-1], nil
+	}
+	return "", fmt.Errorf("%w: call %q: unknown state code %d", ErrCorrupt, key, v[1])
 }
 
 // boltUpdated reads only the Updated time of a stored call.
 func boltUpdated(v []byte) (time.Time, error) {
-	if len(v) >= boltHeaderSize && v[0] == boltFormat {
-		return time.Unix(0, int64(binary.BigEndian.Uint64(v[2:]))), nil
-	}
-	c, err := boltCall("", v)
-	if err != nil {
+	if err := boltHeader("", v); err != nil {
 		return time.Time{}, err
 	}
-	return c.Updated, nil
+	return time.Unix(0, int64(binary.BigEndian.Uint64(v[2:]))), nil
 }
 
 // OutcomeUnknown is the result given to a call that was in flight when its
@@ -185,11 +178,11 @@ const (
 
 	// boltBatchDelay is how long the first write of a batch waits for
 	// others to share its transaction. Only concurrent writes batch (see
-	// write): a lone call commits at once. A call writes the B+tree once
-	// (the journal holds it in flight), so batches fill more slowly than
-	// they did at two writes a call: under the load harness at 32
+	// write): a lone call commits at once. Under the load harness at 32
 	// connections the gateway's CPU per call was 288-325 µs at 100 µs,
-	// 275-303 µs at 400 µs, and no better at 1 ms.
+	// 275-303 µs at 400 µs, and no better at 1 ms (measured when a call
+	// wrote the B+tree once; it now writes twice, which fills batches
+	// sooner).
 	boltBatchDelay = 400 * time.Microsecond
 )
 
@@ -208,9 +201,6 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 	}
 	if opts.Retention == 0 {
 		opts.Retention = DefaultRetention
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
 	}
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
@@ -253,11 +243,9 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 		db:        db,
 		path:      path,
 		retention: opts.Retention,
-		now:       opts.Now,
+		clock:     clock.Or(opts.Clock),
 		waiters:   newWaiters(),
 		logger:    opts.Logger,
-		flying:    map[string]*Call{},
-		finishing: map[string]chan struct{}{},
 		stop:      make(chan struct{}),
 		swept:     make(chan struct{}),
 	}
@@ -267,7 +255,7 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 		err = b.closeInFlight(journaled)
 	}
 	if err == nil {
-		b.journal, err = createJournal(journalPath, opts.Fsync, nil)
+		err = removeJournal(journalPath)
 	}
 	if err != nil {
 		_ = db.Close()
@@ -280,14 +268,14 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 }
 
 // closeInFlight marks every call left in flight as Done with
-// OutcomeUnknown: those in the journal that the B+tree does not hold, and
-// those the B+tree holds as Running or AwaitingClient (a resumed card's
-// call, or a call recorded before the journal). A damaged call does not
+// OutcomeUnknown: those the B+tree holds as Running or AwaitingClient, and
+// those in an earlier version's journal that it does not hold. A damaged
+// call does not
 // stop the ledger from opening: it is logged, closed as outcome unknown as
 // far as it can be read when it was in flight, and otherwise left as it
 // is (a Get of it answers ErrCorrupt).
 func (b *Bolt) closeInFlight(journaled map[string]*Call) error {
-	now := b.now()
+	now := b.clock.Now()
 	return b.db.Update(func(tx *bbolt.Tx) error {
 		bk, err := tx.CreateBucketIfNotExists(callsBucket)
 		if err != nil {
@@ -318,7 +306,7 @@ func (b *Bolt) closeInFlight(journaled map[string]*Call) error {
 			c, err := boltCall(string(k), v)
 			if err != nil {
 				b.logger.Error("ledger: a call in flight cannot be read; closed as outcome unknown", keyField(string(k)), zap.Error(err))
-				c = salvage(boltJSON(v))
+				c = salvage(v[boltHeaderSize:])
 				c.Key = string(k)
 			}
 			keys = append(keys, bytes.Clone(k))
@@ -355,9 +343,9 @@ func closedValue(c *Call, now time.Time) ([]byte, error) {
 	return boltValue(c)
 }
 
-// Create implements Ledger. A new call goes to the journal and to memory;
-// the check and the write hold one lock, so of several concurrent Creates
-// of a key exactly one records it (bbolt locks the file to one process).
+// Create implements Ledger. The check and the put are one transaction,
+// so of several concurrent Creates of a key exactly one records it
+// (bbolt locks the file to one process).
 func (b *Bolt) Create(ctx context.Context, c *Call) (*Call, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, false, err
@@ -368,53 +356,39 @@ func (b *Bolt) Create(ctx context.Context, c *Call) (*Call, bool, error) {
 	if err := boltKeyErr(c.Key); err != nil {
 		return nil, false, err
 	}
-	rec := stamp(c, b.now)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if cur := b.flying[c.Key]; cur != nil {
-		cp := *cur
-		return &cp, false, nil
-	}
-	stored, err := b.stored(c.Key)
+	data, err := boltValue(stamp(c, b.clock))
 	if err != nil {
 		return nil, false, err
 	}
-	if stored != nil {
-		cur, err := boltCall(c.Key, stored)
-		if err != nil {
-			return nil, false, err
+	key := []byte(c.Key)
+	var existing []byte
+	err = b.write(func(tx *bbolt.Tx) error {
+		existing = nil // a batch that failed runs fn again
+		bk := tx.Bucket(callsBucket)
+		if v := bk.Get(key); v != nil {
+			existing = bytes.Clone(v)
+			return nil
 		}
-		return cur, false, nil
-	}
-	if b.journal.size > journalRotateSize {
-		if err := b.rotate(); err != nil {
-			return nil, false, b.unavailable("recording", c.Key, err)
-		}
-	}
-	if err := b.journal.append(rec); err != nil {
+		return bk.Put(key, data)
+	})
+	if err != nil {
 		return nil, false, b.unavailable("recording", c.Key, err)
 	}
-	b.flying[c.Key] = rec
-	return nil, true, nil
-}
-
-// rotate starts the journal afresh with the calls in flight. b.mu is held.
-func (b *Bolt) rotate() error {
-	live := make([]*Call, 0, len(b.flying))
-	for _, c := range b.flying {
-		live = append(live, c)
+	if existing == nil {
+		return nil, true, nil
 	}
-	j, err := createJournal(b.journal.path, b.journal.fsync, live)
+	cur, err := boltCall(c.Key, existing)
 	if err != nil {
-		return err
+		return nil, false, err
 	}
-	_ = b.journal.close()
-	b.journal = j
-	return nil
+	return cur, false, nil
 }
 
-// stored reads the B+tree's value under key, or nil.
-func (b *Bolt) stored(key string) ([]byte, error) {
+// Get implements Ledger.
+func (b *Bolt) Get(ctx context.Context, key string) (*Call, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	var data []byte
 	err := b.db.View(func(tx *bbolt.Tx) error {
 		if v := tx.Bucket(callsBucket).Get([]byte(key)); v != nil {
@@ -424,25 +398,6 @@ func (b *Bolt) stored(key string) ([]byte, error) {
 	})
 	if err != nil {
 		return nil, b.unavailable("reading", key, err)
-	}
-	return data, nil
-}
-
-// Get implements Ledger.
-func (b *Bolt) Get(ctx context.Context, key string) (*Call, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	b.mu.Lock()
-	if cur := b.flying[key]; cur != nil {
-		cp := *cur
-		b.mu.Unlock()
-		return &cp, nil
-	}
-	b.mu.Unlock()
-	data, err := b.stored(key)
-	if err != nil {
-		return nil, err
 	}
 	if data == nil {
 		return nil, ErrNotFound
@@ -457,10 +412,7 @@ func (b *Bolt) Update(ctx context.Context, c *Call, from State) (*Call, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	rec := stamp(c, b.now)
-	if cur, handled, err := b.updateFlying(rec, from); handled {
-		return cur, err
-	}
+	rec := stamp(c, b.clock)
 	data, err := boltValue(rec)
 	if err != nil {
 		return nil, err
@@ -503,68 +455,7 @@ func (b *Bolt) Update(ctx context.Context, c *Call, from State) (*Call, error) {
 	return rec, nil
 }
 
-// updateFlying is Update for a call in flight in memory; handled is false
-// when the call is not one (it is in the B+tree, or missing).
-func (b *Bolt) updateFlying(rec *Call, from State) (cur *Call, handled bool, err error) {
-	b.mu.Lock()
-	for {
-		done, busy := b.finishing[rec.Key]
-		if !busy {
-			break
-		}
-		b.mu.Unlock()
-		<-done
-		b.mu.Lock()
-	}
-	fly := b.flying[rec.Key]
-	if fly == nil {
-		b.mu.Unlock()
-		return nil, false, nil
-	}
-	if fly.State != from {
-		cp := *fly
-		b.mu.Unlock()
-		return &cp, true, ErrConflict
-	}
-	if rec.State == Running || rec.State == AwaitingClient {
-		// Still in flight: the journal takes the change.
-		defer b.mu.Unlock()
-		if err := b.journal.append(rec); err != nil {
-			return nil, true, b.unavailable("updating", rec.Key, err)
-		}
-		b.flying[rec.Key] = rec
-		b.waiters.notify(rec.Key)
-		return rec, true, nil
-	}
-	// Finished or paused: into the B+tree. Other changes of the call wait
-	// for the commit; readers see it in flight until then.
-	done := make(chan struct{})
-	b.finishing[rec.Key] = done
-	b.mu.Unlock()
-
-	data, err := boltValue(rec)
-	if err == nil {
-		key := []byte(rec.Key)
-		err = b.write(func(tx *bbolt.Tx) error { return tx.Bucket(callsBucket).Put(key, data) })
-		if err != nil {
-			err = b.unavailable("updating", rec.Key, err)
-		}
-	}
-	b.mu.Lock()
-	if err == nil {
-		delete(b.flying, rec.Key)
-	}
-	delete(b.finishing, rec.Key)
-	close(done)
-	b.mu.Unlock()
-	if err != nil {
-		return nil, true, err
-	}
-	b.waiters.notify(rec.Key)
-	return rec, true, nil
-}
-
-// unavailable wraps a failure of the file or the journal as ErrUnavailable.
+// unavailable wraps a failure of the file as ErrUnavailable.
 func (b *Bolt) unavailable(doing, key string, err error) error {
 	return fmt.Errorf("%w: %s call %q in %s: %w", ErrUnavailable, doing, key, b.path, err)
 }
@@ -595,24 +486,14 @@ func (b *Bolt) Sweep(now time.Time) (int, error) {
 		if !inFlight(st) {
 			return true
 		}
-		// Only a resumed card's call is in flight in the B+tree: few
+		// A call in flight that has not changed for the retention is
+		// rare (its gateway stopped, and no repeat closed it): few
 		// enough to decode for their deadline.
 		c, err := boltCall("", v)
 		return err == nil && keptFrom(c).Before(cutoff)
 	}
 
-	// Calls in flight in memory that have not changed for the retention
-	// since their deadline were given up long ago: let them go.
 	removed := 0
-	b.mu.Lock()
-	for key, c := range b.flying {
-		if _, busy := b.finishing[key]; !busy && keptFrom(c).Before(cutoff) {
-			delete(b.flying, key)
-			removed++
-		}
-	}
-	b.mu.Unlock()
-
 	// Find up to sweepChunk candidates in a read transaction, which does
 	// not hold up writers, then delete them, checking each again since it
 	// may have been updated in between; go on from the last one. Only a
@@ -675,7 +556,7 @@ func (b *Bolt) sweepEvery(every time.Duration) {
 		case <-t.C:
 			// A failed sweep is tried again on the next tick; until
 			// then old calls only take disk space.
-			_, _ = b.Sweep(b.now())
+			_, _ = b.Sweep(b.clock.Now())
 		}
 	}
 }
@@ -689,11 +570,6 @@ func (b *Bolt) Close() error {
 		if err := b.db.Close(); err != nil {
 			b.closeErr = fmt.Errorf("closing ledger %s: %w", b.path, err)
 		}
-		b.mu.Lock()
-		if err := b.journal.close(); err != nil && b.closeErr == nil {
-			b.closeErr = fmt.Errorf("closing ledger journal %s: %w", b.journal.path, err)
-		}
-		b.mu.Unlock()
 	})
 	return b.closeErr
 }

@@ -13,8 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"go.etcd.io/bbolt"
-
+	"github.com/toolgate/toolgate/internal/clock"
 	"github.com/toolgate/toolgate/internal/ledger"
 	"github.com/toolgate/toolgate/internal/result"
 )
@@ -40,67 +39,6 @@ func TestBoltCloseStopsSweeper(t *testing.T) {
 	leaksNothing(t, func() (ledger.Ledger, error) {
 		return ledger.OpenBolt(path, ledger.BoltOptions{})
 	})
-}
-
-// Calls stored as JSON alone, before values had a header, are read, closed,
-// updated and swept as before.
-func TestBoltReadsCallsWithoutHeader(t *testing.T) {
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "ledger.db")
-	old := time.Now().Add(-48 * time.Hour)
-	recent := time.Now().Add(-time.Minute)
-	db, err := bbolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	legacy := map[string]string{
-		"done":    `{"key":"done","callId":"c1","tool":"t","digest":"d","state":"done","result":{"isError":false,"content":"kept"},"deadline":"0001-01-01T00:00:00Z","created":"` + recent.Format(time.RFC3339Nano) + `","updated":"` + recent.Format(time.RFC3339Nano) + `"}`,
-		"running": `{"key":"running","callId":"c2","tool":"t","digest":"d","state":"running","deadline":"0001-01-01T00:00:00Z","created":"` + recent.Format(time.RFC3339Nano) + `","updated":"` + recent.Format(time.RFC3339Nano) + `"}`,
-		"card":    `{"key":"card","callId":"c3","tool":"t","digest":"d","state":"action_required","card":{"type":"action_required"},"deadline":"0001-01-01T00:00:00Z","created":"` + recent.Format(time.RFC3339Nano) + `","updated":"` + recent.Format(time.RFC3339Nano) + `"}`,
-		"old":     `{"key":"old","callId":"c4","tool":"t","digest":"d","state":"done","result":{"isError":false,"content":"x"},"deadline":"0001-01-01T00:00:00Z","created":"` + old.Format(time.RFC3339Nano) + `","updated":"` + old.Format(time.RFC3339Nano) + `"}`,
-	}
-	err = db.Update(func(tx *bbolt.Tx) error {
-		bk, err := tx.CreateBucket([]byte("calls"))
-		if err != nil {
-			return err
-		}
-		for k, v := range legacy {
-			if err := bk.Put([]byte(k), []byte(v)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	l := openBolt(t, path, ledger.BoltOptions{})
-	if c, err := l.Get(ctx, "done"); err != nil || c.Result == nil || c.Result.Content != "kept" {
-		t.Fatalf("Get(done) = %+v, %v", c, err)
-	}
-	if c, err := l.Get(ctx, "running"); err != nil || c.State != ledger.Done || c.Result == nil || c.Result.Content != ledger.OutcomeUnknown {
-		t.Fatalf("Get(running) after open = %+v, %v; want it closed as outcome unknown", c, err)
-	}
-	// The state check of an update reads the JSON-only value.
-	if _, err := l.Update(ctx, &ledger.Call{Key: "card", State: ledger.Done, Updated: time.Now()}, ledger.Running); !errors.Is(err, ledger.ErrConflict) {
-		t.Fatalf("Update(card) from running = %v, want a conflict", err)
-	}
-	if _, err := l.Update(ctx, &ledger.Call{Key: "card", CallID: "c3", State: ledger.Done, Result: &result.Result{Content: "ok"}, Updated: time.Now()}, ledger.ActionRequired); err != nil {
-		t.Fatalf("Update(card) from action_required: %v", err)
-	}
-	if c, err := l.Get(ctx, "card"); err != nil || c.State != ledger.Done || c.Result.Content != "ok" {
-		t.Fatalf("Get(card) after the update = %+v, %v", c, err)
-	}
-	if n, err := l.Sweep(time.Now()); err != nil || n != 1 {
-		t.Fatalf("Sweep = %d, %v; want the old call removed", n, err)
-	}
-	if _, err := l.Get(ctx, "old"); !errors.Is(err, ledger.ErrNotFound) {
-		t.Fatalf("Get(old) after the sweep: %v, want not found", err)
-	}
 }
 
 // The default path's folder (in Caddy's data directory) may not exist yet.
@@ -165,7 +103,7 @@ func TestBoltInFlightIsOutcomeUnknownAfterReopen(t *testing.T) {
 	}
 
 	reopened := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	b = openBolt(t, path, ledger.BoltOptions{Now: func() time.Time { return reopened }})
+	b = openBolt(t, path, ledger.BoltOptions{Clock: clock.NewManual(reopened)})
 	for _, c := range []*ledger.Call{running, awaiting} {
 		got, err := b.Get(ctx, c.Key)
 		if err != nil {
@@ -191,7 +129,7 @@ func TestBoltSweep(t *testing.T) {
 	now := time.Date(2030, 1, 2, 12, 0, 0, 0, time.UTC)
 	b := openBolt(t, filepath.Join(t.TempDir(), "ledger.db"), ledger.BoltOptions{
 		Retention: time.Hour,
-		Now:       func() time.Time { return now },
+		Clock:     clock.NewManual(now),
 	})
 
 	at := func(id string, updated time.Time) *ledger.Call {

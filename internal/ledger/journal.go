@@ -10,27 +10,16 @@ import (
 	"go.uber.org/zap"
 )
 
-// journal is the bolt ledger's log of calls in flight. A new call is
-// appended to it, one write of one line, before its target is sent; the
-// B+tree gets the call once, when it finishes or pauses. A B+tree commit
-// costs several page writes, a journal line one write, so a call costs one
-// commit instead of two.
+// Earlier versions of the bolt ledger kept the calls in flight in a
+// journal beside the file (path.journal, and path.journal.next while it
+// was rewritten), one JSON line per change, and wrote a call to the
+// B+tree only when it finished or paused. (Under the load harness the
+// gateway served as many calls with bbolt's Batch alone, so the journal
+// went.) A call in that journal that the B+tree does not hold was in
+// flight when that version stopped: OpenBolt closes it as outcome unknown,
+// as it does the calls the B+tree holds in flight, and then removes the
+// journal, so that an upgrade does not run a call id again.
 //
-// After a crash, a call in the journal that the B+tree does not hold was in
-// flight: it is closed as outcome unknown when the ledger opens. The
-// journal is then started afresh, and again whenever it grows past
-// journalRotateSize, holding only the calls still in flight.
-type journal struct {
-	path  string
-	f     *os.File
-	size  int64
-	fsync bool
-}
-
-// journalRotateSize is the size past which the journal is rewritten with
-// only the calls in flight.
-var journalRotateSize int64 = 16 << 20
-
 // readJournal returns the calls in the journal at path and in a rewrite of
 // it that a crash may have left (path.next), the last line of a key
 // winning. A torn last line (a crash mid-write) is skipped: the call on it
@@ -85,62 +74,13 @@ func readJournal(path string, logger *zap.Logger) (map[string]*Call, error) {
 	return calls, nil
 }
 
-// createJournal starts the journal at path afresh with the given calls.
-// The new file is complete (and synced, with fsync) before it replaces the
-// old one.
-func createJournal(path string, fsync bool, calls []*Call) (*journal, error) {
-	next := path + ".next"
-	f, err := os.OpenFile(next, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("creating journal: %w", err)
-	}
-	j := &journal{path: path, f: f, fsync: fsync}
-	var buf []byte
-	for _, c := range calls {
-		if buf, err = appendCall(buf, c); err != nil {
-			_ = f.Close()
-			return nil, err
-		}
-		buf = append(buf, '\n')
-	}
-	if _, err := f.Write(buf); err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("writing journal: %w", err)
-	}
-	j.size = int64(len(buf))
-	if fsync {
-		if err := f.Sync(); err != nil {
-			_ = f.Close()
-			return nil, fmt.Errorf("syncing journal: %w", err)
-		}
-	}
-	if err := os.Rename(next, path); err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("replacing journal: %w", err)
-	}
-	return j, nil
-}
-
-// append writes c as one line.
-func (j *journal) append(c *Call) error {
-	line, err := appendCall(make([]byte, 0, callSize(c)+1), c)
-	if err != nil {
-		return err
-	}
-	line = append(line, '\n')
-	n, err := j.f.Write(line)
-	j.size += int64(n)
-	if err != nil {
-		return fmt.Errorf("writing journal: %w", err)
-	}
-	if j.fsync {
-		if err := j.f.Sync(); err != nil {
-			return fmt.Errorf("syncing journal: %w", err)
+// removeJournal removes the journal files at path, once their calls are
+// in the B+tree.
+func removeJournal(path string) error {
+	for _, p := range []string{path, path + ".next"} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("removing journal: %w", err)
 		}
 	}
 	return nil
-}
-
-func (j *journal) close() error {
-	return j.f.Close()
 }

@@ -1,10 +1,10 @@
 package ledger
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/toolgate/toolgate/internal/clock"
 	"github.com/toolgate/toolgate/internal/result"
 )
 
@@ -27,21 +28,14 @@ func flyingCall(id string) *Call {
 func TestReadJournal(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ledger.db.journal")
 	a, b, c := flyingCall("a"), flyingCall("b"), flyingCall("c")
-	var data []byte
-	for _, call := range []*Call{a, b} {
-		data, _ = appendCall(data, call)
-		data = append(data, '\n')
-	}
 	bDone := *b
 	bDone.State = AwaitingClient
-	data, _ = appendCall(data, &bDone)
-	data = append(data, '\n')
+	data := journalLines(t, a, b, &bDone)
 	data = append(data, `{"key":"torn","callId":"x","to`...)
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	next, _ := appendCall(nil, c)
-	if err := os.WriteFile(path+".next", append(next, '\n'), 0o600); err != nil {
+	if err := os.WriteFile(path+".next", journalLines(t, c), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	got, err := readJournal(path, zap.NewNop())
@@ -56,67 +50,48 @@ func TestReadJournal(t *testing.T) {
 	}
 }
 
-// The journal is rewritten with the calls in flight once it is large, and
-// a crash after that still closes exactly those as outcome unknown.
-func TestBoltJournalRotates(t *testing.T) {
-	defer func(n int64) { journalRotateSize = n }(journalRotateSize)
-	journalRotateSize = 4 << 10
+// An upgrade from a version that kept calls in flight in a journal: the
+// journal's calls that the B+tree does not hold (and those in a rewrite a
+// crash left beside it) are closed as outcome unknown, the B+tree's own
+// are as they were, and the journal is gone.
+func TestBoltOpensEarlierJournal(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "ledger.db")
-	l, err := OpenBolt(path, BoltOptions{})
-	if err != nil {
+	finished := flyingCall("finished")
+	finished.State, finished.Result = Done, &result.Result{Content: "ran"}
+	putValues(t, path, map[string][]byte{finished.Key: mustValue(t, finished)})
+	inFlight, rewritten := flyingCall("in-flight"), flyingCall("rewritten")
+	if err := os.WriteFile(path+".journal", journalLines(t, flyingCall("finished"), inFlight), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 200 {
-		c := flyingCall(fmt.Sprint("done-", i))
-		if _, created, err := l.Create(ctx, c); err != nil || !created {
-			t.Fatalf("Create: %v, %v", created, err)
-		}
-		d := *c
-		d.State, d.Result = Done, &result.Result{Content: "ok"}
-		if _, err := l.Update(ctx, &d, Running); err != nil {
-			t.Fatal(err)
-		}
-	}
-	flying := flyingCall("still-flying")
-	if _, _, err := l.Create(ctx, flying); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 50 {
-		if _, _, err := l.Create(ctx, flyingCall(fmt.Sprint("more-", i))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Rotations dropped the finished calls: the first ones are gone.
-	data, err := os.ReadFile(path + ".journal")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if bytes.Contains(data, []byte(`"callId":"done-0"`)) || !bytes.Contains(data, []byte(`"callId":"still-flying"`)) {
-		t.Errorf("journal after rotations (%d bytes) still holds the first finished call, or lost the one in flight", len(data))
-	}
-	if err := l.Close(); err != nil {
+	if err := os.WriteFile(path+".journal.next", journalLines(t, rewritten), 0o600); err != nil {
 		t.Fatal(err)
 	}
 
-	l, err = OpenBolt(path, BoltOptions{})
+	reopened := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	l, err := OpenBolt(path, BoltOptions{Clock: clock.NewManual(reopened)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	if c, err := l.Get(ctx, flying.Key); err != nil || c.State != Done || c.Result.Content != OutcomeUnknown {
-		t.Fatalf("in-flight call after reopen: %+v, %v; want outcome unknown", c, err)
+	for _, c := range []*Call{inFlight, rewritten} {
+		got, err := l.Get(ctx, c.Key)
+		if err != nil || got.State != Done || got.Result.Content != OutcomeUnknown || !got.Updated.Equal(reopened) || got.Tool != c.Tool {
+			t.Errorf("journaled call %s after open: %+v, %v; want it closed as outcome unknown", c.CallID, got, err)
+		}
 	}
-	if c, err := l.Get(ctx, Key("u", "i", "done-7")); err != nil || c.Result.Content != "ok" {
-		t.Fatalf("finished call after reopen: %+v, %v", c, err)
+	if got, err := l.Get(ctx, finished.Key); err != nil || got.Result.Content != "ran" {
+		t.Errorf("finished call after open: %+v, %v; want its result", got, err)
 	}
-	if info, err := os.Stat(path + ".journal"); err != nil || info.Size() != 0 {
-		t.Errorf("journal after reopen: %v, %v; want it started afresh", info, err)
+	for _, p := range []string{path + ".journal", path + ".journal.next"} {
+		if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s after open: %v; want it removed", p, err)
+		}
 	}
 }
 
 // Of concurrent updates of a call in flight exactly one wins; the others
-// see the call it left, or wait for its commit and then see it.
+// see the call it left.
 func TestBoltConcurrentFinish(t *testing.T) {
 	ctx := context.Background()
 	l, err := OpenBolt(filepath.Join(t.TempDir(), "ledger.db"), BoltOptions{})

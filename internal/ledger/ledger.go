@@ -9,9 +9,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
+	stdjson "encoding/json"
 	"errors"
 	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/toolgate/toolgate/internal/result"
 )
@@ -60,7 +63,9 @@ type Resume struct {
 	Device   string `json:"device,omitempty"`
 }
 
-// Call is one recorded tool call.
+// Call is one recorded tool call. Its string members that identify it come
+// first, in the stored JSON too: salvage reads them back from a record
+// damaged further on.
 type Call struct {
 	// Key identifies the call: Key(caller, callId).
 	Key    string `json:"key"`
@@ -79,9 +84,9 @@ type Call struct {
 	// Result is set when State is Done.
 	Result *result.Result `json:"result,omitempty"`
 	// Card is the action-required card, set from ActionRequired on.
-	Card json.RawMessage `json:"card,omitempty"`
+	Card stdjson.RawMessage `json:"card,omitempty"`
 	// Resume records how the card was answered.
-	Resume *Resume `json:"resume,omitempty"`
+	Resume *Resume `json:"resume,omitzero"`
 	// Owner is the instance running the call; Deadline is when a call
 	// still in flight is given up as "outcome unknown".
 	Owner    string    `json:"owner,omitempty"`
@@ -123,10 +128,49 @@ func Key(user, install, callID string) string {
 	return user + "\x1f" + install + "\x1f" + callID
 }
 
-// InputDigest is the SHA-256 of the input's canonical JSON (object keys
-// sorted, as encoding/json writes maps).
+// InputDigest is the SHA-256 of the input's canonical JSON: RFC 8785
+// (jsontext's Canonicalize: object members sorted, no whitespace, each
+// string in one form) but for two rules kept from the digests stored before
+// it, which must stay equal for equal inputs (a repeat whose digest changed
+// would be refused as another call under the same call id):
+//
+//   - numbers stay as written (input holds json.Number, each number's
+//     text): RFC 8785 writes them as IEEE doubles, so 1.0 and 1 would
+//     match and, worse, 1234567890123456789 and 1234567890123456788;
+//   - <, >, &, U+2028 and U+2029 in strings are escaped (\u003c …), as
+//     encoding/json wrote them.
+//
+// The digests stored before differ only for an object with two names
+// that first differ at a character from U+E000 to U+FFFF and one above
+// U+FFFF (RFC 8785 orders names by UTF-16, encoding/json by UTF-8), and
+// for an input that is not JSON and holds invalid UTF-8.
 func InputDigest(input any) string {
-	b, _ := json.Marshal(input)
-	sum := sha256.Sum256(b)
+	// Marshal fails only for a value no JSON decodes to, hashed as
+	// nothing, as encoding/json's failures were. Canonicalize does not
+	// fail on what Marshal wrote.
+	v, err := json.Marshal(input, digestMarshal)
+	if err != nil {
+		v = nil
+	} else {
+		_ = (*jsontext.Value)(&v).Canonicalize(digestFormat...)
+	}
+	sum := sha256.Sum256(v)
 	return hex.EncodeToString(sum[:])
 }
+
+var (
+	// digestMarshal writes a json.Number as the number it holds.
+	digestMarshal = json.JoinOptions(
+		json.WithMarshalers(json.MarshalToFunc(func(enc *jsontext.Encoder, n stdjson.Number) error {
+			return enc.WriteValue(jsontext.Value(n))
+		})),
+		// The text of an input that is not JSON, hashed as a string.
+		jsontext.AllowInvalidUTF8(true),
+	)
+	digestFormat = []jsontext.Options{
+		jsontext.CanonicalizeRawInts(false),
+		jsontext.CanonicalizeRawFloats(false),
+		jsontext.EscapeForHTML(true),
+		jsontext.EscapeForJS(true),
+	}
+)

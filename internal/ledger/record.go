@@ -2,22 +2,22 @@ package ledger
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
-	"github.com/toolgate/toolgate/internal/result"
+	"github.com/toolgate/toolgate/internal/clock"
 )
 
 // stamp returns the call to store: c with its zero times set, so a call
 // whose writer forgot them is not swept at once.
-func stamp(c *Call, now func() time.Time) *Call {
+func stamp(c *Call, clk clock.Clock) *Call {
 	rec := *c
 	if rec.Created.IsZero() || rec.Updated.IsZero() {
-		t := now()
+		t := clk.Now()
 		if rec.Created.IsZero() {
 			rec.Created = t
 		}
@@ -55,9 +55,25 @@ func checkCreate(c *Call) error {
 	return nil
 }
 
+// callOptions are how a call is stored and read: its JSON from the struct
+// tags (no HTML escaping, so a card's raw JSON comes back byte for byte,
+// compacted). Invalid UTF-8 in a string is stored as U+FFFD, as encoding/json
+// did, rather than failing the record of a call that ran.
+var callOptions = jsontext.AllowInvalidUTF8(true)
+
+// encodeCall is the stored form of c.
+func encodeCall(c *Call) ([]byte, error) {
+	data, err := json.Marshal(c, callOptions)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: encoding call %q: %w", c.Key, err)
+	}
+	return data, nil
+}
+
+// decodeCall reads a stored call.
 func decodeCall(key string, data []byte) (*Call, error) {
 	var c Call
-	if err := json.Unmarshal(data, &c); err != nil {
+	if err := json.Unmarshal(data, &c, callOptions); err != nil {
 		return nil, fmt.Errorf("%w: call %q: %w", ErrCorrupt, key, err)
 	}
 	return &c, nil
@@ -65,7 +81,7 @@ func decodeCall(key string, data []byte) (*Call, error) {
 
 // salvage reads what it can of a stored call that does not decode whole
 // (cut short, or damaged past some point): the string members before the
-// damage. encodeCall writes the key, the call id, the tool, the caller and
+// damage. Call declares the key, the call id, the tool, the caller and
 // the digest first, so a call cut anywhere after them can still be closed
 // as outcome unknown under its key, and a repeat of it recognised.
 func salvage(data []byte) *Call {
@@ -97,96 +113,4 @@ func salvage(data []byte) *Call {
 			*field = string(s)
 		}
 	}
-}
-
-// encodeCall is the stored form of c: its JSON as encoding/json writes it
-// from the struct tags with HTML escaping off, so that a card's raw JSON
-// comes back byte for byte (compacted). It is written by hand, in one
-// buffer sized for it: both back ends encode a call twice per call.
-func encodeCall(c *Call) ([]byte, error) {
-	return appendCall(make([]byte, 0, callSize(c)), c)
-}
-
-// callSize is about the size of c's JSON: its strings plus room for the
-// names, times and escapes.
-func callSize(c *Call) int {
-	n := 320 + len(c.Key) + len(c.CallID) + len(c.Tool) + len(c.User) + len(c.Install) +
-		len(c.Source) + len(c.ThreadID) + len(c.Digest) + len(c.Owner) + len(c.Card)
-	if c.Result != nil {
-		n += 64 + len(c.Result.Content) + len(c.Result.Markdown) + len(c.Result.EmbedURL)
-	}
-	if c.Resume != nil {
-		n += 64 + len(c.Resume.ButtonID) + len(c.Resume.Device)
-	}
-	return n + n/16
-}
-
-// appendCall appends c's JSON to dst (see encodeCall).
-func appendCall(dst []byte, c *Call) ([]byte, error) {
-	dst = append(dst, `{"key":`...)
-	dst = result.AppendString(dst, c.Key)
-	dst = append(dst, `,"callId":`...)
-	dst = result.AppendString(dst, c.CallID)
-	dst = append(dst, `,"tool":`...)
-	dst = result.AppendString(dst, c.Tool)
-	dst = result.AppendOptional(dst, `,"user":`, c.User)
-	dst = result.AppendOptional(dst, `,"install":`, c.Install)
-	dst = result.AppendOptional(dst, `,"source":`, c.Source)
-	dst = result.AppendOptional(dst, `,"threadId":`, c.ThreadID)
-	dst = append(dst, `,"digest":`...)
-	dst = result.AppendString(dst, c.Digest)
-	dst = append(dst, `,"state":`...)
-	dst = result.AppendString(dst, string(c.State))
-	if c.Result != nil {
-		dst = append(dst, `,"result":{`...)
-		dst = c.Result.AppendFields(dst)
-		dst = append(dst, '}')
-	}
-	if len(c.Card) > 0 {
-		dst = append(dst, `,"card":`...)
-		buf := bytes.NewBuffer(dst)
-		if err := json.Compact(buf, c.Card); err != nil {
-			return nil, fmt.Errorf("ledger: encoding call %q: card: %w", c.Key, err)
-		}
-		dst = buf.Bytes()
-	}
-	if r := c.Resume; r != nil {
-		dst = append(dst, `,"resume":{`...)
-		mark := len(dst)
-		for _, m := range [...]struct{ name, value string }{
-			{`"buttonId":`, r.ButtonID}, {`"action":`, r.Action}, {`"device":`, r.Device},
-		} {
-			if m.value == "" {
-				continue
-			}
-			if len(dst) > mark {
-				dst = append(dst, ',')
-			}
-			dst = append(dst, m.name...)
-			dst = result.AppendString(dst, m.value)
-		}
-		dst = append(dst, '}')
-	}
-	dst = result.AppendOptional(dst, `,"owner":`, c.Owner)
-	for _, m := range [...]struct {
-		name string
-		t    time.Time
-	}{{`,"deadline":`, c.Deadline}, {`,"created":`, c.Created}, {`,"updated":`, c.Updated}} {
-		dst = append(dst, m.name...)
-		var err error
-		if dst, err = appendTime(dst, m.t); err != nil {
-			return nil, fmt.Errorf("ledger: encoding call %q: %w", c.Key, err)
-		}
-	}
-	return append(dst, '}'), nil
-}
-
-// appendTime writes t as time.Time's MarshalJSON does, with its checks.
-func appendTime(dst []byte, t time.Time) ([]byte, error) {
-	if y := t.Year(); y < 0 || y >= 10000 {
-		return nil, fmt.Errorf("time %v: year outside of range [0,9999]", t)
-	}
-	dst = append(dst, '"')
-	dst = t.AppendFormat(dst, time.RFC3339Nano)
-	return append(dst, '"'), nil
 }

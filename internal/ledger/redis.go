@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/toolgate/toolgate/internal/clock"
 )
 
 // RedisOptions configures OpenRedis.
@@ -40,8 +42,9 @@ type RedisOptions struct {
 	// set again on every write. Default: 24h (DefaultRetention).
 	Retention time.Duration
 
-	// Now is the clock that stamps calls without times. Default: time.Now.
-	Now func() time.Time
+	// Clock stamps calls without times and dates their keys' expiry.
+	// Default: the system clock.
+	Clock clock.Clock
 }
 
 // Redis is a Ledger in Redis, shared by every gateway instance that uses
@@ -55,7 +58,7 @@ type Redis struct {
 	prefix    string
 	channel   string
 	retention time.Duration
-	now       func() time.Time
+	clock     clock.Clock
 	waiters   *waiters
 
 	// opBase and opSeq name each write, so that a write go-redis retries
@@ -130,9 +133,6 @@ func OpenRedis(ctx context.Context, opts RedisOptions) (*Redis, error) {
 	if opts.Prefix == "" {
 		opts.Prefix = "toolgate:"
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
 	var seed [8]byte
 	if _, err := rand.Read(seed[:]); err != nil {
 		return nil, fmt.Errorf("opening ledger at redis %s: %w", opts.Addr, err)
@@ -159,7 +159,7 @@ func OpenRedis(ctx context.Context, opts RedisOptions) (*Redis, error) {
 		prefix:    opts.Prefix,
 		channel:   opts.Prefix + "done",
 		retention: opts.Retention,
-		now:       opts.Now,
+		clock:     clock.Or(opts.Clock),
 		waiters:   newWaiters(),
 		opBase:    hex.EncodeToString(seed[:]) + ":",
 		fannedOut: make(chan struct{}),
@@ -216,7 +216,7 @@ func (r *Redis) callKey(key string) string {
 // them: the retention from now, or from keptFrom(c) when that is later, so
 // that a call in flight outlives its deadline by the retention.
 func (r *Redis) ttl(c *Call) string {
-	d := r.retention + max(keptFrom(c).Sub(r.now()), 0)
+	d := r.retention + max(keptFrom(c).Sub(r.clock.Now()), 0)
 	return strconv.FormatInt(max(d.Milliseconds(), 1), 10)
 }
 
@@ -254,7 +254,7 @@ func (r *Redis) Create(ctx context.Context, c *Call) (*Call, bool, error) {
 	if err := checkCreate(c); err != nil {
 		return nil, false, err
 	}
-	rec := stamp(c, r.now)
+	rec := stamp(c, r.clock)
 	data, err := encodeCall(rec)
 	if err != nil {
 		return nil, false, err
@@ -292,7 +292,7 @@ func (r *Redis) Get(ctx context.Context, key string) (*Call, error) {
 
 // Update implements Ledger.
 func (r *Redis) Update(ctx context.Context, c *Call, from State) (*Call, error) {
-	rec := stamp(c, r.now)
+	rec := stamp(c, r.clock)
 	data, err := encodeCall(rec)
 	if err != nil {
 		return nil, err

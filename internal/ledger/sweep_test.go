@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/clock"
 	"github.com/toolgate/toolgate/internal/result"
 )
 
@@ -21,7 +22,7 @@ func TestBoltSweepChunks(t *testing.T) {
 	now := time.Date(2030, 1, 2, 12, 0, 0, 0, time.UTC)
 	b, err := OpenBolt(filepath.Join(t.TempDir(), "ledger.db"), BoltOptions{
 		Retention: time.Hour,
-		Now:       func() time.Time { return now },
+		Clock:     clock.NewManual(now),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -74,13 +75,13 @@ func TestBoltSweepChunks(t *testing.T) {
 
 // A call in flight is never swept before its deadline, however short the
 // retention: it is kept for the retention past its deadline, whether it is
-// in flight in memory (a new call) or in the B+tree (a resumed card's call).
-// Swept early, a repeat of its call id would find nothing and run it again.
+// a new call or a resumed card's call. Swept early, a repeat of its call id
+// would find nothing and run it again.
 func TestBoltSweepKeepsInFlightPastDeadline(t *testing.T) {
 	now := time.Date(2030, 1, 2, 12, 0, 0, 0, time.UTC)
 	b, err := OpenBolt(filepath.Join(t.TempDir(), "ledger.db"), BoltOptions{
 		Retention: time.Hour,
-		Now:       func() time.Time { return now },
+		Clock:     clock.NewManual(now),
 	})
 	if err != nil {
 		t.Fatal(err)
