@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -507,7 +508,7 @@ func sizeArg(dst *int64) option {
 			return err
 		}
 		size, err := humanize.ParseBytes(v)
-		if err != nil || size == 0 {
+		if err != nil || size == 0 || size > math.MaxInt64 {
 			return d.Errf("bad %s %s: want a size such as 1MiB", opt, v)
 		}
 		*dst = int64(size)

@@ -109,6 +109,7 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"bad upstream_timeout", []string{"upstream_timeout soon"}, `bad upstream_timeout soon: time: invalid duration "soon", at Testfile:2`},
 		{"zero size", []string{"max_response_size 0"}, "bad max_response_size 0: want a size such as 1MiB, at Testfile:2"},
 		{"negative size", []string{"max_request_size -1KiB"}, "bad max_request_size -1KiB: want a size such as 1MiB, at Testfile:2"},
+		{"size past int64", []string{"max_request_size 10EiB"}, "bad max_request_size 10EiB: want a size such as 1MiB, at Testfile:2"},
 		{"size without value", []string{"max_request_size"}, "wrong argument count or unexpected line ending after 'max_request_size', at Testfile:2"},
 
 		{"component without url", []string{"component api"}, "wrong argument count or unexpected line ending after 'api', at Testfile:2"},

@@ -16,7 +16,6 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
-	"github.com/toolgate/toolgate/internal/clienttools"
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/httpapi"
@@ -97,7 +96,6 @@ type Handler struct {
 	client    *dispatch.Client
 	logger    *zap.Logger
 	ledgerKey string
-	bridgeKey string
 }
 
 // Component is one of the app's components.
@@ -206,26 +204,15 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) error {
 	if err := lc.checkRetention(time.Duration(h.UpstreamTimeout), time.Duration(h.ClientToolTimeout)); err != nil {
 		return err
 	}
-	led, ledgerKey, err := lc.open(repl, h.logger)
+	led, bridge, ledgerKey, err := lc.open(repl, h.logger)
 	if err != nil {
 		return err
 	}
 	h.ledgerKey = ledgerKey
-
 	limits, err := h.Pages.limits()
 	if err != nil {
 		return err
 	}
-	// One bridge per ledger: a page and the call it answers meet on it
-	// across reloads.
-	h.bridgeKey = "bridge:" + ledgerKey
-	val, _, err := bridges.LoadOrNew(h.bridgeKey, func() (caddy.Destructor, error) {
-		return openBridge{clienttools.NewBridge()}, nil
-	})
-	if err != nil {
-		return err
-	}
-	bridge := val.(openBridge).Bridge
 	bridge.SetLimits(limits)
 
 	h.client = dispatch.NewClient(time.Duration(h.UpstreamTimeout), h.MaxResponseSize)
@@ -274,15 +261,10 @@ func (h *Handler) Validate() error {
 }
 
 // Cleanup releases idle upstream connections and this config's hold on
-// the ledger and the bridge.
+// the ledger and its bridge.
 func (h *Handler) Cleanup() error {
 	if h.client != nil {
 		h.client.CloseIdleConnections()
-	}
-	if h.bridgeKey != "" {
-		if _, err := bridges.Delete(h.bridgeKey); err != nil {
-			return err
-		}
 	}
 	if h.ledgerKey != "" {
 		_, err := ledgers.Delete(h.ledgerKey)
@@ -290,14 +272,6 @@ func (h *Handler) Cleanup() error {
 	}
 	return nil
 }
-
-// bridges holds the client-tool bridges across config reloads: calls
-// waiting for their page and the pages' open streams outlive a reload.
-var bridges = caddy.NewUsagePool()
-
-type openBridge struct{ *clienttools.Bridge }
-
-func (openBridge) Destruct() error { return nil }
 
 // ServeHTTP answers the API's paths and passes on the rest.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {

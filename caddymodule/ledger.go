@@ -87,18 +87,23 @@ func (c *Ledger) checkRetention(upstream, client time.Duration) error {
 }
 
 // ledgers holds the open ledgers across config reloads, keyed by their
-// config: a reload that keeps the ledger keeps its waiters and its file.
+// config: a reload that keeps the ledger keeps its waiters and its file,
+// and the bridge on which pages meet the client tool calls waiting for
+// them, with the pages' open streams.
 var ledgers = caddy.NewUsagePool()
 
-type openLedger struct{ ledger.Ledger }
+type openLedger struct {
+	ledger.Ledger
+	bridge *clienttools.Bridge
+}
 
 func (l openLedger) Destruct() error { return l.Close() }
 
-// open returns the ledger for this config, shared with the handlers and
-// the previous config that use the same one, and the key to release in
-// Cleanup ("" for ledger.Off). Redis's password and CA file may hold
-// placeholders, resolved with repl.
-func (c *Ledger) open(repl *caddy.Replacer, logger *zap.Logger) (ledger.Ledger, string, error) {
+// open returns the ledger for this config and its bridge, shared with the
+// handlers and the previous config that use the same ledger, and the key to
+// release in Cleanup. Redis's password and CA file may hold placeholders,
+// resolved with repl.
+func (c *Ledger) open(repl *caddy.Replacer, logger *zap.Logger) (ledger.Ledger, *clienttools.Bridge, string, error) {
 	cfg := c.config()
 	var err error
 	if cfg.Backend == "redis" {
@@ -111,18 +116,21 @@ func (c *Ledger) open(repl *caddy.Replacer, logger *zap.Logger) (ledger.Ledger, 
 		err = cfg.Check()
 	}
 	if err != nil {
-		return nil, "", err
-	}
-	if cfg.Backend == "off" {
-		return ledger.Off, "", nil
+		return nil, nil, "", err
 	}
 	key, _ := json.Marshal(cfg)
 	val, _, err := ledgers.LoadOrNew(string(key), func() (caddy.Destructor, error) {
-		l, err := cfg.Open(logger)
-		return openLedger{l}, err
+		l := ledger.Ledger(ledger.Off)
+		if cfg.Backend != "off" {
+			if l, err = cfg.Open(logger); err != nil {
+				return nil, err
+			}
+		}
+		return openLedger{l, clienttools.NewBridge()}, nil
 	})
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
-	return val.(openLedger).Ledger, string(key), nil
+	open := val.(openLedger)
+	return open.Ledger, open.bridge, string(key), nil
 }

@@ -8,7 +8,6 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -33,45 +32,6 @@ type Result struct {
 	EmbedURL string `json:"embedUrl,omitempty"`
 	// Card says which channel the card shows: embedUrl wins over markdown.
 	Card string `json:"card,omitempty"`
-}
-
-// AppendFields appends the result's members as encoding/json writes them
-// from the struct tags, separated by commas, without the braces of the
-// object they go in, and without reflection.
-//
-// Deprecated: the ledger's record encoder is its last caller; it moves to
-// json v2 (issue 13), and this goes with it.
-func (r *Result) AppendFields(dst []byte) []byte {
-	dst = append(dst, `"isError":`...)
-	dst = strconv.AppendBool(dst, r.IsError)
-	dst = append(dst, `,"content":`...)
-	dst = AppendString(dst, r.Content)
-	dst = AppendOptional(dst, `,"markdown":`, r.Markdown)
-	dst = AppendOptional(dst, `,"embedUrl":`, r.EmbedURL)
-	return AppendOptional(dst, `,"card":`, r.Card)
-}
-
-// AppendOptional appends name (`,"key":`) and s as a JSON string, unless s
-// is empty: a string member tagged omitempty.
-//
-// Deprecated: the ledger's record encoder is its last caller; it moves to
-// json v2 (issue 13), and this goes with it.
-func AppendOptional(dst []byte, name, s string) []byte {
-	if s == "" {
-		return dst
-	}
-	return AppendString(append(dst, name...), s)
-}
-
-// AppendString appends s as a JSON string, invalid UTF-8 as U+FFFD, as
-// encoding/json writes it (but for HTML characters and U+2028/9, which it
-// escapes and JSON does not need escaped).
-//
-// Deprecated: the ledger's record encoder is its last caller; it moves to
-// json v2 (issue 13), and this goes with it.
-func AppendString(dst []byte, s string) []byte {
-	dst, _ = jsontext.AppendQuote(dst, s)
-	return dst
 }
 
 // Failure returns an error result (IsError) whose content, the formatted
