@@ -55,9 +55,10 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			tls_ca_file <pem>        (redis: trust this CA, not the system's)
 //		}
 //		pages {
-//			key_file | secret <value>
+//			jwks_url | key_file | secret <value>
 //			issuer   <iss>
 //			audience <aud>
+//			leeway   <duration>
 //			origins  <origin...>
 //			max_pending_per_thread <n>
 //			max_pending            <n>
