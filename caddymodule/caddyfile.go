@@ -181,11 +181,7 @@ func (c *Component) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 
 // UnmarshalCaddyfile sets up the identity from an `identity {…}` block.
 func (id *Identity) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // consume "identity"
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	return parseBlock(d, "identity subdirective", map[string]option{
+	return parseSubBlock(d, map[string]option{
 		"issuer":   stringArg(&id.Issuer),
 		"key_file": stringArg(&id.KeyFile),
 		"key": func(d *caddyfile.Dispenser) error {
@@ -204,14 +200,10 @@ func (id *Identity) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 // UnmarshalCaddyfile sets up caller authentication from a `callers {…}`
 // block.
 func (c *Callers) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // consume "callers"
-	if d.NextArg() {
-		return d.ArgErr()
-	}
 	opts := c.Tokens.options()
 	opts["user_claim"] = stringArg(&c.UserClaim)
 	opts["install_claim"] = stringArg(&c.InstallClaim)
-	return parseBlock(d, "callers subdirective", opts)
+	return parseSubBlock(d, opts)
 }
 
 // options are the token options callers and pages share.
@@ -228,16 +220,12 @@ func (t *Tokens) options() map[string]option {
 
 // UnmarshalCaddyfile sets up the page tokens from a `pages {…}` block.
 func (p *Pages) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // consume "pages"
-	if d.NextArg() {
-		return d.ArgErr()
-	}
 	opts := p.Tokens.options()
 	opts["origins"] = listArg(&p.Origins)
 	opts["max_pending_per_thread"] = intArg(&p.MaxPendingPerThread, true)
 	opts["max_pending"] = intArg(&p.MaxPending, true)
 	opts["max_streams_per_token"] = intArg(&p.MaxStreamsPerToken, true)
-	return parseBlock(d, "pages subdirective", opts)
+	return parseSubBlock(d, opts)
 }
 
 // UnmarshalCaddyfile sets up the ledger from `ledger bolt [path] {…}`,
@@ -399,6 +387,17 @@ func parseBlock(d *caddyfile.Dispenser, what string, opts map[string]option) err
 		}
 	}
 	return nil
+}
+
+// parseSubBlock reads a `<name> {…}` sub-block, which takes no arguments
+// on its line, from d on its name.
+func parseSubBlock(d *caddyfile.Dispenser, opts map[string]option) error {
+	d.Next() // consume the block's name
+	name := d.Val()
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	return parseBlock(d, name+" subdirective", opts)
 }
 
 // subBlock reads a sub-block such as identity {…} into a new *dst, by the
