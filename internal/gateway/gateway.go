@@ -328,9 +328,11 @@ func (g *Gateway) Invoke(ctx context.Context, call Call) (*Answer, error) {
 	if err := g.admitClientCall(ctx, tool, call); err != nil {
 		return nil, err
 	}
-	digest := ledger.InputDigest(input)
-	if inputErr != nil {
-		digest = ledger.InputDigest(string(call.Input))
+	off := g.ledger == ledger.Off
+	digest := ""
+	if !off {
+		// Off keeps no call to compare a repeat's input with.
+		digest = inputDigest(call.Input, input, inputErr)
 	}
 	now := g.clock.Now()
 	state, limit := ledger.Running, g.inFlightLimit()
@@ -360,7 +362,6 @@ func (g *Gateway) Invoke(ctx context.Context, call Call) (*Answer, error) {
 	// not "cancelled" for a call that ran. The upstream timeout bounds it.
 	// With the ledger off there is no repeat, and the call ends with its
 	// caller.
-	off := g.ledger == ledger.Off
 	runCtx := context.WithoutCancel(ctx)
 	if off {
 		runCtx = ctx

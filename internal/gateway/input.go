@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/toolgate/toolgate/internal/jsonread"
+	"github.com/toolgate/toolgate/internal/ledger"
 )
 
 // decodeInput decodes a call's input into the values a JSON Schema
@@ -73,4 +74,21 @@ func readValue(d *jsontext.Decoder) (any, error) {
 		return arr, err
 	}
 	return nil, errors.New("unexpected token")
+}
+
+// inputDigest is the ledger's digest of a call's input: of the value
+// decodeInput gave, canonicalized straight from the input's bytes where
+// they are that value, or of the text when it is no JSON.
+func inputDigest(raw json.RawMessage, input any, inputErr error) string {
+	if inputErr != nil {
+		return ledger.InputDigest(string(raw))
+	}
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 || string(trimmed) == "null" {
+		trimmed = []byte("{}")
+	}
+	if d, err := ledger.RawInputDigest(trimmed); err == nil {
+		return d
+	}
+	return ledger.InputDigest(input)
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/toolgate/toolgate/internal/ledger"
 )
 
 func TestDecodeInput(t *testing.T) {
@@ -69,4 +71,24 @@ func FuzzDecodeInput(f *testing.F) {
 			t.Fatalf("decodeInput(%q) = %#v; UnmarshalJSON = %#v", in, got, want)
 		}
 	})
+}
+
+// The digest canonicalized from the input's bytes is the digest of the
+// value decodeInput gives, which is what the ledger stored before.
+func TestInputDigestFromBytes(t *testing.T) {
+	for _, in := range []string{
+		``, `null`, ` {} `, `{"id":"b1"}`, `{"b":1,"a":[1.0,1e2,-0,12345678901234567890]}`,
+		`{"s":"\u00e9\u2028<&>\"\\"}`, "{\"bad\":\"\xff\xfe\"}", `{"lone":"\ud800"}`,
+		`{"z":{"y":{"x":[true,false,null]}},"é":"x","e":"y"}`, `"just a string"`, `[3,2,1]`,
+		"{\"a\":1}  \n", `{"a":1,"a":2}`, `{"a":`, `not json`,
+	} {
+		input, err := decodeInput(json.RawMessage(in))
+		want := ledger.InputDigest(input)
+		if err != nil {
+			want = ledger.InputDigest(in)
+		}
+		if got := inputDigest(json.RawMessage(in), input, err); got != want {
+			t.Errorf("%q: digest %s, want %s", in, got, want)
+		}
+	}
 }

@@ -25,7 +25,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"net/http"
-	"reflect"
+	"path"
+	"slices"
 	"strings"
 
 	"go.uber.org/zap"
@@ -86,7 +87,6 @@ type API struct {
 	maxRequest  int64
 	logger      *zap.Logger
 	mux         *http.ServeMux
-	patterns    map[string]bool // registered: the API owns only these
 }
 
 // New returns the API, checking the config.
@@ -125,7 +125,7 @@ func New(c Config) (*API, error) {
 // and a catch-all that answers 405 (or 404 for a malformed id) as JSON,
 // as ServeMux's own plain-text answers would not be.
 func (a *API) routes() {
-	a.mux, a.patterns = http.NewServeMux(), map[string]bool{}
+	a.mux = http.NewServeMux()
 	a.handle("GET /tools", a.runtime(a.serveList))
 	a.handle("POST /tools/{name...}", a.runtime(a.serveInvoke))
 	a.handle("GET /calls/{id}", a.callID(a.runtime(a.serveStatus)))
@@ -156,12 +156,19 @@ func (a *API) routes() {
 	a.handle("/client/{rest...}", a.cors(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such page endpoint")
 	}))
+
+	// Every other path is not the API's: these handlers write nothing, and
+	// Serve tells them by their pattern. "/calls" and "/client" have their
+	// own, or ServeMux would redirect them to the subtrees "/calls/…" and
+	// "/client/…".
+	for _, p := range notOurs {
+		a.handle(p, func(http.ResponseWriter, *http.Request) {})
+	}
 }
 
 // handle registers a route.
 func (a *API) handle(pattern string, h http.HandlerFunc) {
 	a.mux.HandleFunc(pattern, h)
-	a.patterns[pattern] = true
 }
 
 // Serve answers a request on one of the API's paths and reports true; it
@@ -169,19 +176,27 @@ func (a *API) handle(pattern string, h http.HandlerFunc) {
 // API's to answer (the Caddy module passes it to the next handler).
 func (a *API) Serve(w http.ResponseWriter, r *http.Request) bool {
 	// ServeMux answers a path that is not clean with a redirect to the
-	// clean one, and a subtree's root without its slash with a redirect to
-	// the subtree: neither is the API's, so neither is served here.
-	h, pattern := a.mux.Handler(r)
-	if !a.patterns[pattern] || reflect.TypeOf(h) == redirectType {
+	// clean one, and "OPTIONS *" with 400: neither is the API's.
+	if r.RequestURI == "*" || !isClean(r.URL.EscapedPath()) {
 		return false
 	}
-	// ServeMux.ServeHTTP, not the handler found: it sets the path values.
+	// One lookup: ServeMux records the pattern it chose in the request.
 	a.mux.ServeHTTP(w, r)
-	return true
+	return !slices.Contains(notOurs, r.Pattern)
 }
 
-// redirectType is the type of the handlers ServeMux redirects with.
-var redirectType = reflect.TypeOf(http.RedirectHandler("/", http.StatusMovedPermanently))
+// notOurs are the patterns of the paths that are not the API's.
+var notOurs = []string{"/", "/calls", "/client"}
+
+// isClean reports whether ServeMux would take the path as it is: rooted,
+// without "//", "." or ".." segments (a final slash may stay).
+func isClean(p string) bool {
+	if p == "" || p[0] != '/' {
+		return false
+	}
+	c := path.Clean(p)
+	return c == p || (c+"/" == p && c != "/")
+}
 
 // ServeHTTP serves the API's paths, and 404 for any other.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -171,7 +171,14 @@ func FuzzInputDigest(f *testing.F) {
 		d := json.NewDecoder(strings.NewReader(in))
 		d.UseNumber()
 		var v any
-		if d.Decode(&v) != nil || d.More() || hasHighName(v) {
+		if d.Decode(&v) != nil || d.More() {
+			return
+		}
+		// Canonicalized from the bytes, the digest is the decoded value's.
+		if raw, err := RawInputDigest([]byte(in)); err == nil && raw != InputDigest(v) {
+			t.Errorf("RawInputDigest(%s) = %s, InputDigest of it decoded = %s", in, raw, InputDigest(v))
+		}
+		if hasHighName(v) {
 			return
 		}
 		if got, want := InputDigest(v), oldInputDigest(v); got != want {
