@@ -202,9 +202,10 @@ func (g *Gateway) Resume(ctx context.Context, req ResumeRequest) (*Answer, error
 		}
 
 		// As a call does, a pressed button runs to its end without its caller.
-		res := g.answerCard(context.WithoutCancel(ctx), &claimed, card, button, want.Action)
+		bg := context.WithoutCancel(ctx)
+		res := g.answerCard(bg, &claimed, card, button, want.Action)
 		claimed.State, claimed.Result, claimed.Updated = ledger.Done, &res, g.clock.Now()
-		g.record(ctx, &claimed, ledger.Running)
+		g.record(bg, &claimed, ledger.Running)
 		return answerOf(&claimed), nil
 	}
 }

@@ -378,7 +378,7 @@ func (g *Gateway) Invoke(ctx context.Context, call Call) (*Answer, error) {
 		rec.State, rec.Result = ledger.Done, &out.res
 	}
 	rec.Updated = g.clock.Now()
-	g.record(ctx, rec, state)
+	g.record(runCtx, rec, state)
 	return answerOf(rec), nil
 }
 
@@ -387,11 +387,11 @@ func (g *Gateway) Invoke(ctx context.Context, call Call) (*Answer, error) {
 const recordRetry = time.Second
 
 // record writes a call that ran, even if the caller went away: a repeat must
-// find it. While the ledger is unavailable (Redis restarting) it tries again
+// find it, so ctx is one the caller's going away does not cancel
+// (context.WithoutCancel; ledger.Off, which writes nothing, takes any). While the ledger is unavailable (Redis restarting) it tries again
 // in the background until the call's deadline, so that a repeat, which waits
 // for the call meanwhile, gets its result rather than "outcome unknown".
 func (g *Gateway) record(ctx context.Context, c *ledger.Call, from ledger.State) {
-	ctx = context.WithoutCancel(ctx)
 	_, err := g.ledger.Update(ctx, c, from)
 	if err == nil {
 		return
@@ -621,9 +621,18 @@ func describe(t *dispatch.Target) string {
 // components get the Kazzle-Tool-Context text they got before json v2.
 var contextOptions = jsonv2.JoinOptions(jsontext.EscapeForHTML(true), jsontext.EscapeForJS(true))
 
+// apiContext is the Kazzle-Tool-Context of every API call, encoded once.
+var apiContext = func() string {
+	b, _ := jsonv2.Marshal(&Origin{Source: SourceAPI}, contextOptions)
+	return string(b)
+}()
+
 // contextHeader is the Kazzle-Tool-Context header of a call from c, which
 // CheckOrigin checked.
 func contextHeader(c Origin) string {
+	if c.Source == SourceAPI {
+		return apiContext
+	}
 	// Only invalid UTF-8 could fail, and a thread id is valid UTF-8.
 	b, _ := jsonv2.Marshal(&c, contextOptions)
 	return string(b)
