@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/apitest"
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/manifest"
 )
@@ -38,7 +39,7 @@ const (
 type countingUpstream struct {
 	srv   *httptest.Server
 	mu    sync.Mutex
-	reqs  []recorded
+	reqs  []apitest.Recorded
 	cards map[string]string
 }
 
@@ -47,7 +48,7 @@ func newCountingUpstream(t *testing.T) *countingUpstream {
 	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		u.mu.Lock()
-		u.reqs = append(u.reqs, recorded{r.Method, r.URL.EscapedPath(), r.URL.RawQuery, r.Header.Clone(), body})
+		u.reqs = append(u.reqs, apitest.Recorded{Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery, Header: r.Header.Clone(), Body: body})
 		card, isCard := u.cards[strings.TrimPrefix(r.URL.Path, "/card/")]
 		u.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
@@ -61,10 +62,10 @@ func newCountingUpstream(t *testing.T) *countingUpstream {
 	return u
 }
 
-func (u *countingUpstream) requests() []recorded {
+func (u *countingUpstream) requests() []apitest.Recorded {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return append([]recorded(nil), u.reqs...)
+	return append([]apitest.Recorded(nil), u.reqs...)
 }
 
 // sawSecret reports whether any request carried one of the config's
@@ -147,8 +148,8 @@ func (rig *attackRig) do(t *testing.T, method, path, body string) (int, []byte) 
 // card is refused for want and nothing was left open to press.
 func (rig *attackRig) refused(t *testing.T, tool, kind, callID, want string) {
 	t.Helper()
-	status, raw := rig.do(t, "POST", "/tools/"+tool, `{"input":{"kind":"`+kind+`"},"callId":"`+callID+`",`+thread+`,`+who+`}`)
-	var a answer
+	status, raw := rig.do(t, "POST", "/tools/"+tool, `{"input":{"kind":"`+kind+`"},"callId":"`+callID+`",`+thread+`,`+apitest.Who+`}`)
+	var a apitest.Answer
 	if err := json.Unmarshal(raw, &a); status != 200 || err != nil || a.Status != "done" || !a.IsError || !strings.Contains(a.Content, want) {
 		t.Fatalf("%s %s: %d %s, want an error result with %q", tool, kind, status, raw, want)
 	}
@@ -156,7 +157,7 @@ func (rig *attackRig) refused(t *testing.T, tool, kind, callID, want string) {
 	if err := json.Unmarshal(raw, &a); status != 200 || err != nil || a.Status != "done" || !a.IsError {
 		t.Errorf("GET /calls/%s: %d %s, want done with isError", callID, status, raw)
 	}
-	status, raw = rig.do(t, "POST", "/calls/"+callID+"/resume", `{"buttonId":"go",`+who+`}`)
+	status, raw = rig.do(t, "POST", "/calls/"+callID+"/resume", `{"buttonId":"go",`+apitest.Who+`}`)
 	if status != http.StatusConflict || !strings.Contains(string(raw), `"conflict"`) {
 		t.Errorf("resume of a refused card: %d %s, want 409 conflict", status, raw)
 	}
@@ -202,7 +203,7 @@ func TestCardAttackOtherComponent(t *testing.T) {
 // identity token for api.
 func TestCardOwnComponentStillWorks(t *testing.T) {
 	rig := startAttackGateway(t)
-	status, raw := rig.do(t, "POST", "/tools/api_card", `{"input":{"kind":"own"},"callId":"own_1",`+thread+`,`+who+`}`)
+	status, raw := rig.do(t, "POST", "/tools/api_card", `{"input":{"kind":"own"},"callId":"own_1",`+thread+`,`+apitest.Who+`}`)
 	var paused struct {
 		Status string `json:"status"`
 		Card   struct {
@@ -212,10 +213,10 @@ func TestCardOwnComponentStillWorks(t *testing.T) {
 	if err := json.Unmarshal(raw, &paused); status != 200 || err != nil || paused.Status != "action_required" || len(paused.Card.Elements) != 1 {
 		t.Fatalf("own card: %d %s", status, raw)
 	}
-	var first answer
+	var first apitest.Answer
 	for i := range 2 {
-		status, raw = rig.do(t, "POST", "/calls/own_1/resume", `{"buttonId":"go",`+who+`}`)
-		var a answer
+		status, raw = rig.do(t, "POST", "/calls/own_1/resume", `{"buttonId":"go",`+apitest.Who+`}`)
+		var a apitest.Answer
 		if err := json.Unmarshal(raw, &a); status != 200 || err != nil || a.Status != "done" || a.IsError || a.Content != "ran POST /items/z9" {
 			t.Fatalf("resume %d: %d %s", i, status, raw)
 		}
@@ -225,7 +226,7 @@ func TestCardOwnComponentStillWorks(t *testing.T) {
 			t.Errorf("the second resume answered %+v, the first %+v", a, first)
 		}
 	}
-	var ran []recorded
+	var ran []apitest.Recorded
 	for _, r := range rig.api.requests() {
 		if r.Path == "/items/z9" {
 			ran = append(ran, r)
@@ -237,7 +238,7 @@ func TestCardOwnComponentStillWorks(t *testing.T) {
 	if string(ran[0].Body) != `{"id":"z9"}` || ran[0].Header.Get("Kazzle-Tool-Context") != `{"source":"thread","threadId":"th_1"}` {
 		t.Errorf("the button sent %s %v", ran[0].Body, ran[0].Header)
 	}
-	claims := verifyWithJWKS(t, rig.s, strings.TrimPrefix(ran[0].Header.Get("Authorization"), "Bearer "))
+	claims := rig.s.VerifyWithJWKS(t, strings.TrimPrefix(ran[0].Header.Get("Authorization"), "Bearer "))
 	if claims["sub"] != "u_1" || claims["install"] != "in_1" {
 		t.Errorf("the button's identity token names %v", claims)
 	}

@@ -15,14 +15,15 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolgate/toolgate/internal/apitest"
 	"github.com/toolgate/toolgate/internal/manifest"
 )
 
 // startMCPGateway serves gatewayOptions and one more manifest: a tool with
 // MCP annotations.
-func startMCPGateway(t *testing.T) (*server, *recorder) {
-	rec := newRecorder(t)
-	return startServer(t, mcpOptions(t, rec.srv.URL)), rec
+func startMCPGateway(t *testing.T) (*server, *apitest.Recorder) {
+	rec := apitest.NewRecorder(t)
+	return startServer(t, mcpOptions(t, rec.URL)), rec
 }
 
 func mcpOptions(t *testing.T, upstream string) options {
@@ -245,7 +246,7 @@ func TestMCPCallResults(t *testing.T) {
 
 	// Failures are results the model reads, input validation included, and
 	// reach nothing.
-	before := rec.count()
+	before := rec.Count()
 	res = callTool(t, cs, &mcp.CallToolParams{Name: "save", Arguments: map[string]any{"n": "seven"}, Meta: u1()})
 	if !res.IsError || !strings.Contains(modelText(t, res), "invalid input") {
 		t.Errorf("invalid input: %s", dump(res))
@@ -254,7 +255,7 @@ func TestMCPCallResults(t *testing.T) {
 	if !res.IsError || !strings.Contains(modelText(t, res), "evil") {
 		t.Errorf("additional property: %s", dump(res))
 	}
-	if n := rec.count() - before; n != 0 {
+	if n := rec.Count() - before; n != 0 {
 		t.Errorf("invalid input reached the upstream %d times", n)
 	}
 	res = callTool(t, cs, &mcp.CallToolParams{Name: "domain_error", Arguments: map[string]any{}, Meta: u1()})
@@ -285,8 +286,8 @@ func TestMCPIdentityAndContext(t *testing.T) {
 	if res.IsError {
 		t.Fatalf("md: %s", dump(res))
 	}
-	got := rec.get(t, "/md")
-	claims := verifyWithJWKS(t, s, strings.TrimPrefix(got.Header.Get("Authorization"), "Bearer "))
+	got := rec.Get(t, "/md")
+	claims := s.VerifyWithJWKS(t, strings.TrimPrefix(got.Header.Get("Authorization"), "Bearer "))
 	if claims["sub"] != "u_1" || claims["install"] != "in_1" {
 		t.Errorf("the component was told %v, want u_1/in_1", claims)
 	}
@@ -304,7 +305,7 @@ func TestMCPIdentityAndContext(t *testing.T) {
 	if res.IsError {
 		t.Fatalf("md in a thread: %s", dump(res))
 	}
-	if ctx := rec.get(t, "/md").Header.Get("Kazzle-Tool-Context"); ctx != `{"source":"thread","threadId":"th_m"}` {
+	if ctx := rec.Get(t, "/md").Header.Get("Kazzle-Tool-Context"); ctx != `{"source":"thread","threadId":"th_m"}` {
 		t.Errorf("threadId in _meta: Kazzle-Tool-Context %q", ctx)
 	}
 
@@ -317,36 +318,36 @@ func TestMCPIdentityAndContext(t *testing.T) {
 		t.Fatal("2025-11-25 session has no id")
 	}
 	callTool(t, old, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{}, Meta: u1()})
-	if ctx := rec.get(t, "/md").Header.Get("Kazzle-Tool-Context"); ctx != `{"source":"thread","threadId":"mcp-`+old.ID()+`"}` {
+	if ctx := rec.Get(t, "/md").Header.Get("Kazzle-Tool-Context"); ctx != `{"source":"thread","threadId":"mcp-`+old.ID()+`"}` {
 		t.Errorf("elicitation-capable session: Kazzle-Tool-Context %q, want the session's thread", ctx)
 	}
 
 	// A sessionless client that declared elicitation: a thread per call.
 	latest := mcpClient{elicit: never}.session(t, s)
 	callTool(t, latest, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{}, Meta: u1()})
-	if ctx := rec.get(t, "/md").Header.Get("Kazzle-Tool-Context"); !strings.HasPrefix(ctx, `{"source":"thread","threadId":"mcp-call_`) {
+	if ctx := rec.Get(t, "/md").Header.Get("Kazzle-Tool-Context"); !strings.HasPrefix(ctx, `{"source":"thread","threadId":"mcp-call_`) {
 		t.Errorf("elicitation-capable sessionless client: Kazzle-Tool-Context %q, want a thread of its own", ctx)
 	}
 
 	// toolgate/callId: a repeat is answered from the ledger.
 	meta := withMeta(u1(), "toolgate/callId", "mcp_once_1")
 	first := callTool(t, plain, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{}, Meta: meta})
-	before := rec.count()
+	before := rec.Count()
 	again := callTool(t, plain, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{}, Meta: meta})
 	if first.IsError || dump(first.Content) != dump(again.Content) {
 		t.Errorf("repeat: %s, first %s", dump(again), dump(first))
 	}
-	if n := rec.count() - before; n != 0 {
+	if n := rec.Count() - before; n != 0 {
 		t.Errorf("a repeated callId reached the upstream %d times", n)
 	}
-	if key := rec.get(t, "/md").Header.Get("Idempotency-Key"); key != "mcp_once_1" {
+	if key := rec.Get(t, "/md").Header.Get("Idempotency-Key"); key != "mcp_once_1" {
 		t.Errorf("Idempotency-Key %q, want the _meta call id", key)
 	}
 	// Without a callId, each tools/call is its own call.
-	before = rec.count()
+	before = rec.Count()
 	callTool(t, plain, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{}, Meta: u1()})
 	callTool(t, plain, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{}, Meta: u1()})
-	if n := rec.count() - before; n != 2 {
+	if n := rec.Count() - before; n != 2 {
 		t.Errorf("two calls without a callId ran the target %d times", n)
 	}
 }
@@ -415,7 +416,7 @@ func accept(button string) *mcp.ElicitResult {
 // cardAnswers runs the three answers to a card through an automatic
 // client: elicitation during the call (2025-11-25) or the input_required
 // round trip (2026-07-28).
-func cardAnswers(t *testing.T, s *server, rec *recorder, version string) {
+func cardAnswers(t *testing.T, s *server, rec *apitest.Recorder, version string) {
 	e := &elicitor{}
 	cs := mcpClient{version: version, elicit: e.handle}.session(t, s)
 	if version == "2025-11-25" && cs.ID() == "" {
@@ -455,7 +456,7 @@ func cardAnswers(t *testing.T, s *server, rec *recorder, version string) {
 	if res.IsError || modelText(t, res) != "ok" {
 		t.Fatalf("run: %s", dump(res))
 	}
-	got := rec.get(t, "/items/")
+	got := rec.Get(t, "/items/")
 	if got.Method != "POST" || got.Path != "/items/z9" || string(got.Body) != `{"id":"z9"}` || got.Header.Get("Kazzle-Tool-Context") != `{"source":"thread","threadId":"th_run"}` {
 		t.Errorf("button target sent %s %s %s context %q", got.Method, got.Path, got.Body, got.Header.Get("Kazzle-Tool-Context"))
 	}
@@ -546,13 +547,13 @@ func TestMCPRoundTripByHand(t *testing.T) {
 }
 
 func TestMCPCallers(t *testing.T) {
-	rec := newRecorder(t)
-	p := newPlatform(t, "k1")
-	s := startCallers(t, rec.srv.URL, p.srv.URL)
+	rec := apitest.NewRecorder(t)
+	p := apitest.NewPlatform(t, "k1")
+	s := startCallers(t, rec.URL, p.URL)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	before := rec.count()
+	before := rec.Count()
 	refused := func(o mcpClient, what string) {
 		t.Helper()
 		cs, err := o.connect(ctx, s)
@@ -564,7 +565,7 @@ func TestMCPCallers(t *testing.T) {
 		}
 	}
 	refused(mcpClient{}, "without a token")
-	refused(mcpClient{token: p.token(t, "k-unknown", goodClaims("u_7", "user"))}, "with a token of an unknown key")
+	refused(mcpClient{token: p.Token(t, "k-unknown", apitest.GoodClaims("u_7", "user"))}, "with a token of an unknown key")
 	req, _ := http.NewRequest(http.MethodPost, s.URL+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
@@ -582,23 +583,23 @@ func TestMCPCallers(t *testing.T) {
 		slices.Sort(out)
 		return strings.Join(out, ",")
 	}
-	user := mcpClient{token: p.token(t, "k1", goodClaims("u_7", "user"))}.session(t, s)
-	admin := mcpClient{token: p.token(t, "k1", goodClaims("u_8", "admin"))}.session(t, s)
+	user := mcpClient{token: p.Token(t, "k1", apitest.GoodClaims("u_7", "user"))}.session(t, s)
+	admin := mcpClient{token: p.Token(t, "k1", apitest.GoodClaims("u_8", "admin"))}.session(t, s)
 	if got := names(user); got != "bookmark,open,small" {
 		t.Errorf("user lists %s", got)
 	}
 	if got := names(admin); got != "admin_only,bookmark,open,small" {
 		t.Errorf("admin lists %s", got)
 	}
-	if got := names(mcpClient{version: "2025-11-25", token: p.token(t, "k1", goodClaims("u_7", "user"))}.session(t, s)); got != "bookmark,open,small" {
+	if got := names(mcpClient{version: "2025-11-25", token: p.Token(t, "k1", apitest.GoodClaims("u_7", "user"))}.session(t, s)); got != "bookmark,open,small" {
 		t.Errorf("user lists %s over 2025-11-25", got)
 	}
-	if rec.count() != before {
+	if rec.Count() != before {
 		t.Error("listing or refused connects reached the upstream")
 	}
 	// The policy applies to calls too.
 	res := callTool(t, user, &mcp.CallToolParams{Name: "admin_only", Arguments: map[string]any{}})
-	if !res.IsError || rec.count() != before {
+	if !res.IsError || rec.Count() != before {
 		t.Errorf("user calling admin_only: %s", dump(res))
 	}
 	// The identity is the token's, never _meta's.
@@ -607,7 +608,7 @@ func TestMCPCallers(t *testing.T) {
 	if res.IsError || modelText(t, res) != "saved" {
 		t.Fatalf("admin calling admin_only: %s", dump(res))
 	}
-	claims := verifyWithJWKS(t, s, strings.TrimPrefix(rec.get(t, "/md").Header.Get("Authorization"), "Bearer "))
+	claims := s.VerifyWithJWKS(t, strings.TrimPrefix(rec.Get(t, "/md").Header.Get("Authorization"), "Bearer "))
 	if claims["sub"] != "u_8" || claims["install"] != "in_9" {
 		t.Errorf("the component was told %v, want the token's u_8/in_9", claims)
 	}
@@ -635,7 +636,7 @@ func mcpHostStatus(t *testing.T, s *server, host string) (int, string) {
 // refuses a foreign one on the loopback listener.
 func TestMCPHostCheck(t *testing.T) {
 	start := func(allowedHosts ...string) *server {
-		o := mcpOptions(t, newRecorder(t).srv.URL)
+		o := mcpOptions(t, apitest.NewRecorder(t).URL)
 		o.api.AllowedHosts = allowedHosts
 		return startServer(t, o)
 	}
@@ -689,7 +690,7 @@ func TestMCPCardWithoutElicitation(t *testing.T) {
 func TestMCPBadCallID(t *testing.T) {
 	s, rec := startMCPGateway(t)
 	cs := mcpClient{}.session(t, s)
-	before := rec.count()
+	before := rec.Count()
 	for _, id := range []any{"a b", "a\r\nX-Evil: 1", strings.Repeat("x", 300), "é", 42} {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{}, Meta: withMeta(u1(), "toolgate/callId", id)})
@@ -698,7 +699,7 @@ func TestMCPBadCallID(t *testing.T) {
 			t.Errorf("callId %v: %v %s, want a protocol error naming the callId", id, err, dump(res))
 		}
 	}
-	if n := rec.count() - before; n != 0 {
+	if n := rec.Count() - before; n != 0 {
 		t.Errorf("calls with malformed call ids reached the upstream %d times", n)
 	}
 }
@@ -707,25 +708,25 @@ func TestMCPBadCallID(t *testing.T) {
 // thread, and that thread's page answers it.
 func TestMCPClientTool(t *testing.T) {
 	s := startPages(t)
-	stream, status, body := openStream(t, s, pageToken(t, "u_1", "th_mcp"), "th_mcp")
+	stream, status, body := apitest.OpenStream(t, s.URL, apitest.PageToken(t, "u_1", "th_mcp"), "th_mcp")
 	if stream == nil {
 		t.Fatalf("stream: %d %s", status, body)
 	}
-	defer stream.close()
+	defer stream.Close()
 	cs := mcpClient{}.session(t, s)
 	done := make(chan *mcp.CallToolResult, 1)
 	go func() {
 		done <- callTool(t, cs, &mcp.CallToolParams{Name: "where", Arguments: map[string]any{"q": "pos"},
 			Meta: withMeta(mcp.Meta{"toolgate/identity": map[string]any{"user": "u_1"}}, "toolgate/threadId", "th_mcp")})
 	}()
-	offer := stream.next(t)
+	offer := stream.Next(t)
 	if offer.Name != "video_position" || string(offer.Input) != `{"q":"pos"}` {
 		t.Fatalf("offer %+v", offer)
 	}
-	if status, body := claim(t, s, pageToken(t, "u_1", "th_mcp"), offer.CallID); status != 200 {
+	if status, body := s.Claim(t, apitest.PageToken(t, "u_1", "th_mcp"), offer.CallID); status != 200 {
 		t.Fatalf("claim: %d %s", status, body)
 	}
-	if status, body := postResult(t, s, pageToken(t, "u_1", "th_mcp"), offer.CallID, `{"result":{"positionSeconds":83}}`); status != 200 {
+	if status, body := s.PostResult(t, apitest.PageToken(t, "u_1", "th_mcp"), offer.CallID, `{"result":{"positionSeconds":83}}`); status != 200 {
 		t.Fatalf("result: %d %s", status, body)
 	}
 	res := <-done
