@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
+
+	"github.com/toolgate/toolgate/internal/apitest"
 )
 
 // The review of issue 12 found that a tool's upstream could take over the
@@ -37,7 +39,7 @@ const (
 type countingUpstream struct {
 	srv   *httptest.Server
 	mu    sync.Mutex
-	reqs  []recorded
+	reqs  []apitest.Recorded
 	cards map[string]string
 }
 
@@ -46,7 +48,7 @@ func newCountingUpstream(t *testing.T) *countingUpstream {
 	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		u.mu.Lock()
-		u.reqs = append(u.reqs, recorded{r.Method, r.URL.EscapedPath(), r.URL.RawQuery, r.Header.Clone(), body})
+		u.reqs = append(u.reqs, apitest.Recorded{Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery, Header: r.Header.Clone(), Body: body})
 		card, isCard := u.cards[strings.TrimPrefix(r.URL.Path, "/card/")]
 		u.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
@@ -60,10 +62,10 @@ func newCountingUpstream(t *testing.T) *countingUpstream {
 	return u
 }
 
-func (u *countingUpstream) requests() []recorded {
+func (u *countingUpstream) requests() []apitest.Recorded {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return append([]recorded(nil), u.reqs...)
+	return append([]apitest.Recorded(nil), u.reqs...)
 }
 
 // attackCard is a card whose one button "go" has the given target.
@@ -148,8 +150,8 @@ func (rig *attackRig) do(t *testing.T, method, path, body string) (int, []byte) 
 // card is refused for want and nothing was left open to press.
 func (rig *attackRig) refused(t *testing.T, tool, kind, callID, want string) {
 	t.Helper()
-	status, raw := rig.do(t, "POST", "/tools/"+tool, `{"input":{"kind":"`+kind+`"},"callId":"`+callID+`",`+thread+`,`+who+`}`)
-	var a answer
+	status, raw := rig.do(t, "POST", "/tools/"+tool, `{"input":{"kind":"`+kind+`"},"callId":"`+callID+`",`+apitest.ThreadCtx+`,`+apitest.Who+`}`)
+	var a apitest.Answer
 	if err := json.Unmarshal(raw, &a); status != 200 || err != nil || a.Status != "done" || !a.IsError || !strings.Contains(a.Content, want) {
 		t.Fatalf("%s %s: %d %s, want an error result with %q", tool, kind, status, raw, want)
 	}
@@ -157,7 +159,7 @@ func (rig *attackRig) refused(t *testing.T, tool, kind, callID, want string) {
 	if err := json.Unmarshal(raw, &a); status != 200 || err != nil || a.Status != "done" || !a.IsError {
 		t.Errorf("GET /calls/%s: %d %s, want done with isError", callID, status, raw)
 	}
-	status, raw = rig.do(t, "POST", "/calls/"+callID+"/resume", `{"buttonId":"go",`+who+`}`)
+	status, raw = rig.do(t, "POST", "/calls/"+callID+"/resume", `{"buttonId":"go",`+apitest.Who+`}`)
 	if status != http.StatusConflict || !strings.Contains(string(raw), `"conflict"`) {
 		t.Errorf("resume of a refused card: %d %s, want 409 conflict", status, raw)
 	}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/internal/apitest"
 )
 
 const mcpEndpoint = base + "/mcp"
@@ -40,10 +42,10 @@ func mcpConfig(t *testing.T, upstream, dir string, extra ...string) string {
 	return out
 }
 
-func startMCPGateway(t *testing.T, extra ...string) (*caddytest.Tester, *recorder) {
-	rec := newRecorder(t)
+func startMCPGateway(t *testing.T, extra ...string) (*caddytest.Tester, *apitest.Recorder) {
+	rec := apitest.NewRecorder(t)
 	tc := caddytest.NewTester(t)
-	tc.InitServer(mcpConfig(t, rec.srv.URL, dataDir(t), extra...), "caddyfile")
+	tc.InitServer(mcpConfig(t, rec.URL, dataDir(t), extra...), "caddyfile")
 	return tc, rec
 }
 

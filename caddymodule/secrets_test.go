@@ -23,6 +23,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"go.uber.org/zap"
 
+	"github.com/toolgate/toolgate/internal/apitest"
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/manifest"
 )
@@ -197,9 +198,9 @@ func doRequest(t *testing.T, tc *caddytest.Tester, method, path, token, body str
 func TestTokenKindsNotInterchangeable(t *testing.T) {
 	secret := "shared-secret-0123456789-abcdefghijklmnop"
 	t.Setenv("TOOLGATE_TEST_SHARED_SECRET", secret)
-	rec := newRecorder(t)
+	rec := apitest.NewRecorder(t)
 	tc := caddytest.NewTester(t)
-	tc.InitServer(tokenKindsConfig(rec.srv.URL, dataDir(t)), "caddyfile")
+	tc.InitServer(tokenKindsConfig(rec.URL, dataDir(t)), "caddyfile")
 
 	caller := hs256(t, secret, callerClaims("toolgate-callers"))
 	page := hs256(t, secret, pageTokenClaims("toolgate-pages"))
@@ -212,7 +213,7 @@ func TestTokenKindsNotInterchangeable(t *testing.T) {
 	}
 
 	// Refused as the other kind, and nothing reaches the upstream.
-	before := rec.count()
+	before := rec.Count()
 	for _, c := range []struct{ name, method, path, token string }{
 		{"page token as caller: invoke", "POST", "/tools/md", page},
 		{"page token as caller: list", "GET", "/tools", page},
@@ -242,7 +243,7 @@ func TestTokenKindsNotInterchangeable(t *testing.T) {
 			}
 		})
 	}
-	if n := rec.count() - before; n != 0 {
+	if n := rec.Count() - before; n != 0 {
 		t.Errorf("refused tokens reached the upstream %d times", n)
 	}
 
@@ -398,9 +399,9 @@ func TestSecretPlaceholders(t *testing.T) {
 // as it is: never scanned again for placeholders or ${…} references.
 func TestEnvPlaceholders(t *testing.T) {
 	t.Setenv("TOOLGATE_TEST_API_KEY", "key-${input.id}-{env.HOME}-${env.OTHER}")
-	rec := newRecorder(t)
+	rec := apitest.NewRecorder(t)
 	h := &Handler{
-		Components: map[string]*Component{"api": {BaseURL: rec.srv.URL, Env: map[string]string{
+		Components: map[string]*Component{"api": {BaseURL: rec.URL, Env: map[string]string{
 			"API_KEY": "{env.TOOLGATE_TEST_API_KEY}", "OTHER": "other",
 		}}},
 		Tools: []manifest.Tool{{
@@ -416,7 +417,7 @@ func TestEnvPlaceholders(t *testing.T) {
 	if w := serveDirect(t, h, "POST", "/tools/ping", "", `{"input":{"id":"INJECTED"},"identity":{"user":"u_1"}}`); w.Code != 200 || !strings.Contains(w.Body.String(), `"content":"saved"`) {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
-	if got, want := rec.get(t, "/md").Header.Get("X-Key"), "key-${input.id}-{env.HOME}-${env.OTHER}"; got != want {
+	if got, want := rec.Get(t, "/md").Header.Get("X-Key"), "key-${input.id}-{env.HOME}-${env.OTHER}"; got != want {
 		t.Errorf("X-Key = %q, want %q", got, want)
 	}
 }

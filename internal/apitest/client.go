@@ -253,13 +253,58 @@ func (c Client) GetCall(t testing.TB, path string) (int, Answer) {
 	return resp.StatusCode, a
 }
 
+// ErrorBody is a JSON error answer: {"error": {"code", "message"}}.
+type ErrorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
 // ErrCode is the code of a JSON error answer, "" if body is not one.
 func ErrCode(body string) string {
-	var e struct {
-		Error struct {
-			Code string `json:"code"`
-		} `json:"error"`
-	}
+	var e ErrorBody
 	_ = json.Unmarshal([]byte(body), &e)
 	return e.Error.Code
+}
+
+// CardAnswer is an Answer whose card may be an action-required card
+// object, read into CardObj.
+type CardAnswer struct {
+	Answer
+	CardObj struct {
+		Title    string `json:"title"`
+		Elements []struct {
+			ID string `json:"id"`
+		} `json:"elements"`
+	}
+}
+
+// Call sends body (JSON, none if "") to path and reads the answer as a
+// CardAnswer, failing the test if it is not JSON.
+func (c Client) Call(t testing.TB, method, path, body string) (int, CardAnswer) {
+	t.Helper()
+	req, _ := http.NewRequest(method, c.Base+path, strings.NewReader(body))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var a CardAnswer
+	if err := json.Unmarshal(raw, &a.Answer); err != nil {
+		// "card" is an object here, which Answer's Card string cannot hold.
+		var loose map[string]json.RawMessage
+		if json.Unmarshal(raw, &loose) != nil {
+			t.Fatalf("%s %s: not JSON: %s", method, path, raw)
+		}
+		_ = json.Unmarshal(loose["callId"], &a.CallID)
+		_ = json.Unmarshal(loose["status"], &a.Status)
+		_ = json.Unmarshal(loose["tool"], &a.Tool)
+		_ = json.Unmarshal(loose["card"], &a.CardObj)
+	}
+	return resp.StatusCode, a
 }

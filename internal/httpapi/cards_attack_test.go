@@ -148,7 +148,7 @@ func (rig *attackRig) do(t *testing.T, method, path, body string) (int, []byte) 
 // card is refused for want and nothing was left open to press.
 func (rig *attackRig) refused(t *testing.T, tool, kind, callID, want string) {
 	t.Helper()
-	status, raw := rig.do(t, "POST", "/tools/"+tool, `{"input":{"kind":"`+kind+`"},"callId":"`+callID+`",`+thread+`,`+apitest.Who+`}`)
+	status, raw := rig.do(t, "POST", "/tools/"+tool, `{"input":{"kind":"`+kind+`"},"callId":"`+callID+`",`+apitest.ThreadCtx+`,`+apitest.Who+`}`)
 	var a apitest.Answer
 	if err := json.Unmarshal(raw, &a); status != 200 || err != nil || a.Status != "done" || !a.IsError || !strings.Contains(a.Content, want) {
 		t.Fatalf("%s %s: %d %s, want an error result with %q", tool, kind, status, raw, want)
@@ -203,7 +203,7 @@ func TestCardAttackOtherComponent(t *testing.T) {
 // identity token for api.
 func TestCardOwnComponentStillWorks(t *testing.T) {
 	rig := startAttackGateway(t)
-	status, raw := rig.do(t, "POST", "/tools/api_card", `{"input":{"kind":"own"},"callId":"own_1",`+thread+`,`+apitest.Who+`}`)
+	status, raw := rig.do(t, "POST", "/tools/api_card", `{"input":{"kind":"own"},"callId":"own_1",`+apitest.ThreadCtx+`,`+apitest.Who+`}`)
 	var paused struct {
 		Status string `json:"status"`
 		Card   struct {
