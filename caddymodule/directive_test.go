@@ -183,17 +183,17 @@ func TestDirectivePages(t *testing.T) {
 // component with the identity of its _meta.
 func TestDirectiveMCP(t *testing.T) {
 	tc, rec := startMCPGateway(t)
-	cs := mcpClient{}.session(t)
-	tools := listTools(t, cs)
+	cs := apitest.MCPClient{Endpoint: mcpEndpoint}.Session(t)
+	tools := apitest.ListTools(t, cs)
 	if len(tools) != 17 {
 		t.Errorf("listed %d tools, want the 16 of testConfig and annotated", len(tools))
 	}
 	if a := tools["annotated"]; a == nil || a.Annotations == nil || !a.Annotations.ReadOnlyHint {
-		t.Errorf("annotated: %s", dump(a))
+		t.Errorf("annotated: %s", apitest.Dump(a))
 	}
-	res := callTool(t, cs, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{}, Meta: u1()})
-	if res.IsError || modelText(t, res) != "saved" {
-		t.Fatalf("md: %s", dump(res))
+	res := apitest.CallTool(t, cs, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{}, Meta: apitest.U1()})
+	if res.IsError || apitest.ModelText(t, res) != "saved" {
+		t.Fatalf("md: %s", apitest.Dump(res))
 	}
 	claims := client(tc).VerifyWithJWKS(t, strings.TrimPrefix(rec.Get(t, "/md").Header.Get("Authorization"), "Bearer "))
 	if claims["sub"] != "u_1" || claims["install"] != "in_1" {

@@ -282,7 +282,7 @@ func TestCallerTokenIdentityBounds(t *testing.T) {
 // sent or recorded.
 func TestMCPIdentityAndCallIDBounds(t *testing.T) {
 	s, rec := startMCPGateway(t)
-	cs := mcpClient{}.session(t, s)
+	cs := apitest.MCPClient{Endpoint: s.URL + "/mcp"}.Session(t)
 	before := rec.Count()
 	for name, meta := range map[string]mcp.Meta{
 		"40,000-byte user":       {"toolgate/identity": map[string]any{"user": strings.Repeat("u", 40000)}},
@@ -290,25 +290,25 @@ func TestMCPIdentityAndCallIDBounds(t *testing.T) {
 		"257-byte install":       {"toolgate/identity": map[string]any{"user": "u_1", "install": strings.Repeat("i", 257)}},
 		"identity not an object": {"toolgate/identity": "u_1"},
 		"user not a string":      {"toolgate/identity": map[string]any{"user": 7}},
-		"call id with a slash":   withMeta(u1(), "toolgate/callId", "a/b"),
-		"call id ..":             withMeta(u1(), "toolgate/callId", ".."),
-		"call id of 129 bytes":   withMeta(u1(), "toolgate/callId", strings.Repeat("c", 129)),
+		"call id with a slash":   withMeta(apitest.U1(), "toolgate/callId", "a/b"),
+		"call id ..":             withMeta(apitest.U1(), "toolgate/callId", ".."),
+		"call id of 129 bytes":   withMeta(apitest.U1(), "toolgate/callId", strings.Repeat("c", 129)),
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{}, Meta: meta})
 		cancel()
 		if err == nil || !strings.Contains(err.Error(), "_meta") {
-			t.Errorf("%s: %v %.200s, want a protocol error naming _meta", name, err, dump(res))
+			t.Errorf("%s: %v %.200s, want a protocol error naming _meta", name, err, apitest.Dump(res))
 		}
 	}
 	if n := rec.Count() - before; n != 0 {
 		t.Errorf("refused calls reached the upstream %d times", n)
 	}
 	// At the bounds, the call runs.
-	res := callTool(t, cs, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{},
+	res := apitest.CallTool(t, cs, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{},
 		Meta: mcp.Meta{"toolgate/identity": map[string]any{"user": strings.Repeat("u", 256)}, "toolgate/callId": strings.Repeat("c", 128)}})
-	if res.IsError || modelText(t, res) != "saved" {
-		t.Errorf("at the bounds: %.300s", dump(res))
+	if res.IsError || apitest.ModelText(t, res) != "saved" {
+		t.Errorf("at the bounds: %.300s", apitest.Dump(res))
 	}
 }
 
