@@ -64,15 +64,6 @@ func serveDirect(t *testing.T, h *Handler, method, path, auth, body string) *htt
 	return w
 }
 
-func hs256(t *testing.T, secret string, claims jwt.MapClaims) string {
-	t.Helper()
-	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString([]byte(secret))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 func callerClaims(aud any) jwt.MapClaims {
 	return jwt.MapClaims{"sub": "u_1", "aud": aud, "exp": time.Now().Add(time.Minute).Unix()}
 }
@@ -202,10 +193,10 @@ func TestTokenKindsNotInterchangeable(t *testing.T) {
 	tc := caddytest.NewTester(t)
 	tc.InitServer(tokenKindsConfig(rec.URL, dataDir(t)), "caddyfile")
 
-	caller := hs256(t, secret, callerClaims("toolgate-callers"))
-	page := hs256(t, secret, pageTokenClaims("toolgate-pages"))
-	both := hs256(t, secret, pageTokenClaims([]string{"toolgate-callers", "toolgate-pages"}))
-	literal := hs256(t, "{env.TOOLGATE_TEST_SHARED_SECRET}", callerClaims("toolgate-callers"))
+	caller := apitest.SignHS256(t, callerClaims("toolgate-callers"), secret)
+	page := apitest.SignHS256(t, pageTokenClaims("toolgate-pages"), secret)
+	both := apitest.SignHS256(t, pageTokenClaims([]string{"toolgate-callers", "toolgate-pages"}), secret)
+	literal := apitest.SignHS256(t, callerClaims("toolgate-callers"), "{env.TOOLGATE_TEST_SHARED_SECRET}")
 
 	// The caller token works as a caller token.
 	if status, body, _ := doRequest(t, tc, "POST", "/tools/md", caller, `{"input":{}}`); status != 200 || !strings.Contains(body, `"content":"saved"`) {
@@ -379,10 +370,10 @@ func TestSecretPlaceholders(t *testing.T) {
 		t.Errorf("caller token by the key at {env.TOOLGATE_TEST_KEY_DIR}/pub.pem: %d %s", w.Code, w.Body)
 	}
 	// Claiming an unknown call gets past authentication to a 404.
-	if w := serveDirect(t, h, "POST", "/client/calls/c1/claim", hs256(t, secret, pageTokenClaims("toolgate-pages")), ""); w.Code != 404 {
+	if w := serveDirect(t, h, "POST", "/client/calls/c1/claim", apitest.SignHS256(t, pageTokenClaims("toolgate-pages"), secret), ""); w.Code != 404 {
 		t.Errorf("page token by the {env.TOOLGATE_TEST_SECRET} secret: %d %s", w.Code, w.Body)
 	}
-	if w := serveDirect(t, h, "POST", "/client/calls/c1/claim", hs256(t, "{env.TOOLGATE_TEST_SECRET}", pageTokenClaims("toolgate-pages")), ""); w.Code != 401 {
+	if w := serveDirect(t, h, "POST", "/client/calls/c1/claim", apitest.SignHS256(t, pageTokenClaims("toolgate-pages"), "{env.TOOLGATE_TEST_SECRET}"), ""); w.Code != 401 {
 		t.Errorf("page token by the placeholder's own text: %d %s", w.Code, w.Body)
 	}
 	// An escaped brace is a literal one.
@@ -390,7 +381,7 @@ func TestSecretPlaceholders(t *testing.T) {
 	if err := provisionDirect(t, h); err != nil {
 		t.Fatal(err)
 	}
-	if w := serveDirect(t, h, "GET", "/tools", hs256(t, "abc{def}"+secret, callerClaims(nil)), ""); w.Code != 200 {
+	if w := serveDirect(t, h, "GET", "/tools", apitest.SignHS256(t, callerClaims(nil), "abc{def}"+secret), ""); w.Code != 200 {
 		t.Errorf("secret with an escaped brace: %d %s", w.Code, w.Body)
 	}
 }
@@ -486,7 +477,7 @@ func TestExamplePageSecret(t *testing.T) {
 	logFile := filepath.Join(dir, "caddy.log")
 	tc := caddytest.NewTester(t)
 	tc.InitServer(fallbackConfig(dir, "127.0.0.1", logFile), "caddyfile")
-	if status, body, _ := doRequest(t, tc, "POST", "/client/calls/c1/claim", hs256(t, examplePageSecret, pageTokenClaims("toolgate-pages")), ""); status != 404 {
+	if status, body, _ := doRequest(t, tc, "POST", "/client/calls/c1/claim", apitest.SignHS256(t, pageTokenClaims("toolgate-pages"), examplePageSecret), ""); status != 404 {
 		t.Errorf("page token by the example secret on loopback: %d %s", status, body)
 	}
 	logged, err := os.ReadFile(logFile)
