@@ -17,7 +17,7 @@ import (
 // GET /client/calls (Server-Sent Events).
 type PageStream struct {
 	// Offers has each call event's offer; Raw has its data line, sent
-	// just before the offer.
+	// just before the offer. Both are closed when the stream ends.
 	Offers chan clienttools.Offer
 	Raw    chan string
 	cancel context.CancelFunc
@@ -56,6 +56,8 @@ func OpenStream(t testing.TB, base, token, threadID string, header ...string) (*
 	t.Cleanup(cancel)
 	go func() {
 		defer close(ps.closed)
+		defer close(ps.Offers)
+		defer close(ps.Raw)
 		defer resp.Body.Close()
 		sc := bufio.NewScanner(resp.Body)
 		event := ""
@@ -83,11 +85,20 @@ func OpenStream(t testing.TB, base, token, threadID string, header ...string) (*
 // Next is the stream's next call, within 5 s.
 func (s *PageStream) Next(t testing.TB) clienttools.Offer {
 	t.Helper()
+	return s.NextWithin(t, 5*time.Second)
+}
+
+// NextWithin is the stream's next call, within d.
+func (s *PageStream) NextWithin(t testing.TB, d time.Duration) clienttools.Offer {
+	t.Helper()
 	select {
-	case o := <-s.Offers:
+	case o, ok := <-s.Offers:
+		if !ok {
+			t.Fatal("the page stream ended")
+		}
 		<-s.Raw
 		return o
-	case <-time.After(5 * time.Second):
+	case <-time.After(d):
 		t.Fatal("the page got no call")
 	}
 	return clienttools.Offer{}
@@ -97,8 +108,10 @@ func (s *PageStream) Next(t testing.TB) clienttools.Offer {
 func (s *PageStream) None(t testing.TB, d time.Duration) {
 	t.Helper()
 	select {
-	case o := <-s.Offers:
-		t.Errorf("unexpected call offered: %+v", o)
+	case o, ok := <-s.Offers:
+		if ok {
+			t.Errorf("unexpected call offered: %+v", o)
+		}
 	case <-time.After(d):
 	}
 }
