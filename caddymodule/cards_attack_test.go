@@ -13,15 +13,10 @@ import (
 	"github.com/toolgate/toolgate/internal/apitest"
 )
 
-// The review of issue 12 found that a tool's upstream could take over the
-// gateway through an action-required card: a url target answered a card
-// whose button fetched Caddy's admin API (GET /config/, every secret in
-// it) as the tool result; another button sent a component's ${env.API_KEY}
-// to the upstream's own host; and a card answered by one component
-// deleted another component's data with the user's identity token. The
-// attack on the admin API is replayed here, against a running gateway
-// whose admin API is on, and nothing is sent; the others are replayed
-// against internal/httpapi.
+// The card attack of issue 12's review on the admin API (see
+// apitest.AttackRig) is replayed here, against a running gateway whose
+// admin API is on, and nothing is sent; the others are replayed against
+// internal/httpapi.
 
 // startAttackGateway runs the rig's manifest in Caddy, with components api
 // and files and the admin API on.

@@ -11,16 +11,10 @@ import (
 	"github.com/toolgate/toolgate/internal/manifest"
 )
 
-// The review of issue 12 found that a tool's upstream could take over the
-// gateway through an action-required card: a url target answered a card
-// whose button fetched Caddy's admin API (GET /config/, every secret in
-// it) as the tool result; another button sent a component's ${env.API_KEY}
-// to the upstream's own host; and a card answered by one component
-// deleted another component's data with the user's identity token. These
-// tests replay the attacks on the upstream and on another component
-// against the API, and check that nothing is sent. (The attack on the
-// admin API needs a Caddy whose admin API is on: it is the Caddy
-// module's.)
+// These tests replay the card attacks of issue 12's review (see
+// apitest.AttackRig) on the upstream and on another component against the
+// API, and check that nothing is sent. (The attack on the admin API needs a
+// Caddy whose admin API is on: it is the Caddy module's.)
 
 // startAttackGateway serves the rig's manifest with components api and
 // files.
