@@ -1,87 +1,15 @@
 package caddymodule
 
 import (
-	"crypto/rand"
-	"crypto/rsa"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
-	"io"
-	"math/big"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/toolgate/toolgate/internal/apitest"
 )
-
-// platform is a caller's token issuer: RSA keys published as a JWKS.
-type platform struct {
-	srv  *httptest.Server
-	mu   sync.Mutex
-	keys map[string]*rsa.PrivateKey
-}
-
-func newPlatform(t *testing.T, kids ...string) *platform {
-	p := &platform{keys: map[string]*rsa.PrivateKey{}}
-	for _, kid := range kids {
-		k, err := rsa.GenerateKey(rand.Reader, 2048)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.keys[kid] = k
-	}
-	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		var set struct {
-			Keys []map[string]string `json:"keys"`
-		}
-		for kid, k := range p.keys {
-			set.Keys = append(set.Keys, map[string]string{
-				"kty": "RSA", "kid": kid, "use": "sig", "alg": "RS256",
-				"n": base64.RawURLEncoding.EncodeToString(k.N.Bytes()),
-				"e": base64.RawURLEncoding.EncodeToString(big.NewInt(int64(k.E)).Bytes()),
-			})
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(set)
-	}))
-	t.Cleanup(p.srv.Close)
-	return p
-}
-
-func (p *platform) token(t *testing.T, kid string, claims jwt.MapClaims) string {
-	t.Helper()
-	p.mu.Lock()
-	k := p.keys[kid]
-	p.mu.Unlock()
-	if k == nil {
-		var err error
-		if k, err = rsa.GenerateKey(rand.Reader, 2048); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tok := jwt.NewWithClaims(jwt.SigningMethodRS256, claims)
-	tok.Header["kid"] = kid
-	s, err := tok.SignedString(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-func goodClaims(user, role string) jwt.MapClaims {
-	now := time.Now()
-	return jwt.MapClaims{
-		"iss": "https://platform.test", "aud": "toolgate", "sub": user, "install": "in_9", "role": role,
-		"iat": now.Unix(), "nbf": now.Unix(), "exp": now.Add(time.Minute).Unix(),
-	}
-}
 
 func callersConfig(t *testing.T, upstream, jwksURL string) string {
 	dir := dataDir(t)
@@ -129,25 +57,10 @@ func callersConfig(t *testing.T, upstream, jwksURL string) string {
 `, upstream, jwksURL, dir)
 }
 
-func get(t *testing.T, tc *caddytest.Tester, url string, header ...string) (*http.Response, string) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, url, nil)
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := tc.Client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, string(b)
-}
-
 // TestIdentityKeyRotation moves the signing role to a new key while the old
 // one is still published, then retires the old one.
 func TestIdentityKeyRotation(t *testing.T) {
-	rec := newRecorder(t)
+	rec := apitest.NewRecorder(t)
 	k1, k2, k3 := writeKey(t), writeKey(t), writeKey(t)
 	cfg := func(keys, signing string) string {
 		return testGlobals(dataDir(t)) + fmt.Sprintf(`http://127.0.0.1:9080 {
@@ -168,7 +81,7 @@ func TestIdentityKeyRotation(t *testing.T) {
 			}
 		}
 	}
-}`, rec.srv.URL, keys, signing)
+}`, rec.URL, keys, signing)
 	}
 	tc := caddytest.NewTester(t)
 	for _, step := range []struct {
@@ -180,7 +93,7 @@ func TestIdentityKeyRotation(t *testing.T) {
 		{"key k2 " + k2 + "\nkey k3 " + k3, "k3", []string{"k2", "k3"}},
 	} {
 		tc.InitServer(cfg(step.keys, step.signing), "caddyfile")
-		keys := jwksKeys(t, tc)
+		keys := client(tc).JWKSKeys(t)
 		if len(keys) != len(step.published) {
 			t.Errorf("signing %s: JWKS has %d keys, want %v", step.signing, len(keys), step.published)
 		}
@@ -189,14 +102,14 @@ func TestIdentityKeyRotation(t *testing.T) {
 				t.Errorf("signing %s: JWKS lacks %s", step.signing, kid)
 			}
 		}
-		if status, a := invoke(t, tc, "md", `{"input":{},`+who+`}`); status != 200 || a.IsError {
+		if status, a := client(tc).Invoke(t, "md", `{"input":{},`+apitest.Who+`}`); status != 200 || a.IsError {
 			t.Fatalf("signing %s: %d %+v", step.signing, status, a)
 		}
-		tok := strings.TrimPrefix(rec.get(t, "/md").Header.Get("Authorization"), "Bearer ")
+		tok := strings.TrimPrefix(rec.Get(t, "/md").Header.Get("Authorization"), "Bearer ")
 		parsed, _, err := jwt.NewParser().ParseUnverified(tok, jwt.MapClaims{})
 		if err != nil || parsed.Header["kid"] != step.signing {
 			t.Errorf("token kid %v, want %s (%v)", parsed.Header["kid"], step.signing, err)
 		}
-		verifyWithJWKS(t, tc, tok)
+		client(tc).VerifyWithJWKS(t, tok)
 	}
 }

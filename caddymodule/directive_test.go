@@ -9,6 +9,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/internal/apitest"
 )
 
 // The endpoints are tested in internal/httpapi against an httptest
@@ -23,16 +25,16 @@ import (
 func TestDirectiveInvoke(t *testing.T) {
 	tc, rec, _ := startGateway(t)
 
-	status, a := invoke(t, tc, "save",
-		`{"input":{"id":"a..b c","n":7,"note":"hi"},"callId":"toolu_01","context":{"source":"thread","threadId":"th_1"},`+who+`}`)
+	status, a := client(tc).Invoke(t, "save",
+		`{"input":{"id":"a..b c","n":7,"note":"hi"},"callId":"toolu_01","context":{"source":"thread","threadId":"th_1"},`+apitest.Who+`}`)
 	if status != 200 || a.IsError || a.Content != "ok" || a.Status != "done" || a.CallID != "toolu_01" || a.Tool != "save" {
 		t.Fatalf("answer %d %+v", status, a)
 	}
-	got := rec.get(t, "/items/")
+	got := rec.Get(t, "/items/")
 	if got.Method != "POST" || got.Path != "/items/a..b%20c" || got.Query != "n=7" || got.Header.Get("X-Note") != "hi" {
 		t.Errorf("upstream saw %s %s?%s X-Note %q", got.Method, got.Path, got.Query, got.Header.Get("X-Note"))
 	}
-	claims := verifyWithJWKS(t, tc, strings.TrimPrefix(got.Header.Get("Authorization"), "Bearer "))
+	claims := client(tc).VerifyWithJWKS(t, strings.TrimPrefix(got.Header.Get("Authorization"), "Bearer "))
 	if claims["iss"] != "https://tools.test" || claims["sub"] != "u_1" || claims["install"] != "in_1" || claims["aud"] != "api" {
 		t.Errorf("claims %v", claims)
 	}
@@ -41,18 +43,18 @@ func TestDirectiveInvoke(t *testing.T) {
 	}
 
 	// A manifest's url tool, with its component's env.
-	status, a = invoke(t, tc, "ext_text", `{"input":{"q":"a b&c=d"}}`)
+	status, a = client(tc).Invoke(t, "ext_text", `{"input":{"q":"a b&c=d"}}`)
 	if status != 200 || a.IsError || a.Content != "plain <b>text</b>" {
 		t.Fatalf("ext_text: %d %+v", status, a)
 	}
-	if got := rec.get(t, "/text"); got.Query != "q=a+b%26c%3Dd" || got.Header.Get("X-Key") != "secret-key" {
+	if got := rec.Get(t, "/text"); got.Query != "q=a+b%26c%3Dd" || got.Header.Get("X-Key") != "secret-key" {
 		t.Errorf("query %q, X-Key %q", got.Query, got.Header.Get("X-Key"))
 	}
 	// upstream_timeout and max_request_size are the Caddyfile's.
-	if status, a := invoke(t, tc, "slow", `{"input":{},`+who+`}`); status != 200 || !a.IsError || !strings.Contains(a.Content, "did not answer within 300ms") {
+	if status, a := client(tc).Invoke(t, "slow", `{"input":{},`+apitest.Who+`}`); status != 200 || !a.IsError || !strings.Contains(a.Content, "did not answer within 300ms") {
 		t.Errorf("slow: %d %+v", status, a)
 	}
-	if status, a := invoke(t, tc, "save", `{"input":{"id":"`+strings.Repeat("x", 70<<10)+`"}}`); status != 413 || a.Error == nil || a.Error.Code != "too_large" {
+	if status, a := client(tc).Invoke(t, "save", `{"input":{"id":"`+strings.Repeat("x", 70<<10)+`"}}`); status != 413 || a.Error == nil || a.Error.Code != "too_large" {
 		t.Errorf("70 KiB envelope: %d %+v", status, a.Error)
 	}
 }
@@ -83,7 +85,7 @@ func TestNextHandlerAndStoredKey(t *testing.T) {
 		t.Errorf("Allow %q", r.Header.Get("Allow"))
 	}
 
-	kid := jwksKeys(t, tc)
+	kid := client(tc).JWKSKeys(t)
 	if len(kid) != 1 {
 		t.Fatalf("jwks has %d keys", len(kid))
 	}
@@ -91,9 +93,9 @@ func TestNextHandlerAndStoredKey(t *testing.T) {
 	if len(entries) != 1 {
 		t.Errorf("storage holds %v", entries)
 	}
-	rec2 := newRecorder(t)
-	tc.InitServer(testConfig(t, rec2.srv.URL, dataDir), "caddyfile")
-	kid2 := jwksKeys(t, tc)
+	rec2 := apitest.NewRecorder(t)
+	tc.InitServer(testConfig(t, rec2.URL, dataDir), "caddyfile")
+	kid2 := client(tc).JWKSKeys(t)
 	for k := range kid {
 		if _, ok := kid2[k]; !ok {
 			t.Errorf("after reload the key %s is gone: %v", k, kid2)
@@ -106,28 +108,28 @@ func TestNextHandlerAndStoredKey(t *testing.T) {
 // with the block's issuer and audience, is the caller, its claims drive
 // the policies, and its identity is what the component is told.
 func TestDirectiveCallers(t *testing.T) {
-	rec := newRecorder(t)
-	p := newPlatform(t, "k1")
+	rec := apitest.NewRecorder(t)
+	p := apitest.NewPlatform(t, "k1")
 	tc := caddytest.NewTester(t)
-	tc.InitServer(callersConfig(t, rec.srv.URL, p.srv.URL), "caddyfile")
+	tc.InitServer(callersConfig(t, rec.URL, p.URL), "caddyfile")
 
-	if resp, body := get(t, tc, base+"/tools"); resp.StatusCode != 401 || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer ") {
+	if resp, body := client(tc).Get(t, base+"/tools"); resp.StatusCode != 401 || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer ") {
 		t.Errorf("no token: %d %s %q", resp.StatusCode, body, resp.Header.Get("WWW-Authenticate"))
 	}
-	wrongAud := goodClaims("u_7", "user")
+	wrongAud := apitest.GoodClaims("u_7", "user")
 	wrongAud["aud"] = "other"
-	if status, a := invoke(t, tc, "open", `{"input":{}}`, "Authorization", "Bearer "+p.token(t, "k1", wrongAud)); status != 401 || a.Error == nil || a.Error.Code != "invalid_token" {
+	if status, a := client(tc).Invoke(t, "open", `{"input":{}}`, "Authorization", "Bearer "+p.Token(t, "k1", wrongAud)); status != 401 || a.Error == nil || a.Error.Code != "invalid_token" {
 		t.Errorf("wrong audience: %d %+v", status, a.Error)
 	}
-	user := p.token(t, "k1", goodClaims("u_7", "user"))
-	if status, a := invoke(t, tc, "admin_only", `{"input":{}}`, "Authorization", "Bearer "+user); status != 403 || a.Error == nil || a.Error.Code != "forbidden" {
+	user := p.Token(t, "k1", apitest.GoodClaims("u_7", "user"))
+	if status, a := client(tc).Invoke(t, "admin_only", `{"input":{}}`, "Authorization", "Bearer "+user); status != 403 || a.Error == nil || a.Error.Code != "forbidden" {
 		t.Errorf("user calling admin_only: %d %+v", status, a.Error)
 	}
-	status, a := invoke(t, tc, "admin_only", `{"input":{},"identity":{"user":"someone_else"}}`, "Authorization", "Bearer "+p.token(t, "k1", goodClaims("u_8", "admin")))
+	status, a := client(tc).Invoke(t, "admin_only", `{"input":{},"identity":{"user":"someone_else"}}`, "Authorization", "Bearer "+p.Token(t, "k1", apitest.GoodClaims("u_8", "admin")))
 	if status != 200 || a.IsError || a.Content != "saved" {
 		t.Fatalf("admin calling admin_only: %d %+v", status, a)
 	}
-	claims := verifyWithJWKS(t, tc, strings.TrimPrefix(rec.get(t, "/md").Header.Get("Authorization"), "Bearer "))
+	claims := client(tc).VerifyWithJWKS(t, strings.TrimPrefix(rec.Get(t, "/md").Header.Get("Authorization"), "Bearer "))
 	if claims["sub"] != "u_8" || claims["install"] != "in_9" {
 		t.Errorf("the component was told %v, want the caller token's u_8/in_9", claims)
 	}
@@ -137,42 +139,42 @@ func TestDirectiveCallers(t *testing.T) {
 // CORS, its secret, issuer and audience verify the page token, its cap on
 // streams holds, and a client tool call goes through the page and back.
 func TestDirectivePages(t *testing.T) {
-	cfg := strings.Replace(pagesConfig(t, dataDir(t)), "origins "+pageOrigin, "origins "+pageOrigin+"\n\t\t\t\tmax_streams_per_token 1", 1)
+	cfg := strings.Replace(pagesConfig(t, dataDir(t)), "origins "+apitest.PageOrigin, "origins "+apitest.PageOrigin+"\n\t\t\t\tmax_streams_per_token 1", 1)
 	tc := caddytest.NewTester(t)
 	tc.InitServer(cfg, "caddyfile")
 
 	req, _ := http.NewRequest(http.MethodOptions, base+"/client/calls/x/claim", nil)
-	req.Header.Set("Origin", pageOrigin)
+	req.Header.Set("Origin", apitest.PageOrigin)
 	req.Header.Set("Access-Control-Request-Method", "POST")
 	resp := tc.AssertResponseCode(req, 204)
-	if resp.Header.Get("Access-Control-Allow-Origin") != pageOrigin {
+	if resp.Header.Get("Access-Control-Allow-Origin") != apitest.PageOrigin {
 		t.Errorf("preflight from the pages origin: %v", resp.Header)
 	}
 
-	if ps, status, body := openStream(t, signPage(t, pageClaims("u_1", "th_1"), pageSecret+"-not"), "th_1"); ps != nil || status != 401 || errCode(body) != "invalid_token" {
+	if ps, status, body := apitest.OpenStream(t, base, apitest.SignHS256(t, apitest.PageClaims("u_1", "th_1"), apitest.PageSecret+"-not"), "th_1"); ps != nil || status != 401 || apitest.ErrCode(body) != "invalid_token" {
 		t.Errorf("a token of another secret: %d %s", status, body)
 	}
-	tok := pageToken(t, "u_1", "th_1")
-	page, status, body := openStream(t, tok, "th_1")
+	tok := apitest.PageToken(t, "u_1", "th_1")
+	page, status, body := apitest.OpenStream(t, base, tok, "th_1")
 	if page == nil {
 		t.Fatalf("stream: %d %s", status, body)
 	}
-	if ps, status, body := openStream(t, tok, "th_1"); ps != nil || status != http.StatusTooManyRequests {
+	if ps, status, body := apitest.OpenStream(t, base, tok, "th_1"); ps != nil || status != http.StatusTooManyRequests {
 		t.Errorf("a second stream over max_streams_per_token 1: %d %s", status, body)
 	}
 
-	inv := invokeAsync(tc, "where", `{"input":{"q":"pos"},"callId":"dp_1",`+threadCtx+`,`+pageIdentity+`}`)
-	if o := page.next(t); o.CallID != "dp_1" || o.Name != "video_position" || string(o.Input) != `{"q":"pos"}` {
+	inv := client(tc).InvokeAsync("where", `{"input":{"q":"pos"},"callId":"dp_1",`+apitest.ThreadCtx+`,`+apitest.PageIdentity+`}`)
+	if o := page.Next(t); o.CallID != "dp_1" || o.Name != "video_position" || string(o.Input) != `{"q":"pos"}` {
 		t.Fatalf("offer %+v", o)
 	}
-	if status, body := claim(t, tc, tok, "dp_1"); status != 200 {
+	if status, body := client(tc).Claim(t, tok, "dp_1"); status != 200 {
 		t.Fatalf("claim: %d %s", status, body)
 	}
-	if status, body := postResult(t, tc, tok, "dp_1", `{"result":"at 83s"}`); status != 200 {
+	if status, body := client(tc).PostResult(t, tok, "dp_1", `{"result":"at 83s"}`); status != 200 {
 		t.Fatalf("result: %d %s", status, body)
 	}
-	if r := waitInvoke(t, inv); r.status != 200 || r.a.Status != "done" || r.a.IsError || r.a.Content != "at 83s" {
-		t.Errorf("invoke: %d %s", r.status, r.raw)
+	if r := apitest.WaitInvoke(t, inv); r.Status != 200 || r.A.Status != "done" || r.A.IsError || r.A.Content != "at 83s" {
+		t.Errorf("invoke: %d %s", r.Status, r.Raw)
 	}
 }
 
@@ -181,19 +183,19 @@ func TestDirectivePages(t *testing.T) {
 // component with the identity of its _meta.
 func TestDirectiveMCP(t *testing.T) {
 	tc, rec := startMCPGateway(t)
-	cs := mcpClient{}.session(t)
-	tools := listTools(t, cs)
+	cs := apitest.MCPClient{Endpoint: mcpEndpoint}.Session(t)
+	tools := apitest.ListTools(t, cs)
 	if len(tools) != 17 {
 		t.Errorf("listed %d tools, want the 16 of testConfig and annotated", len(tools))
 	}
 	if a := tools["annotated"]; a == nil || a.Annotations == nil || !a.Annotations.ReadOnlyHint {
-		t.Errorf("annotated: %s", dump(a))
+		t.Errorf("annotated: %s", apitest.Dump(a))
 	}
-	res := callTool(t, cs, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{}, Meta: u1()})
-	if res.IsError || modelText(t, res) != "saved" {
-		t.Fatalf("md: %s", dump(res))
+	res := apitest.CallTool(t, cs, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{}, Meta: apitest.U1()})
+	if res.IsError || apitest.ModelText(t, res) != "saved" {
+		t.Fatalf("md: %s", apitest.Dump(res))
 	}
-	claims := verifyWithJWKS(t, tc, strings.TrimPrefix(rec.get(t, "/md").Header.Get("Authorization"), "Bearer "))
+	claims := client(tc).VerifyWithJWKS(t, strings.TrimPrefix(rec.Get(t, "/md").Header.Get("Authorization"), "Bearer "))
 	if claims["sub"] != "u_1" || claims["install"] != "in_1" {
 		t.Errorf("the component was told %v, want u_1/in_1", claims)
 	}

@@ -16,8 +16,12 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddytest"
 
+	"github.com/toolgate/toolgate/internal/apitest"
 	"github.com/toolgate/toolgate/internal/redistest"
 )
+
+// answer is short for the tables below.
+type answer = apitest.Answer
 
 // These tests put faults between a running gateway and what it stands on
 // (SPEC issue 12, rule 11): an upstream that refuses, hangs, dribbles, cuts
@@ -185,7 +189,7 @@ func faultsConfig(dir, upstream, ledger, timeout string, extra ...string) string
 		}
 	}
 }
-`, upstream, closedURL(), ledger, timeout, pageSecret, emptySchema, strings.Join(extra, "\n"))
+`, upstream, closedURL(), ledger, timeout, apitest.PageSecret, emptySchema, strings.Join(extra, "\n"))
 }
 
 // closedURL is the URL of a loopback port nothing listens on.
@@ -266,7 +270,7 @@ func TestFaultsUpstream(t *testing.T) {
 		t.Run(c.kind, func(t *testing.T) {
 			// A call just before puts an idle connection in the pool, so
 			// the fault meets a reused one, as it would under load.
-			if _, raw := rawInvoke(t, tc, "fault", fmt.Sprintf(`{"input":{"kind":"ok"},"callId":"warm_%d",%s}`, i, who)); decode(t, raw).Content != "ok" {
+			if _, raw := rawInvoke(t, tc, "fault", fmt.Sprintf(`{"input":{"kind":"ok"},"callId":"warm_%d",%s}`, i, apitest.Who)); decode(t, raw).Content != "ok" {
 				t.Fatalf("warm-up: %s", raw)
 			}
 			tool, input := "fault", `{"kind":"`+c.kind+`"}`
@@ -274,7 +278,7 @@ func TestFaultsUpstream(t *testing.T) {
 				tool, input = "refused", `{}`
 			}
 			id := "f_" + c.kind
-			body := `{"input":` + input + `,"callId":"` + id + `",` + who + `}`
+			body := `{"input":` + input + `,"callId":"` + id + `",` + apitest.Who + `}`
 			status, first := rawInvoke(t, tc, tool, body)
 			a := decode(t, first)
 			if status != 200 || a.Status != "done" || !c.want(a) {
@@ -284,7 +288,7 @@ func TestFaultsUpstream(t *testing.T) {
 			if status != 200 || !bytes.Equal(again, first) {
 				t.Errorf("repeat: %d %s, want the recorded %s", status, again, first)
 			}
-			if status, g := getCall(t, tc, "/calls/"+id+"?user=u_1&install=in_1"); status != 200 || g != a {
+			if status, g := client(tc).GetCall(t, "/calls/"+id+"?user=u_1&install=in_1"); status != 200 || g != a {
 				t.Errorf("GET /calls: %d %+v, want %+v", status, g, a)
 			}
 			if n := up.count(id); n != c.runs {
@@ -343,21 +347,21 @@ func TestFaultsRedisDiesMidCall(t *testing.T) {
 	tc := caddytest.NewTester(t)
 	tc.InitServer(faultsConfig(dataDir(t), up.srv.URL, "redis "+rs.Addr, "20s"), "caddyfile")
 
-	held := `{"input":{"kind":"hold"},"callId":"rd_1",` + who + `}`
+	held := `{"input":{"kind":"hold"},"callId":"rd_1",` + apitest.Who + `}`
 	first := asyncInvoke(t, "fault", held)
 	if key := within(t, up.held, 10*time.Second, "the held call"); key != "rd_1" {
 		t.Fatalf("held call %q", key)
 	}
 	rs.Stop()
 
-	status, raw := rawInvoke(t, tc, "fault", `{"input":{"kind":"ok"},"callId":"rd_2",`+who+`}`)
+	status, raw := rawInvoke(t, tc, "fault", `{"input":{"kind":"ok"},"callId":"rd_2",`+apitest.Who+`}`)
 	if a := decode(t, raw); status != 503 || a.Error == nil || a.Error.Code != "unavailable" {
 		t.Errorf("a call while Redis is down: %d %s, want 503 unavailable", status, raw)
 	}
 	if n := up.count("rd_2"); n != 0 {
 		t.Errorf("a call while Redis is down reached the upstream %d times", n)
 	}
-	if status, _ := getCall(t, tc, "/calls/rd_1?user=u_1&install=in_1"); status != 503 {
+	if status, _ := client(tc).GetCall(t, "/calls/rd_1?user=u_1&install=in_1"); status != 503 {
 		t.Errorf("GET /calls while Redis is down: %d, want 503", status)
 	}
 
@@ -374,14 +378,14 @@ func TestFaultsRedisDiesMidCall(t *testing.T) {
 	if !bytes.Equal(again, raw) {
 		t.Errorf("the retry after Redis returned: %s, want the first answer %s", again, raw)
 	}
-	if status, g := getCall(t, tc, "/calls/rd_1?user=u_1&install=in_1"); status != 200 || g.Status != "done" || g.Content != "held" {
+	if status, g := client(tc).GetCall(t, "/calls/rd_1?user=u_1&install=in_1"); status != 200 || g.Status != "done" || g.Content != "held" {
 		t.Errorf("GET /calls after Redis returned: %d %+v", status, g)
 	}
 	if n := up.count("rd_1"); n != 1 {
 		t.Errorf("the upstream ran rd_1 %d times, want once", n)
 	}
 	// The call refused while Redis was down was never recorded: it runs now.
-	if status, raw := rawInvoke(t, tc, "fault", `{"input":{"kind":"ok"},"callId":"rd_2",`+who+`}`); status != 200 || decode(t, raw).Content != "ok" || up.count("rd_2") != 1 {
+	if status, raw := rawInvoke(t, tc, "fault", `{"input":{"kind":"ok"},"callId":"rd_2",`+apitest.Who+`}`); status != 200 || decode(t, raw).Content != "ok" || up.count("rd_2") != 1 {
 		t.Errorf("the refused call after Redis returned: %d %s, ran %d times", status, raw, up.count("rd_2"))
 	}
 }
@@ -397,18 +401,18 @@ func TestFaultsReload(t *testing.T) {
 	ledger := "bolt " + dir + "/ledger.db"
 	tc := caddytest.NewTester(t)
 	tc.InitServer(faultsConfig(dir, up.srv.URL, ledger, "20s"), "caddyfile")
-	tok := pageToken(t, "u_1", "th_1")
-	page, status, msg := openStream(t, tok, "th_1")
+	tok := apitest.PageToken(t, "u_1", "th_1")
+	page, status, msg := apitest.OpenStream(t, base, tok, "th_1")
 	if page == nil {
 		t.Fatalf("stream: %d %s", status, msg)
 	}
 
-	heldBody := `{"input":{"kind":"hold"},"callId":"rl_1",` + who + `}`
+	heldBody := `{"input":{"kind":"hold"},"callId":"rl_1",` + apitest.Who + `}`
 	held := asyncInvoke(t, "fault", heldBody)
 	within(t, up.held, 10*time.Second, "the held call")
-	pageBody := `{"input":{},"callId":"rl_2",` + threadCtx + `,` + pageIdentity + `}`
+	pageBody := `{"input":{},"callId":"rl_2",` + apitest.ThreadCtx + `,` + apitest.PageIdentity + `}`
 	waiting := asyncInvoke(t, "where", pageBody)
-	if o := page.next(t); o.CallID != "rl_2" {
+	if o := page.Next(t); o.CallID != "rl_2" {
 		t.Fatalf("the page was offered %+v", o)
 	}
 
@@ -417,14 +421,14 @@ func TestFaultsReload(t *testing.T) {
 				input_schema `+emptySchema+`
 				target app api GET /f/ok
 			}`), "caddyfile")
-	if status, raw := rawInvoke(t, tc, "added", `{"input":{},"callId":"rl_3",`+who+`}`); status != 200 || decode(t, raw).Content != "ok" {
+	if status, raw := rawInvoke(t, tc, "added", `{"input":{},"callId":"rl_3",`+apitest.Who+`}`); status != 200 || decode(t, raw).Content != "ok" {
 		t.Fatalf("the reloaded config does not serve: %d %s", status, raw)
 	}
 
-	if status, body := claim(t, tc, tok, "rl_2"); status != 200 {
+	if status, body := client(tc).Claim(t, tok, "rl_2"); status != 200 {
 		t.Fatalf("claim after the reload: %d %s", status, body)
 	}
-	if status, body := postResult(t, tc, tok, "rl_2", `{"result":"at 83s"}`); status != 200 {
+	if status, body := client(tc).PostResult(t, tok, "rl_2", `{"result":"at 83s"}`); status != 200 {
 		t.Fatalf("result after the reload: %d %s", status, body)
 	}
 	pageRaw := within(t, waiting, 10*time.Second, "the client tool call")
@@ -446,7 +450,7 @@ func TestFaultsReload(t *testing.T) {
 			t.Errorf("repeat of %s after the reload: %d %s, want %s", c.tool, status, raw, c.want)
 		}
 	}
-	if status, body := claim(t, tc, tok, "rl_2"); status != 409 {
+	if status, body := client(tc).Claim(t, tok, "rl_2"); status != 409 {
 		t.Errorf("a second claim: %d %s, want 409", status, body)
 	}
 	if n := up.count("rl_1"); n != 1 {

@@ -1,166 +1,27 @@
 package caddymodule
 
 import (
-	"bytes"
-	"crypto/ed25519"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
-	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/toolgate/toolgate/internal/apitest"
 )
 
-// recorded is what the upstream saw of one request.
-type recorded struct {
-	Method string
-	Path   string // escaped
-	Query  string
-	Header http.Header
-	Body   []byte
-}
-
-// recorder is a loopback upstream that records each request and answers by
-// path.
-type recorder struct {
-	srv  *httptest.Server
-	mu   sync.Mutex
-	last map[string]recorded
-	seen int
-}
-
-func newRecorder(t *testing.T) *recorder {
-	rec := &recorder{last: map[string]recorded{}}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"content":"ok","extra":"dropped"}`)
-	})
-	mux.HandleFunc("/api/bookmark", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"id":7,"title":"Go","url":"https://go.dev","tags":["lang"]}`)
-	})
-	mux.HandleFunc("/card/", func(w http.ResponseWriter, r *http.Request) {
-		cards := map[string]string{
-			"plain": `{"type":"action_required","title":"Send the email?","description":"To ada@example.com","elements":[
-				{"type":"button","id":"approve","label":"Send","variant":"primary","input":{"content":"approved","markdown":"**approved**"}},
-				{"type":"button","id":"reject","label":"Don't send","input":{"reason":"no","n":1}},
-				{"type":"button","id":"run","label":"Run","input":{"id":"z9"},"target":{"type":"app","component":"api","method":"POST","path":"/items/${input.id}","body":"${input}"}}]}`,
-			"device":    `{"type":"action_required","title":"Scan","assignee":{"computerId":"pc-7"},"elements":[{"type":"button","id":"scan","label":"Scan","input":{"content":"scanned"}}]}`,
-			"dup":       `{"type":"action_required","title":"t","elements":[{"type":"button","id":"a","label":"A"},{"type":"button","id":"a","label":"B"}]}`,
-			"badtarget": `{"type":"action_required","title":"t","elements":[{"type":"button","id":"a","label":"A","target":{"type":"app","component":"nowhere","method":"GET","path":"/"}}]}`,
-		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, cards[strings.TrimPrefix(r.URL.Path, "/card/")])
-	})
-	mux.HandleFunc("/slowok", func(w http.ResponseWriter, r *http.Request) {
-		time.Sleep(150 * time.Millisecond)
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"content":"slow ok"}`)
-	})
-	mux.HandleFunc("/text", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprint(w, "plain <b>text</b>")
-	})
-	mux.HandleFunc("/md", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"content":"saved","markdown":"**saved**"}`)
-	})
-	mux.HandleFunc("/both", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"content":"c","markdown":"m","embedUrl":"https://app.example/card/1"}`)
-	})
-	mux.HandleFunc("/relative-embed", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"content":"c","embedUrl":"/card/1"}`)
-	})
-	mux.HandleFunc("/no-content", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"result":42}`)
-	})
-	mux.HandleFunc("/domain-error", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusNotFound)
-		fmt.Fprint(w, `{"code":"not_found","error":"no bookmark b9"}`)
-	})
-	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-time.After(5 * time.Second):
-		case <-r.Context().Done():
-		}
-	})
-	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		chunk := bytes.Repeat([]byte("x"), 64<<10)
-		for i := 0; i < 80; i++ { // 5 MiB
-			if _, err := w.Write(chunk); err != nil {
-				return
-			}
-		}
-	})
-	mux.HandleFunc("/cut", func(w http.ResponseWriter, r *http.Request) {
-		conn, buf, err := w.(http.Hijacker).Hijack()
-		if err != nil {
-			return
-		}
-		buf.WriteString("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 1000\r\n\r\nonly part")
-		buf.Flush()
-		conn.Close()
-	})
-	rec.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		rec.mu.Lock()
-		key := r.URL.Path
-		if strings.HasPrefix(key, "/items/") {
-			key = "/items/"
-		}
-		if strings.HasPrefix(key, "/card/") {
-			key = "/card/"
-		}
-		rec.last[key] = recorded{r.Method, r.URL.EscapedPath(), r.URL.RawQuery, r.Header.Clone(), body}
-		rec.seen++
-		rec.mu.Unlock()
-		mux.ServeHTTP(w, r)
-	}))
-	t.Cleanup(rec.srv.Close)
-	return rec
-}
-
-func (rec *recorder) get(t *testing.T, path string) recorded {
-	t.Helper()
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	r, ok := rec.last[path]
-	if !ok {
-		t.Fatalf("upstream saw no request to %s", path)
-	}
-	return r
-}
-
-func (rec *recorder) count() int {
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	return rec.seen
-}
-
-const testSchema = "`" + `{"type":"object","properties":{"id":{"type":"string"},"n":{"type":"integer"},"tags":{"type":"array","items":{"type":"string"}},"note":{"type":"string"}},"required":["id"],"additionalProperties":false}` + "`"
-
-const emptySchema = "`" + `{"type":"object","properties":{},"additionalProperties":false}` + "`"
+// The test schemas as Caddyfile tokens.
+const (
+	testSchema  = "`" + apitest.TestSchema + "`"
+	emptySchema = "`" + apitest.EmptySchema + "`"
+)
 
 func testConfig(t *testing.T, upstream, dataDir string) string {
 	manifestPath := filepath.Join(t.TempDir(), "tools.json")
-	manifest := fmt.Sprintf(`{"tools":[{"name":"from_manifest","displayName":"From manifest","description":"A manifest tool.","input_schema":{"type":"object"},"target":{"type":"app","component":"api","method":"GET","path":"/text"}},
-{"name":"ext_text","description":"A url tool.","input_schema":{"type":"object","properties":{"q":{"type":"string"}},"required":["q"]},"target":{"type":"url","method":"GET","url":"%s/text","query":{"q":"${input.q}"},"headers":{"X-Key":"${env.API_KEY}"},"component":"api"}}]}`, upstream)
+	manifest := apitest.Manifest(upstream)
 	if err := os.WriteFile(manifestPath, []byte(manifest), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -303,103 +164,17 @@ func TestMain(m *testing.M) {
 
 const base = "http://127.0.0.1:9080/toolgate"
 
-type answer struct {
-	CallID   string `json:"callId"`
-	Tool     string `json:"tool"`
-	Status   string `json:"status"`
-	IsError  bool   `json:"isError"`
-	Content  string `json:"content"`
-	Markdown string `json:"markdown"`
-	EmbedURL string `json:"embedUrl"`
-	Card     string `json:"card"`
-	Error    *struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
+// client sends requests to the gateway the tester serves at base.
+func client(tc *caddytest.Tester) apitest.Client {
+	return apitest.Client{HTTP: tc.Client, Base: base}
 }
 
-func invoke(t *testing.T, tc *caddytest.Tester, tool, body string, header ...string) (int, answer) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, base+"/tools/"+tool, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := tc.Client.Do(req)
-	if err != nil {
-		t.Fatalf("invoke %s: %v", tool, err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	var a answer
-	if err := json.Unmarshal(raw, &a); err != nil {
-		t.Fatalf("invoke %s: answer is not JSON: %q", tool, raw)
-	}
-	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
-		t.Errorf("invoke %s: Content-Type %q", tool, ct)
-	}
-	return resp.StatusCode, a
-}
-
-const who = `"identity":{"user":"u_1","install":"in_1"}`
-
-func startGateway(t *testing.T) (*caddytest.Tester, *recorder, string) {
-	rec := newRecorder(t)
+func startGateway(t *testing.T) (*caddytest.Tester, *apitest.Recorder, string) {
+	rec := apitest.NewRecorder(t)
 	dataDir := dataDir(t)
 	tc := caddytest.NewTester(t)
-	tc.InitServer(testConfig(t, rec.srv.URL, dataDir), "caddyfile")
+	tc.InitServer(testConfig(t, rec.URL, dataDir), "caddyfile")
 	return tc, rec, dataDir
-}
-
-func jwksKeys(t *testing.T, tc *caddytest.Tester) map[string]ed25519.PublicKey {
-	t.Helper()
-	resp, err := tc.Client.Get(base + "/.well-known/jwks.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.Header.Get("Cache-Control") == "" {
-		t.Error("jwks has no Cache-Control")
-	}
-	var set struct {
-		Keys []struct {
-			Kty, Crv, X, Kid, Alg string
-		} `json:"keys"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&set); err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]ed25519.PublicKey{}
-	for _, k := range set.Keys {
-		if k.Kty != "OKP" || k.Crv != "Ed25519" || k.Alg != "EdDSA" {
-			t.Errorf("jwk %+v", k)
-		}
-		x, err := base64.RawURLEncoding.DecodeString(k.X)
-		if err != nil || len(x) != ed25519.PublicKeySize {
-			t.Fatalf("jwk x %q", k.X)
-		}
-		out[k.Kid] = ed25519.PublicKey(x)
-	}
-	return out
-}
-
-func verifyWithJWKS(t *testing.T, tc *caddytest.Tester, token string) jwt.MapClaims {
-	t.Helper()
-	keys := jwksKeys(t, tc)
-	claims := jwt.MapClaims{}
-	_, err := jwt.NewParser(jwt.WithValidMethods([]string{"EdDSA"}), jwt.WithIssuer("https://tools.test"), jwt.WithAudience("api")).
-		ParseWithClaims(token, claims, func(tok *jwt.Token) (any, error) {
-			kid, _ := tok.Header["kid"].(string)
-			k, ok := keys[kid]
-			if !ok {
-				return nil, fmt.Errorf("kid %q not in the JWKS", kid)
-			}
-			return k, nil
-		})
-	if err != nil {
-		t.Fatalf("identity token does not verify against the served JWKS: %v", err)
-	}
-	return claims
 }
 
 func TestLoadErrors(t *testing.T) {
@@ -439,9 +214,9 @@ func TestLoadErrors(t *testing.T) {
 // the load fails naming the tool, and the running gateway keeps serving.
 func TestBrokenReloadChangesNothing(t *testing.T) {
 	tc, rec, dir := startGateway(t)
-	broken := strings.Replace(testConfig(t, rec.srv.URL, dir), "target app api GET /md", "target app nowhere GET /md", 1)
+	broken := strings.Replace(testConfig(t, rec.URL, dir), "target app api GET /md", "target app nowhere GET /md", 1)
 	caddytest.AssertLoadError(t, broken, "caddyfile", `tool \"md\": target: app target: component \"nowhere\" is not declared`)
-	status, a := invoke(t, tc, "md", `{"input":{},`+who+`}`)
+	status, a := client(tc).Invoke(t, "md", `{"input":{},`+apitest.Who+`}`)
 	if status != 200 || a.IsError || a.Markdown != "**saved**" {
 		t.Errorf("after a failed reload: %d %+v", status, a)
 	}

@@ -3,8 +3,6 @@ package caddymodule
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,75 +13,37 @@ import (
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"go.uber.org/zap"
 
+	"github.com/toolgate/toolgate/internal/apitest"
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/manifest"
 	"github.com/toolgate/toolgate/internal/redistest"
 )
 
-type cardAnswer struct {
-	answer
-	CardObj struct {
-		Title    string `json:"title"`
-		Elements []struct {
-			ID string `json:"id"`
-		} `json:"elements"`
-	}
-}
-
-func call(t *testing.T, tc *caddytest.Tester, method, path, body string) (int, cardAnswer) {
-	t.Helper()
-	req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := tc.Client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	var a cardAnswer
-	if err := json.Unmarshal(raw, &a.answer); err != nil {
-		// "card" is an object here, which answer's Card string cannot hold.
-		var loose map[string]json.RawMessage
-		if json.Unmarshal(raw, &loose) != nil {
-			t.Fatalf("%s %s: not JSON: %s", method, path, raw)
-		}
-		_ = json.Unmarshal(loose["callId"], &a.CallID)
-		_ = json.Unmarshal(loose["status"], &a.Status)
-		_ = json.Unmarshal(loose["tool"], &a.Tool)
-		_ = json.Unmarshal(loose["card"], &a.CardObj)
-	}
-	return resp.StatusCode, a
-}
-
-const thread = `"context":{"source":"thread","threadId":"th_1"}`
-
 // TestRedisDown checks that calls fail closed with 503 while Redis is
 // unreachable, reach nothing, and work again when it returns.
 func TestRedisDown(t *testing.T) {
 	rs := redistest.Start(t)
-	rec := newRecorder(t)
-	cfg := strings.Replace(testConfig(t, rec.srv.URL, dataDir(t)), "ledger bolt ", "ledger redis "+rs.Addr+" # ", 1)
+	rec := apitest.NewRecorder(t)
+	cfg := strings.Replace(testConfig(t, rec.URL, dataDir(t)), "ledger bolt ", "ledger redis "+rs.Addr+" # ", 1)
 	tc := caddytest.NewTester(t)
 	tc.InitServer(cfg, "caddyfile")
 
-	if status, a := call(t, tc, "POST", "/tools/md", `{"input":{},"callId":"r1",`+who+`}`); status != 200 || a.Content != "saved" {
+	if status, a := client(tc).Call(t, "POST", "/tools/md", `{"input":{},"callId":"r1",`+apitest.Who+`}`); status != 200 || a.Content != "saved" {
 		t.Fatalf("with redis: %d %+v", status, a)
 	}
 	rs.Stop()
-	before := rec.count()
-	status, e := call(t, tc, "POST", "/tools/md", `{"input":{},"callId":"r2",`+who+`}`)
+	before := rec.Count()
+	status, e := client(tc).Call(t, "POST", "/tools/md", `{"input":{},"callId":"r2",`+apitest.Who+`}`)
 	if status != 503 || e.Error == nil || e.Error.Code != "unavailable" {
 		t.Errorf("redis down: %d %+v", status, e.Error)
 	}
-	if rec.count() != before {
+	if rec.Count() != before {
 		t.Error("a call ran while the ledger was down")
 	}
 	rs.Restart(t)
-	var a cardAnswer
+	var a apitest.CardAnswer
 	for i := 0; i < 50; i++ {
-		if status, a = call(t, tc, "POST", "/tools/md", `{"input":{},"callId":"r2",`+who+`}`); status == 200 {
+		if status, a = client(tc).Call(t, "POST", "/tools/md", `{"input":{},"callId":"r2",`+apitest.Who+`}`); status == 200 {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -161,16 +121,16 @@ func TestLedgerRedisTLS(t *testing.T) {
 		"ledger redis rediss://" + rs.Addr + " {\n\t\t\ttls_ca_file " + rs.CAFile + "\n\t\t}",
 		"ledger redis " + rs.Addr + " {\n\t\t\ttls\n\t\t\ttls_ca_file " + rs.CAFile + "\n\t\t\tprefix flag:\n\t\t}",
 	} {
-		rec := newRecorder(t)
-		cfg := strings.Replace(testConfig(t, rec.srv.URL, dataDir(t)), "ledger bolt ", ledgerBlock+" # ", 1)
+		rec := apitest.NewRecorder(t)
+		cfg := strings.Replace(testConfig(t, rec.URL, dataDir(t)), "ledger bolt ", ledgerBlock+" # ", 1)
 		tc := caddytest.NewTester(t)
 		tc.InitServer(cfg, "caddyfile")
 		for range 2 {
-			if status, a := call(t, tc, "POST", "/tools/md", `{"input":{},"callId":"tls_1",`+who+`}`); status != 200 || a.Content != "saved" {
+			if status, a := client(tc).Call(t, "POST", "/tools/md", `{"input":{},"callId":"tls_1",`+apitest.Who+`}`); status != 200 || a.Content != "saved" {
 				t.Fatalf("%s: %d %+v", ledgerBlock, status, a)
 			}
 		}
-		if n := rec.count(); n != 1 {
+		if n := rec.Count(); n != 1 {
 			t.Errorf("%s: the target ran %d times for one call id", ledgerBlock, n)
 		}
 	}
@@ -216,24 +176,24 @@ func TestLedgerRedisTLSErrors(t *testing.T) {
 // the replaced config lets it go, keeping its calls; before, the new config
 // waited for the lock and failed.
 func TestLedgerReloadChangesOptions(t *testing.T) {
-	rec := newRecorder(t)
+	rec := apitest.NewRecorder(t)
 	dir := dataDir(t)
-	cfg := testConfig(t, rec.srv.URL, dir)
+	cfg := testConfig(t, rec.URL, dir)
 	tc := caddytest.NewTester(t)
 	tc.InitServer(cfg, "caddyfile")
-	_, first := call(t, tc, "POST", "/tools/md", `{"input":{},"callId":"reload_1",`+who+`}`)
+	_, first := client(tc).Call(t, "POST", "/tools/md", `{"input":{},"callId":"reload_1",`+apitest.Who+`}`)
 
 	line := "ledger bolt " + dir + "/ledger.db"
 	if !strings.Contains(cfg, line+"\n") {
 		t.Fatalf("the test config has no %q line", line)
 	}
 	tc.InitServer(strings.Replace(cfg, line+"\n", line+" {\n\t\t\t\tretention 48h\n\t\t\t}\n", 1), "caddyfile")
-	before := rec.count()
+	before := rec.Count()
 	deadline := time.Now().Add(patienceReload)
 	var status int
-	var again cardAnswer
+	var again apitest.CardAnswer
 	for {
-		if status, again = call(t, tc, "POST", "/tools/md", `{"input":{},"callId":"reload_1",`+who+`}`); status == 200 || time.Now().After(deadline) {
+		if status, again = client(tc).Call(t, "POST", "/tools/md", `{"input":{},"callId":"reload_1",`+apitest.Who+`}`); status == 200 || time.Now().After(deadline) {
 			break
 		}
 		if status != 503 {
@@ -241,8 +201,8 @@ func TestLedgerReloadChangesOptions(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if status != 200 || again.answer != first.answer || rec.count() != before {
-		t.Errorf("the recorded call after the reload: %d %+v (target ran %d times); want %+v", status, again, rec.count()-before, first)
+	if status != 200 || again.Answer != first.Answer || rec.Count() != before {
+		t.Errorf("the recorded call after the reload: %d %+v (target ran %d times); want %+v", status, again, rec.Count()-before, first)
 	}
 }
 

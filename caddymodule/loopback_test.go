@@ -3,8 +3,6 @@ package caddymodule
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -12,6 +10,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/toolgate/toolgate/internal/apitest"
 )
 
 // loopbackConfig is mcpConfig on any Host (the gateway's own check is what
@@ -21,7 +21,7 @@ import (
 func loopbackConfig(t *testing.T, upstream string, globals []string, extra ...string) string {
 	t.Helper()
 	dir := dataDir(t)
-	extra = append([]string{"pages {\nsecret " + pageSecret + "\norigins https://app.example.com\n}"}, extra...)
+	extra = append([]string{"pages {\nsecret " + apitest.PageSecret + "\norigins https://app.example.com\n}"}, extra...)
 	cfg := mcpConfig(t, upstream, dir, extra...)
 	out := strings.Replace(cfg, testGlobals(dir), testGlobals(dir, globals...), 1)
 	out = strings.Replace(out, "http://127.0.0.1:9080 {", "http://:9080 {", 1)
@@ -29,26 +29,6 @@ func loopbackConfig(t *testing.T, upstream string, globals []string, extra ...st
 		t.Fatal("loopbackConfig: nothing replaced")
 	}
 	return out + "http://:9081 {\n\tbind 127.0.0.1\n\treverse_proxy 127.0.0.1:9080\n}\n"
-}
-
-// send makes one request through the tester's client (which dials
-// 127.0.0.1 whatever the URL's host) and returns the status and body.
-func send(t *testing.T, tc *caddytest.Tester, method, url, ctype, body string, header ...string) (int, string) {
-	t.Helper()
-	req, _ := http.NewRequest(method, url, strings.NewReader(body))
-	if ctype != "" {
-		req.Header.Set("Content-Type", ctype)
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := tc.Client.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(raw)
 }
 
 const mcpInit = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
@@ -61,12 +41,12 @@ const mcpInit = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protoc
 // gateway is served. (The rest of the finding is internal/httpapi's
 // TestLoopbackFinding.)
 func TestLoopbackThroughProxy(t *testing.T) {
-	rec := newRecorder(t)
+	rec := apitest.NewRecorder(t)
 	tc := caddytest.NewTester(t)
-	tc.InitServer(loopbackConfig(t, rec.srv.URL, nil), "caddyfile")
+	tc.InitServer(loopbackConfig(t, rec.URL, nil), "caddyfile")
 	const direct, proxied = "http://127.0.0.1:9080/toolgate", "http://127.0.0.1:9081/toolgate"
-	envelope := `{"input":{},` + who + `}`
-	before := rec.count()
+	envelope := `{"input":{},` + apitest.Who + `}`
+	before := rec.Count()
 
 	for _, c := range []struct {
 		name, method, url, ctype, body string
@@ -80,17 +60,17 @@ func TestLoopbackThroughProxy(t *testing.T) {
 			[]string{"Accept", "application/json, text/event-stream"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			status, body := send(t, tc, c.method, c.url, c.ctype, c.body, c.header...)
-			var e apiErr
+			status, body := client(tc).Send(t, c.method, c.url, c.ctype, c.body, c.header...)
+			var e apitest.ErrorBody
 			if status != 403 || json.Unmarshal([]byte(body), &e) != nil || e.Error.Code == "" || !strings.Contains(e.Error.Message, "trusted_proxies") {
 				t.Errorf("%d %s, want 403 with a JSON error naming trusted_proxies", status, body)
 			}
 		})
 	}
-	if n := rec.count() - before; n != 0 {
+	if n := rec.Count() - before; n != 0 {
 		t.Fatalf("refused requests reached the upstream %d times", n)
 	}
-	if status, body := send(t, tc, "POST", direct+"/tools/md", "application/json", envelope); status != 200 || !strings.Contains(body, `"content":"saved"`) {
+	if status, body := client(tc).Send(t, "POST", direct+"/tools/md", "application/json", envelope); status != 200 || !strings.Contains(body, `"content":"saved"`) {
 		t.Errorf("direct: %d %s", status, body)
 	}
 }
@@ -98,27 +78,27 @@ func TestLoopbackThroughProxy(t *testing.T) {
 // TestLoopbackTrustedProxy: with trusted_proxies, Caddy's client IP is the
 // one the proxy forwards for, and that is what must be loopback.
 func TestLoopbackTrustedProxy(t *testing.T) {
-	rec := newRecorder(t)
+	rec := apitest.NewRecorder(t)
 	tc := caddytest.NewTester(t)
-	tc.InitServer(loopbackConfig(t, rec.srv.URL, []string{"servers {\n\t\ttrusted_proxies static 127.0.0.1/32\n\t}"}), "caddyfile")
-	envelope := `{"input":{},` + who + `}`
+	tc.InitServer(loopbackConfig(t, rec.URL, []string{"servers {\n\t\ttrusted_proxies static 127.0.0.1/32\n\t}"}), "caddyfile")
+	envelope := `{"input":{},` + apitest.Who + `}`
 
-	before := rec.count()
+	before := rec.Count()
 	// The outer site trusts its peer (this test) too, so it passes the
 	// X-Forwarded-For on: the real client is on the internet.
-	if status, body := send(t, tc, "POST", "http://127.0.0.1:9081/toolgate/tools/md", "application/json", envelope,
+	if status, body := client(tc).Send(t, "POST", "http://127.0.0.1:9081/toolgate/tools/md", "application/json", envelope,
 		"X-Forwarded-For", "203.0.113.9"); status != 403 || !strings.Contains(body, "203.0.113.9 is not a loopback address") {
 		t.Errorf("internet client through a trusted proxy: %d %s", status, body)
 	}
-	if status, body := send(t, tc, "POST", "http://127.0.0.1:9080/toolgate/tools/md", "application/json", envelope,
+	if status, body := client(tc).Send(t, "POST", "http://127.0.0.1:9080/toolgate/tools/md", "application/json", envelope,
 		"X-Forwarded-For", "198.51.100.1"); status != 403 || !strings.Contains(body, "198.51.100.1") {
 		t.Errorf("internet client named by a trusted peer: %d %s", status, body)
 	}
-	if rec.count() != before {
+	if rec.Count() != before {
 		t.Fatal("refused requests reached the upstream")
 	}
 	// A trusted proxy forwarding for this machine is this machine.
-	if status, body := send(t, tc, "POST", "http://127.0.0.1:9081/toolgate/tools/md", "application/json", envelope); status != 200 || !strings.Contains(body, `"content":"saved"`) {
+	if status, body := client(tc).Send(t, "POST", "http://127.0.0.1:9081/toolgate/tools/md", "application/json", envelope); status != 200 || !strings.Contains(body, `"content":"saved"`) {
 		t.Errorf("local client through a trusted proxy: %d %s", status, body)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
+
+	"github.com/toolgate/toolgate/internal/apitest"
 )
 
 func TestPagesLimitsLoadErrors(t *testing.T) {
@@ -19,7 +21,7 @@ func TestPagesLimitsLoadErrors(t *testing.T) {
 	bind 127.0.0.1
 	toolgate {
 		pages {
-			secret ` + pageSecret + `
+			secret ` + apitest.PageSecret + `
 			` + c.sub + `
 		}
 	}
@@ -30,7 +32,7 @@ func TestPagesLimitsLoadErrors(t *testing.T) {
 	t.Run("negative in JSON", func(t *testing.T) {
 		cfg := fmt.Sprintf(`{"admin":{"listen":"localhost:2999"},"storage":{"module":"file_system","root":%q},
 "apps":{"http":{"grace_period":1,"servers":{"s":{"listen":["127.0.0.1:9080"],"routes":[{"handle":[
-{"handler":"toolgate","pages":{"secret":%q,"max_pending":-1}}]}]}}}}}`, dataDir(t), pageSecret)
+{"handler":"toolgate","pages":{"secret":%q,"max_pending":-1}}]}]}}}}}`, dataDir(t), apitest.PageSecret)
 		caddytest.AssertLoadError(t, cfg, "json", "pages: max_pending must not be negative")
 	})
 }

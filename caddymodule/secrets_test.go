@@ -23,6 +23,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"go.uber.org/zap"
 
+	"github.com/toolgate/toolgate/internal/apitest"
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/manifest"
 )
@@ -61,15 +62,6 @@ func serveDirect(t *testing.T, h *Handler, method, path, auth, body string) *htt
 		t.Fatal(err)
 	}
 	return w
-}
-
-func hs256(t *testing.T, secret string, claims jwt.MapClaims) string {
-	t.Helper()
-	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString([]byte(secret))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
 }
 
 func callerClaims(aud any) jwt.MapClaims {
@@ -197,14 +189,14 @@ func doRequest(t *testing.T, tc *caddytest.Tester, method, path, token, body str
 func TestTokenKindsNotInterchangeable(t *testing.T) {
 	secret := "shared-secret-0123456789-abcdefghijklmnop"
 	t.Setenv("TOOLGATE_TEST_SHARED_SECRET", secret)
-	rec := newRecorder(t)
+	rec := apitest.NewRecorder(t)
 	tc := caddytest.NewTester(t)
-	tc.InitServer(tokenKindsConfig(rec.srv.URL, dataDir(t)), "caddyfile")
+	tc.InitServer(tokenKindsConfig(rec.URL, dataDir(t)), "caddyfile")
 
-	caller := hs256(t, secret, callerClaims("toolgate-callers"))
-	page := hs256(t, secret, pageTokenClaims("toolgate-pages"))
-	both := hs256(t, secret, pageTokenClaims([]string{"toolgate-callers", "toolgate-pages"}))
-	literal := hs256(t, "{env.TOOLGATE_TEST_SHARED_SECRET}", callerClaims("toolgate-callers"))
+	caller := apitest.SignHS256(t, callerClaims("toolgate-callers"), secret)
+	page := apitest.SignHS256(t, pageTokenClaims("toolgate-pages"), secret)
+	both := apitest.SignHS256(t, pageTokenClaims([]string{"toolgate-callers", "toolgate-pages"}), secret)
+	literal := apitest.SignHS256(t, callerClaims("toolgate-callers"), "{env.TOOLGATE_TEST_SHARED_SECRET}")
 
 	// The caller token works as a caller token.
 	if status, body, _ := doRequest(t, tc, "POST", "/tools/md", caller, `{"input":{}}`); status != 200 || !strings.Contains(body, `"content":"saved"`) {
@@ -212,7 +204,7 @@ func TestTokenKindsNotInterchangeable(t *testing.T) {
 	}
 
 	// Refused as the other kind, and nothing reaches the upstream.
-	before := rec.count()
+	before := rec.Count()
 	for _, c := range []struct{ name, method, path, token string }{
 		{"page token as caller: invoke", "POST", "/tools/md", page},
 		{"page token as caller: list", "GET", "/tools", page},
@@ -242,7 +234,7 @@ func TestTokenKindsNotInterchangeable(t *testing.T) {
 			}
 		})
 	}
-	if n := rec.count() - before; n != 0 {
+	if n := rec.Count() - before; n != 0 {
 		t.Errorf("refused tokens reached the upstream %d times", n)
 	}
 
@@ -378,10 +370,10 @@ func TestSecretPlaceholders(t *testing.T) {
 		t.Errorf("caller token by the key at {env.TOOLGATE_TEST_KEY_DIR}/pub.pem: %d %s", w.Code, w.Body)
 	}
 	// Claiming an unknown call gets past authentication to a 404.
-	if w := serveDirect(t, h, "POST", "/client/calls/c1/claim", hs256(t, secret, pageTokenClaims("toolgate-pages")), ""); w.Code != 404 {
+	if w := serveDirect(t, h, "POST", "/client/calls/c1/claim", apitest.SignHS256(t, pageTokenClaims("toolgate-pages"), secret), ""); w.Code != 404 {
 		t.Errorf("page token by the {env.TOOLGATE_TEST_SECRET} secret: %d %s", w.Code, w.Body)
 	}
-	if w := serveDirect(t, h, "POST", "/client/calls/c1/claim", hs256(t, "{env.TOOLGATE_TEST_SECRET}", pageTokenClaims("toolgate-pages")), ""); w.Code != 401 {
+	if w := serveDirect(t, h, "POST", "/client/calls/c1/claim", apitest.SignHS256(t, pageTokenClaims("toolgate-pages"), "{env.TOOLGATE_TEST_SECRET}"), ""); w.Code != 401 {
 		t.Errorf("page token by the placeholder's own text: %d %s", w.Code, w.Body)
 	}
 	// An escaped brace is a literal one.
@@ -389,7 +381,7 @@ func TestSecretPlaceholders(t *testing.T) {
 	if err := provisionDirect(t, h); err != nil {
 		t.Fatal(err)
 	}
-	if w := serveDirect(t, h, "GET", "/tools", hs256(t, "abc{def}"+secret, callerClaims(nil)), ""); w.Code != 200 {
+	if w := serveDirect(t, h, "GET", "/tools", apitest.SignHS256(t, callerClaims(nil), "abc{def}"+secret), ""); w.Code != 200 {
 		t.Errorf("secret with an escaped brace: %d %s", w.Code, w.Body)
 	}
 }
@@ -398,9 +390,9 @@ func TestSecretPlaceholders(t *testing.T) {
 // as it is: never scanned again for placeholders or ${…} references.
 func TestEnvPlaceholders(t *testing.T) {
 	t.Setenv("TOOLGATE_TEST_API_KEY", "key-${input.id}-{env.HOME}-${env.OTHER}")
-	rec := newRecorder(t)
+	rec := apitest.NewRecorder(t)
 	h := &Handler{
-		Components: map[string]*Component{"api": {BaseURL: rec.srv.URL, Env: map[string]string{
+		Components: map[string]*Component{"api": {BaseURL: rec.URL, Env: map[string]string{
 			"API_KEY": "{env.TOOLGATE_TEST_API_KEY}", "OTHER": "other",
 		}}},
 		Tools: []manifest.Tool{{
@@ -416,7 +408,7 @@ func TestEnvPlaceholders(t *testing.T) {
 	if w := serveDirect(t, h, "POST", "/tools/ping", "", `{"input":{"id":"INJECTED"},"identity":{"user":"u_1"}}`); w.Code != 200 || !strings.Contains(w.Body.String(), `"content":"saved"`) {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
-	if got, want := rec.get(t, "/md").Header.Get("X-Key"), "key-${input.id}-{env.HOME}-${env.OTHER}"; got != want {
+	if got, want := rec.Get(t, "/md").Header.Get("X-Key"), "key-${input.id}-{env.HOME}-${env.OTHER}"; got != want {
 		t.Errorf("X-Key = %q, want %q", got, want)
 	}
 }
@@ -485,7 +477,7 @@ func TestExamplePageSecret(t *testing.T) {
 	logFile := filepath.Join(dir, "caddy.log")
 	tc := caddytest.NewTester(t)
 	tc.InitServer(fallbackConfig(dir, "127.0.0.1", logFile), "caddyfile")
-	if status, body, _ := doRequest(t, tc, "POST", "/client/calls/c1/claim", hs256(t, examplePageSecret, pageTokenClaims("toolgate-pages")), ""); status != 404 {
+	if status, body, _ := doRequest(t, tc, "POST", "/client/calls/c1/claim", apitest.SignHS256(t, pageTokenClaims("toolgate-pages"), examplePageSecret), ""); status != 404 {
 		t.Errorf("page token by the example secret on loopback: %d %s", status, body)
 	}
 	logged, err := os.ReadFile(logFile)

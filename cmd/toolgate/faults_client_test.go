@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -12,12 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
-
-	"github.com/toolgate/toolgate/internal/clienttools"
+	"github.com/toolgate/toolgate/internal/apitest"
 )
-
-const pageSecret = "page-secret-0123456789-abcdefghij-klmnop"
 
 // clientTool is a pages block and a client tool. startInstance writes its
 // ledger line inside the toolgate block, so the test appends these to it.
@@ -26,7 +20,7 @@ const pageSecret = "page-secret-0123456789-abcdefghij-klmnop"
 const clientTool = `
 		client_tool_timeout 60s
 		pages {
-			secret ` + pageSecret + `
+			secret ` + apitest.PageSecret + `
 			issuer https://app.test
 			audience toolgate-pages
 		}
@@ -36,98 +30,22 @@ const clientTool = `
 			target kazzle video_position
 		}`
 
-// pageToken is a page token for u_1 in th_1, the thread of envelope.
-func pageToken(t *testing.T) string {
-	t.Helper()
-	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
-		"sub": "u_1", "thread": "th_1",
-		"iss": "https://app.test", "aud": "toolgate-pages",
-		"exp": time.Now().Add(5 * time.Minute).Unix(),
-	}).SignedString([]byte(pageSecret))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-// pageStream is a page's open GET /client/calls; offers is closed when
-// the stream ends.
-type pageStream struct {
-	offers chan clienttools.Offer
-}
-
 // openPage opens the stream of th_1 on in. Once it returns, the gateway has
 // registered the stream and sent it the calls waiting then.
-func openPage(t *testing.T, in *instance, token string) *pageStream {
+func openPage(t *testing.T, in *instance, token string) *apitest.PageStream {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, in.base+"/client/calls?threadId=th_1", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("GET /client/calls: %v", err)
+	s, status, body := apitest.OpenStream(t, in.base, token, "th_1")
+	if s == nil {
+		t.Fatalf("GET /client/calls: %d %s", status, body)
 	}
-	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		t.Fatalf("GET /client/calls: %d %s", resp.StatusCode, body)
-	}
-	s := &pageStream{offers: make(chan clienttools.Offer, 16)}
-	go func() {
-		defer close(s.offers)
-		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		event := ""
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case line == "":
-				event = ""
-			case strings.HasPrefix(line, "event: "):
-				event = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: ") && event == "call":
-				var o clienttools.Offer
-				if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &o); err != nil {
-					o.CallID = "unparsable: " + line
-				}
-				s.offers <- o
-			}
-		}
-	}()
 	return s
-}
-
-// next is the stream's next offer.
-func (s *pageStream) next(t *testing.T) clienttools.Offer {
-	t.Helper()
-	select {
-	case o, ok := <-s.offers:
-		if !ok {
-			t.Fatal("the page stream ended")
-		}
-		return o
-	case <-time.After(10 * time.Second):
-		t.Fatal("the page got no call")
-	}
-	return clienttools.Offer{}
 }
 
 // pagePost posts to /client/calls/{id}/{action} as the page.
 func pagePost(t *testing.T, in *instance, token, id, action, body string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, in.base+"/client/calls/"+id+"/"+action, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+token)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("POST %s %s: %v", action, id, err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(raw)
+	status, raw, _ := apitest.Client{HTTP: http.DefaultClient, Base: in.base}.PagePost(t, token, "/client/calls/"+id+"/"+action, body)
+	return status, raw
 }
 
 // quick answers within 10 s, far less than the client tool timeout: a
@@ -181,7 +99,7 @@ func TestFaultsKillClientCall(t *testing.T) {
 	data := t.TempDir()
 	line := "ledger bolt " + filepath.Join(data, "ledger.db")
 	in := startInstance(t, line+clientTool, up.srv.URL, data)
-	tok := pageToken(t)
+	tok := apitest.PageToken(t, "u_1", "th_1")
 	page := openPage(t, in, tok)
 
 	body := func(id string) string {
@@ -194,7 +112,7 @@ func TestFaultsKillClientCall(t *testing.T) {
 				resp.Body.Close()
 			}
 		}()
-		if o := page.next(t); o.CallID != id {
+		if o := page.NextWithin(t, 10*time.Second); o.CallID != id {
 			t.Fatalf("the page was offered %+v, want %s", o, id)
 		}
 	}
@@ -203,7 +121,7 @@ func TestFaultsKillClientCall(t *testing.T) {
 	}
 	in.kill()
 	select {
-	case o, ok := <-page.offers:
+	case o, ok := <-page.Offers:
 		if ok {
 			t.Errorf("the page was offered %+v as the gateway died", o)
 		}
@@ -253,7 +171,7 @@ func TestFaultsKillClientCall(t *testing.T) {
 		_, raw := rawDo(t, in, http.MethodPost, "/tools/where", body("kc_fresh"))
 		fresh <- raw
 	}()
-	if o := page.next(t); o.CallID != "kc_fresh" || o.Name != "video_position" || string(o.Input) != `{"q":"kc_fresh"}` {
+	if o := page.NextWithin(t, 10*time.Second); o.CallID != "kc_fresh" || o.Name != "video_position" || string(o.Input) != `{"q":"kc_fresh"}` {
 		t.Fatalf("the page was offered %+v, want kc_fresh", o)
 	}
 	if status, msg := pagePost(t, in, tok, "kc_fresh", "claim", ""); status != 200 {
@@ -288,7 +206,7 @@ func TestFaultsKillClientCall(t *testing.T) {
 		}
 	}
 	select {
-	case o := <-page.offers:
+	case o := <-page.Offers:
 		t.Errorf("the page was offered %+v after kc_fresh", o)
 	default:
 	}

@@ -65,18 +65,7 @@ func TestAnswerJSON(t *testing.T) {
 			if !json.Valid(got) {
 				t.Fatalf("invalid JSON: %s", got)
 			}
-			want, err := json.Marshal(reflected(&c.a))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var g, w any
-			if err := json.Unmarshal(got, &g); err != nil {
-				t.Fatal(err)
-			}
-			if err := json.Unmarshal(want, &w); err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(g, w) {
+			if want, same := reflectedJSON(t, &c.a, got); !same {
 				t.Errorf("AppendJSON wrote\n%s\nencoding/json writes\n%s", got, want)
 			}
 			// Appending keeps what the buffer held.
@@ -85,6 +74,24 @@ func TestAnswerJSON(t *testing.T) {
 			}
 		})
 	}
+}
+
+// reflectedJSON is what encoding/json writes for the shape of a, and
+// whether got holds the same JSON value.
+func reflectedJSON(t *testing.T, a *Answer, got []byte) (want []byte, same bool) {
+	t.Helper()
+	want, err := json.Marshal(reflected(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g, w any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(want, &w); err != nil {
+		t.Fatal(err)
+	}
+	return want, reflect.DeepEqual(g, w)
 }
 
 // FuzzAnswerJSON holds AppendJSON to what it promises for any strings and
@@ -110,18 +117,7 @@ func FuzzAnswerJSON(f *testing.F) {
 		if !json.Valid(a.Card) {
 			a.Card = json.RawMessage("null")
 		}
-		want, err := json.Marshal(reflected(&a))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var g, w any
-		if err := json.Unmarshal(got, &g); err != nil {
-			t.Fatal(err)
-		}
-		if err := json.Unmarshal(want, &w); err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(g, w) {
+		if want, same := reflectedJSON(t, &a, got); !same {
 			t.Fatalf("AppendJSON wrote\n%q\nencoding/json writes\n%q", got, want)
 		}
 	})

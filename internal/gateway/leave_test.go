@@ -17,6 +17,24 @@ import (
 	"github.com/toolgate/toolgate/internal/manifest"
 )
 
+// saveGateway is a gateway with one tool, save (POST /save on component api
+// at upstream), a 5 s upstream timeout, and led (nil: the ledger off).
+func saveGateway(t *testing.T, upstream string, led ledger.Ledger) *Gateway {
+	t.Helper()
+	comp, err := dispatch.NewComponent("api", upstream, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := manifest.Compile([]manifest.Source{{Name: "test", Tools: []manifest.Tool{
+		tool("save", dispatch.Spec{Type: "app", Component: "api", Method: "POST", Path: "/save"}),
+	}}}, map[string]*dispatch.Component{"api": comp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := identity.GenerateKey()
+	return New(Config{Tools: set, Issuer: identity.NewIssuer("gw", time.Minute, key), Client: dispatch.NewClient(5*time.Second, 1<<20), Ledger: led})
+}
+
 // TestCallerLeaves: a caller that goes away while its call's target works
 // does not cut the call. The target finishes, its result is recorded, and
 // a repeat gets that result: the call ran once and nothing of it is lost
@@ -32,23 +50,12 @@ func TestCallerLeaves(t *testing.T) {
 		fmt.Fprint(w, `{"content":"saved"}`)
 	}))
 	defer up.Close()
-	comp, err := dispatch.NewComponent("api", up.URL, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := manifest.Compile([]manifest.Source{{Name: "test", Tools: []manifest.Tool{
-		tool("save", dispatch.Spec{Type: "app", Component: "api", Method: "POST", Path: "/save"}),
-	}}}, map[string]*dispatch.Component{"api": comp})
-	if err != nil {
-		t.Fatal(err)
-	}
 	led, err := ledger.OpenBolt(filepath.Join(t.TempDir(), "ledger.db"), ledger.BoltOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer led.Close()
-	key, _ := identity.GenerateKey()
-	gw := New(Config{Tools: set, Issuer: identity.NewIssuer("gw", time.Minute, key), Client: dispatch.NewClient(5*time.Second, 1<<20), Ledger: led})
+	gw := saveGateway(t, up.URL, led)
 
 	call := Call{Tool: "save", CallID: "c1", Input: json.RawMessage(`{}`), Identity: Identity{User: "u_1"}}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -10,9 +10,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/dispatch"
-	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/ledger"
-	"github.com/toolgate/toolgate/internal/manifest"
 )
 
 // With the ledger off (ledger.Off, which a nil Config.Ledger means) the one
@@ -81,18 +79,7 @@ func TestLedgerOffCallerLeaves(t *testing.T) {
 		close(gone)
 	}))
 	defer up.Close()
-	comp, err := dispatch.NewComponent("api", up.URL, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := manifest.Compile([]manifest.Source{{Name: "test", Tools: []manifest.Tool{
-		tool("save", dispatch.Spec{Type: "app", Component: "api", Method: "POST", Path: "/save"}),
-	}}}, map[string]*dispatch.Component{"api": comp})
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, _ := identity.GenerateKey()
-	gw := New(Config{Tools: set, Issuer: identity.NewIssuer("gw", time.Minute, key), Client: dispatch.NewClient(5*time.Second, 1<<20)})
+	gw := saveGateway(t, up.URL, nil)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan *Answer, 1)

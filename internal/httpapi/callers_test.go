@@ -1,91 +1,24 @@
 package httpapi
 
 import (
-	"crypto/rand"
-	"crypto/rsa"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 	"go.uber.org/zap"
 
+	"github.com/toolgate/toolgate/internal/apitest"
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/manifest"
 )
-
-// platform is a caller's token issuer: RSA keys published as a JWKS.
-type platform struct {
-	srv  *httptest.Server
-	mu   sync.Mutex
-	keys map[string]*rsa.PrivateKey
-}
-
-func newPlatform(t *testing.T, kids ...string) *platform {
-	p := &platform{keys: map[string]*rsa.PrivateKey{}}
-	for _, kid := range kids {
-		k, err := rsa.GenerateKey(rand.Reader, 2048)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.keys[kid] = k
-	}
-	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		var set struct {
-			Keys []map[string]string `json:"keys"`
-		}
-		for kid, k := range p.keys {
-			set.Keys = append(set.Keys, map[string]string{
-				"kty": "RSA", "kid": kid, "use": "sig", "alg": "RS256",
-				"n": base64.RawURLEncoding.EncodeToString(k.N.Bytes()),
-				"e": base64.RawURLEncoding.EncodeToString(big.NewInt(int64(k.E)).Bytes()),
-			})
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(set)
-	}))
-	t.Cleanup(p.srv.Close)
-	return p
-}
-
-func (p *platform) token(t *testing.T, kid string, claims jwt.MapClaims) string {
-	t.Helper()
-	p.mu.Lock()
-	k := p.keys[kid]
-	p.mu.Unlock()
-	if k == nil {
-		var err error
-		if k, err = rsa.GenerateKey(rand.Reader, 2048); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tok := jwt.NewWithClaims(jwt.SigningMethodRS256, claims)
-	tok.Header["kid"] = kid
-	s, err := tok.SignedString(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-func goodClaims(user, role string) jwt.MapClaims {
-	now := time.Now()
-	return jwt.MapClaims{
-		"iss": "https://platform.test", "aud": "toolgate", "sub": user, "install": "in_9", "role": role,
-		"iat": now.Unix(), "nbf": now.Unix(), "exp": now.Add(time.Minute).Unix(),
-	}
-}
 
 // startCallers serves the callers config of the module's tests: caller
 // tokens from the platform's JWKS (issuer https://platform.test, audience
@@ -113,46 +46,44 @@ func startCallers(t *testing.T, upstream, jwksURL string) *server {
 }
 
 func TestCallers(t *testing.T) {
-	rec := newRecorder(t)
-	p := newPlatform(t, "k1")
-	s := startCallers(t, rec.srv.URL, p.srv.URL)
+	rec := apitest.NewRecorder(t)
+	p := apitest.NewPlatform(t, "k1")
+	s := startCallers(t, rec.URL, p.URL)
 
-	user := p.token(t, "k1", goodClaims("u_7", "user"))
-	admin := p.token(t, "k1", goodClaims("u_8", "admin"))
+	user := p.Token(t, "k1", apitest.GoodClaims("u_7", "user"))
+	admin := p.Token(t, "k1", apitest.GoodClaims("u_8", "admin"))
 
 	// Refusals: every one a 401 with WWW-Authenticate, nothing sent.
-	expired := goodClaims("u_7", "user")
+	expired := apitest.GoodClaims("u_7", "user")
 	expired["exp"] = time.Now().Add(-time.Minute).Unix()
-	future := goodClaims("u_7", "user")
+	future := apitest.GoodClaims("u_7", "user")
 	future["nbf"] = time.Now().Add(time.Minute).Unix()
-	wrongIss := goodClaims("u_7", "user")
+	wrongIss := apitest.GoodClaims("u_7", "user")
 	wrongIss["iss"] = "https://evil.test"
-	wrongAud := goodClaims("u_7", "user")
+	wrongAud := apitest.GoodClaims("u_7", "user")
 	wrongAud["aud"] = "other"
-	noSub := goodClaims("", "user")
+	noSub := apitest.GoodClaims("", "user")
 	delete(noSub, "sub")
-	p.mu.Lock()
-	pubDER, _ := x509.MarshalPKIXPublicKey(&p.keys["k1"].PublicKey)
-	p.mu.Unlock()
-	confused := jwt.NewWithClaims(jwt.SigningMethodHS256, goodClaims("u_7", "admin"))
+	pubDER, _ := x509.MarshalPKIXPublicKey(p.PublicKey("k1"))
+	confused := jwt.NewWithClaims(jwt.SigningMethodHS256, apitest.GoodClaims("u_7", "admin"))
 	confused.Header["kid"] = "k1"
 	confusedTok, _ := confused.SignedString(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}))
-	payload, _ := json.Marshal(goodClaims("u_7", "admin"))
+	payload, _ := json.Marshal(apitest.GoodClaims("u_7", "admin"))
 	none := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none","typ":"JWT","kid":"k1"}`)) + "." + base64.RawURLEncoding.EncodeToString(payload) + "."
 
-	before := rec.count()
+	before := rec.Count()
 	for _, c := range []struct{ name, auth, code string }{
 		{"no token", "", "unauthorized"},
 		{"not bearer", "Basic dTpw", "unauthorized"},
 		{"garbage", "Bearer abc.def.ghi", "invalid_token"},
-		{"expired", "Bearer " + p.token(t, "k1", expired), "invalid_token"},
-		{"not yet valid", "Bearer " + p.token(t, "k1", future), "invalid_token"},
-		{"wrong issuer", "Bearer " + p.token(t, "k1", wrongIss), "invalid_token"},
-		{"wrong audience", "Bearer " + p.token(t, "k1", wrongAud), "invalid_token"},
-		{"no subject", "Bearer " + p.token(t, "k1", noSub), "invalid_token"},
+		{"expired", "Bearer " + p.Token(t, "k1", expired), "invalid_token"},
+		{"not yet valid", "Bearer " + p.Token(t, "k1", future), "invalid_token"},
+		{"wrong issuer", "Bearer " + p.Token(t, "k1", wrongIss), "invalid_token"},
+		{"wrong audience", "Bearer " + p.Token(t, "k1", wrongAud), "invalid_token"},
+		{"no subject", "Bearer " + p.Token(t, "k1", noSub), "invalid_token"},
 		{"alg none", "Bearer " + none, "invalid_token"},
 		{"HS256 with the RSA public key", "Bearer " + confusedTok, "invalid_token"},
-		{"unknown kid", "Bearer " + p.token(t, "k-unknown", goodClaims("u_7", "user")), "invalid_token"},
+		{"unknown kid", "Bearer " + p.Token(t, "k-unknown", apitest.GoodClaims("u_7", "user")), "invalid_token"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for _, path := range []string{"/tools", "/tools/open"} {
@@ -177,18 +108,18 @@ func TestCallers(t *testing.T) {
 			}
 		})
 	}
-	if n := rec.count() - before; n != 0 {
+	if n := rec.Count() - before; n != 0 {
 		t.Errorf("refused calls reached the upstream %d times", n)
 	}
 
 	// The JWKS needs no token.
-	if resp, _ := get(t, s, s.URL+"/.well-known/jwks.json"); resp.StatusCode != 200 {
+	if resp, _ := s.Get(t, s.URL+"/.well-known/jwks.json"); resp.StatusCode != 200 {
 		t.Errorf("jwks: %d", resp.StatusCode)
 	}
 
 	// The list is filtered by policy.
 	names := func(tok string) []string {
-		resp, body := get(t, s, s.URL+"/tools", "Authorization", "Bearer "+tok)
+		resp, body := s.Get(t, s.URL+"/tools", "Authorization", "Bearer "+tok)
 		if resp.StatusCode != 200 {
 			t.Fatalf("tools: %d %s", resp.StatusCode, body)
 		}
@@ -209,29 +140,29 @@ func TestCallers(t *testing.T) {
 
 	// Allowed for one caller, forbidden for another; the identity is the
 	// token's, never the envelope's.
-	status, a := invoke(t, s, "admin_only", `{"input":{}}`, "Authorization", "Bearer "+user)
+	status, a := s.Invoke(t, "admin_only", `{"input":{}}`, "Authorization", "Bearer "+user)
 	if status != 403 || a.Error == nil || a.Error.Code != "forbidden" {
 		t.Errorf("user calling admin_only: %d %+v", status, a.Error)
 	}
-	status, a = invoke(t, s, "admin_only", `{"input":{},"identity":{"user":"someone_else"}}`, "Authorization", "Bearer "+admin)
+	status, a = s.Invoke(t, "admin_only", `{"input":{},"identity":{"user":"someone_else"}}`, "Authorization", "Bearer "+admin)
 	if status != 200 || a.IsError {
 		t.Fatalf("admin calling admin_only: %d %+v", status, a)
 	}
-	claims := verifyWithJWKS(t, s, strings.TrimPrefix(rec.get(t, "/md").Header.Get("Authorization"), "Bearer "))
+	claims := s.VerifyWithJWKS(t, strings.TrimPrefix(rec.Get(t, "/md").Header.Get("Authorization"), "Bearer "))
 	if claims["sub"] != "u_8" || claims["install"] != "in_9" {
 		t.Errorf("the component was told %v, want the caller token's u_8/in_9", claims)
 	}
 
 	// A policy over the input.
-	if status, _ := invoke(t, s, "small", `{"input":{"amount":500}}`, "Authorization", "Bearer "+user); status != 403 {
+	if status, _ := s.Invoke(t, "small", `{"input":{"amount":500}}`, "Authorization", "Bearer "+user); status != 403 {
 		t.Errorf("amount 500: %d, want 403", status)
 	}
-	if status, a := invoke(t, s, "small", `{"input":{"amount":50}}`, "Authorization", "Bearer "+user); status != 200 || a.IsError {
+	if status, a := s.Invoke(t, "small", `{"input":{"amount":50}}`, "Authorization", "Bearer "+user); status != 200 || a.IsError {
 		t.Errorf("amount 50: %d %+v", status, a)
 	}
 
 	// A result mapping turns a JSON API's answer into channels.
-	status, a = invoke(t, s, "bookmark", `{"input":{}}`, "Authorization", "Bearer "+user)
+	status, a = s.Invoke(t, "bookmark", `{"input":{}}`, "Authorization", "Bearer "+user)
 	if status != 200 || a.IsError || a.Content != "Go https://go.dev" || a.Markdown != "[Go](https://go.dev)" || a.EmbedURL != "https://go.dev" || a.Card != "embed" {
 		t.Errorf("mapped: %d %+v", status, a)
 	}

@@ -1,94 +1,54 @@
 package httpapi
 
 import (
-	"encoding/json"
-	"io"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/toolgate/toolgate/internal/apitest"
 )
 
 // These are the module's TestAtMostOnce and TestCardFlow (caddymodule's
 // ledger_test.go) against the API: a call id runs once, and an
 // action-required card pauses a call until it is resumed.
 
-type cardAnswer struct {
-	answer
-	CardObj struct {
-		Title    string `json:"title"`
-		Elements []struct {
-			ID string `json:"id"`
-		} `json:"elements"`
-	}
-}
-
-func call(t *testing.T, s *server, method, path, body string) (int, cardAnswer) {
-	t.Helper()
-	req, _ := http.NewRequest(method, s.URL+path, strings.NewReader(body))
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := s.client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	var a cardAnswer
-	if err := json.Unmarshal(raw, &a.answer); err != nil {
-		// "card" is an object here, which answer's Card string cannot hold.
-		var loose map[string]json.RawMessage
-		if json.Unmarshal(raw, &loose) != nil {
-			t.Fatalf("%s %s: not JSON: %s", method, path, raw)
-		}
-		_ = json.Unmarshal(loose["callId"], &a.CallID)
-		_ = json.Unmarshal(loose["status"], &a.Status)
-		_ = json.Unmarshal(loose["tool"], &a.Tool)
-		_ = json.Unmarshal(loose["card"], &a.CardObj)
-	}
-	return resp.StatusCode, a
-}
-
-const thread = `"context":{"source":"thread","threadId":"th_1"}`
-
 func TestAtMostOnce(t *testing.T) {
 	s, rec := startGateway(t)
 
-	before := rec.count()
-	status, a := call(t, s, "POST", "/tools/md", `{"input":{},"callId":"once_1",`+who+`}`)
+	before := rec.Count()
+	status, a := s.Call(t, "POST", "/tools/md", `{"input":{},"callId":"once_1",`+apitest.Who+`}`)
 	if status != 200 || a.Content != "saved" {
 		t.Fatalf("first: %d %+v", status, a)
 	}
-	status, b := call(t, s, "POST", "/tools/md", `{"input":{},"callId":"once_1",`+who+`}`)
-	if status != 200 || b.answer != a.answer {
+	status, b := s.Call(t, "POST", "/tools/md", `{"input":{},"callId":"once_1",`+apitest.Who+`}`)
+	if status != 200 || b.Answer != a.Answer {
 		t.Errorf("repeat: %d %+v, want the recorded %+v", status, b, a)
 	}
-	if n := rec.count() - before; n != 1 {
+	if n := rec.Count() - before; n != 1 {
 		t.Errorf("the target ran %d times for one call id", n)
 	}
-	if got := rec.get(t, "/md").Header.Get("Idempotency-Key"); got != "once_1" {
+	if got := rec.Get(t, "/md").Header.Get("Idempotency-Key"); got != "once_1" {
 		t.Errorf("Idempotency-Key %q", got)
 	}
 	// Another caller may use the same call id: keys are per caller.
-	if status, _ := call(t, s, "POST", "/tools/md", `{"input":{},"callId":"once_1","identity":{"user":"u_2"}}`); status != 200 || rec.count()-before != 2 {
-		t.Errorf("another caller's call id: %d, target ran %d times", status, rec.count()-before)
+	if status, _ := s.Call(t, "POST", "/tools/md", `{"input":{},"callId":"once_1","identity":{"user":"u_2"}}`); status != 200 || rec.Count()-before != 2 {
+		t.Errorf("another caller's call id: %d, target ran %d times", status, rec.Count()-before)
 	}
 	// The same call id with another input is a misuse.
-	status, e := call(t, s, "POST", "/tools/get_item", `{"input":{"id":"x"},"callId":"once_1",`+who+`}`)
+	status, e := s.Call(t, "POST", "/tools/get_item", `{"input":{"id":"x"},"callId":"once_1",`+apitest.Who+`}`)
 	if status != 422 || e.Error == nil || e.Error.Code != "idempotency_key_reuse" {
 		t.Errorf("reuse: %d %+v", status, e.Error)
 	}
 
 	// Concurrent repeats of one call id: one run, every caller the same answer.
-	before = rec.count()
+	before = rec.Count()
 	var wg sync.WaitGroup
-	answers := make([]cardAnswer, 5)
+	answers := make([]apitest.CardAnswer, 5)
 	for i := range answers {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			_, answers[i] = call(t, s, "POST", "/tools/slowok", `{"input":{},"callId":"once_2",`+who+`}`)
+			_, answers[i] = s.Call(t, "POST", "/tools/slowok", `{"input":{},"callId":"once_2",`+apitest.Who+`}`)
 		}(i)
 	}
 	wg.Wait()
@@ -97,15 +57,15 @@ func TestAtMostOnce(t *testing.T) {
 			t.Errorf("caller %d got %+v", i, a)
 		}
 	}
-	if n := rec.count() - before; n != 1 {
+	if n := rec.Count() - before; n != 1 {
 		t.Errorf("concurrent repeats ran the target %d times", n)
 	}
 
-	status, g := call(t, s, "GET", "/calls/once_2?user=u_1&install=in_1", "")
+	status, g := s.Call(t, "GET", "/calls/once_2?user=u_1&install=in_1", "")
 	if status != 200 || g.Content != "slow ok" || g.Status != "done" {
 		t.Errorf("GET /calls: %d %+v", status, g)
 	}
-	if status, _ := call(t, s, "GET", "/calls/once_2?user=u_9", ""); status != 404 {
+	if status, _ := s.Call(t, "GET", "/calls/once_2?user=u_9", ""); status != 404 {
 		t.Errorf("another caller's call: %d, want 404", status)
 	}
 }
@@ -114,28 +74,28 @@ func TestCardFlow(t *testing.T) {
 	s, rec := startGateway(t)
 
 	// On an api call a card is an error result.
-	status, a := call(t, s, "POST", "/tools/card", `{"input":{"kind":"plain"},`+who+`}`)
+	status, a := s.Call(t, "POST", "/tools/card", `{"input":{"kind":"plain"},`+apitest.Who+`}`)
 	if status != 200 || !a.IsError || !strings.Contains(a.Content, "api call") {
 		t.Errorf("api card: %d %+v", status, a)
 	}
 	// Invalid cards are error results.
 	for kind, want := range map[string]string{"dup": "used twice", "badtarget": `component "nowhere"`} {
-		status, a := call(t, s, "POST", "/tools/card", `{"input":{"kind":"`+kind+`"},`+thread+`,`+who+`}`)
+		status, a := s.Call(t, "POST", "/tools/card", `{"input":{"kind":"`+kind+`"},`+apitest.ThreadCtx+`,`+apitest.Who+`}`)
 		if status != 200 || !a.IsError || !strings.Contains(a.Content, want) {
 			t.Errorf("%s card: %d %+v", kind, status, a)
 		}
 	}
 
 	// A thread call pauses on the card.
-	status, a = call(t, s, "POST", "/tools/card", `{"input":{"kind":"plain"},"callId":"c1",`+thread+`,`+who+`}`)
+	status, a = s.Call(t, "POST", "/tools/card", `{"input":{"kind":"plain"},"callId":"c1",`+apitest.ThreadCtx+`,`+apitest.Who+`}`)
 	if status != 200 || a.Status != "action_required" || a.CardObj.Title != "Send the email?" || len(a.CardObj.Elements) != 3 {
 		t.Fatalf("card: %d %+v", status, a)
 	}
-	before := rec.count()
-	if status, r := call(t, s, "POST", "/tools/card", `{"input":{"kind":"plain"},"callId":"c1",`+thread+`,`+who+`}`); status != 200 || r.Status != "action_required" || rec.count() != before {
-		t.Errorf("repeat of a paused call: %d %+v, target hits %d", status, r, rec.count()-before)
+	before := rec.Count()
+	if status, r := s.Call(t, "POST", "/tools/card", `{"input":{"kind":"plain"},"callId":"c1",`+apitest.ThreadCtx+`,`+apitest.Who+`}`); status != 200 || r.Status != "action_required" || rec.Count() != before {
+		t.Errorf("repeat of a paused call: %d %+v, target hits %d", status, r, rec.Count()-before)
 	}
-	if status, g := call(t, s, "GET", "/calls/c1?user=u_1&install=in_1", ""); status != 200 || g.Status != "action_required" || g.CardObj.Title == "" {
+	if status, g := s.Call(t, "GET", "/calls/c1?user=u_1&install=in_1", ""); status != 200 || g.Status != "action_required" || g.CardObj.Title == "" {
 		t.Errorf("GET paused: %d %+v", status, g)
 	}
 
@@ -150,72 +110,72 @@ func TestCardFlow(t *testing.T) {
 			body += ","
 		}
 		body += `"identity":{"user":"u_1","install":"in_1"}}`
-		if status, e := call(t, s, "POST", "/calls/c1/resume", body); status != 400 || e.Error == nil || e.Error.Code != c.code {
+		if status, e := s.Call(t, "POST", "/calls/c1/resume", body); status != 400 || e.Error == nil || e.Error.Code != c.code {
 			t.Errorf("resume %s: %d %+v", c.body, status, e.Error)
 		}
 	}
-	if status, _ := call(t, s, "POST", "/calls/c1/resume", `{"buttonId":"approve","identity":{"user":"u_2"}}`); status != 404 {
+	if status, _ := s.Call(t, "POST", "/calls/c1/resume", `{"buttonId":"approve","identity":{"user":"u_2"}}`); status != 404 {
 		t.Errorf("another caller resuming: %d, want 404", status)
 	}
 
 	// A button without a target: its input is the result.
-	status, r := call(t, s, "POST", "/calls/c1/resume", `{"buttonId":"approve","identity":{"user":"u_1","install":"in_1"}}`)
+	status, r := s.Call(t, "POST", "/calls/c1/resume", `{"buttonId":"approve","identity":{"user":"u_1","install":"in_1"}}`)
 	if status != 200 || r.Status != "done" || r.IsError || r.Content != "approved" || r.Markdown != "**approved**" {
 		t.Fatalf("approve: %d %+v", status, r)
 	}
-	if status, again := call(t, s, "POST", "/calls/c1/resume", `{"buttonId":"approve","identity":{"user":"u_1","install":"in_1"}}`); status != 200 || again.answer != r.answer {
+	if status, again := s.Call(t, "POST", "/calls/c1/resume", `{"buttonId":"approve","identity":{"user":"u_1","install":"in_1"}}`); status != 200 || again.Answer != r.Answer {
 		t.Errorf("second identical resume: %d %+v", status, again)
 	}
-	if status, e := call(t, s, "POST", "/calls/c1/resume", `{"buttonId":"reject","identity":{"user":"u_1","install":"in_1"}}`); status != 409 || e.Error == nil || e.Error.Code != "conflict" {
+	if status, e := s.Call(t, "POST", "/calls/c1/resume", `{"buttonId":"reject","identity":{"user":"u_1","install":"in_1"}}`); status != 409 || e.Error == nil || e.Error.Code != "conflict" {
 		t.Errorf("another button after the first: %d %+v", status, e.Error)
 	}
-	if status, g := call(t, s, "GET", "/calls/c1?user=u_1&install=in_1", ""); status != 200 || g.answer != r.answer {
+	if status, g := s.Call(t, "GET", "/calls/c1?user=u_1&install=in_1", ""); status != 200 || g.Answer != r.Answer {
 		t.Errorf("GET resumed: %d %+v", status, g)
 	}
 
 	// An input without content is its compact JSON text.
-	call(t, s, "POST", "/tools/card", `{"input":{"kind":"plain"},"callId":"c2",`+thread+`,`+who+`}`)
-	if _, r := call(t, s, "POST", "/calls/c2/resume", `{"buttonId":"reject","identity":{"user":"u_1","install":"in_1"}}`); r.Content != `{"reason":"no","n":1}` || r.IsError {
+	s.Call(t, "POST", "/tools/card", `{"input":{"kind":"plain"},"callId":"c2",`+apitest.ThreadCtx+`,`+apitest.Who+`}`)
+	if _, r := s.Call(t, "POST", "/calls/c2/resume", `{"buttonId":"reject","identity":{"user":"u_1","install":"in_1"}}`); r.Content != `{"reason":"no","n":1}` || r.IsError {
 		t.Errorf("reject: %+v", r)
 	}
 
 	// A button with a target runs it with the call's identity and thread.
-	call(t, s, "POST", "/tools/card", `{"input":{"kind":"plain"},"callId":"c3",`+thread+`,`+who+`}`)
-	status, r = call(t, s, "POST", "/calls/c3/resume", `{"buttonId":"run","identity":{"user":"u_1","install":"in_1"}}`)
+	s.Call(t, "POST", "/tools/card", `{"input":{"kind":"plain"},"callId":"c3",`+apitest.ThreadCtx+`,`+apitest.Who+`}`)
+	status, r = s.Call(t, "POST", "/calls/c3/resume", `{"buttonId":"run","identity":{"user":"u_1","install":"in_1"}}`)
 	if status != 200 || r.IsError || r.Content != "ok" {
 		t.Fatalf("run: %d %+v", status, r)
 	}
-	got := rec.get(t, "/items/")
+	got := rec.Get(t, "/items/")
 	if got.Method != "POST" || got.Path != "/items/z9" || string(got.Body) != `{"id":"z9"}` ||
 		got.Header.Get("Kazzle-Tool-Context") != `{"source":"thread","threadId":"th_1"}` || got.Header.Get("Idempotency-Key") != "c3/run" {
 		t.Errorf("button target sent %s %s %s %v", got.Method, got.Path, got.Body, got.Header)
 	}
-	if claims := verifyWithJWKS(t, s, strings.TrimPrefix(got.Header.Get("Authorization"), "Bearer ")); claims["sub"] != "u_1" || claims["install"] != "in_1" {
+	if claims := s.VerifyWithJWKS(t, strings.TrimPrefix(got.Header.Get("Authorization"), "Bearer ")); claims["sub"] != "u_1" || claims["install"] != "in_1" {
 		t.Errorf("button target identity %v", claims)
 	}
 
 	// Skip and cancel.
-	call(t, s, "POST", "/tools/card", `{"input":{"kind":"plain"},"callId":"c4",`+thread+`,`+who+`}`)
-	if _, r := call(t, s, "POST", "/calls/c4/resume", `{"action":"skip","identity":{"user":"u_1","install":"in_1"}}`); r.IsError || !strings.Contains(r.Content, "skipped") {
+	s.Call(t, "POST", "/tools/card", `{"input":{"kind":"plain"},"callId":"c4",`+apitest.ThreadCtx+`,`+apitest.Who+`}`)
+	if _, r := s.Call(t, "POST", "/calls/c4/resume", `{"action":"skip","identity":{"user":"u_1","install":"in_1"}}`); r.IsError || !strings.Contains(r.Content, "skipped") {
 		t.Errorf("skip: %+v", r)
 	}
-	call(t, s, "POST", "/tools/card", `{"input":{"kind":"plain"},"callId":"c5",`+thread+`,`+who+`}`)
-	if _, r := call(t, s, "POST", "/calls/c5/resume", `{"action":"cancel","identity":{"user":"u_1","install":"in_1"}}`); !r.IsError || !strings.Contains(r.Content, "cancelled") {
+	s.Call(t, "POST", "/tools/card", `{"input":{"kind":"plain"},"callId":"c5",`+apitest.ThreadCtx+`,`+apitest.Who+`}`)
+	if _, r := s.Call(t, "POST", "/calls/c5/resume", `{"action":"cancel","identity":{"user":"u_1","install":"in_1"}}`); !r.IsError || !strings.Contains(r.Content, "cancelled") {
 		t.Errorf("cancel: %+v", r)
 	}
 
 	// A card for one device: others may not press, but may skip.
-	call(t, s, "POST", "/tools/card", `{"input":{"kind":"device"},"callId":"c6",`+thread+`,`+who+`}`)
+	s.Call(t, "POST", "/tools/card", `{"input":{"kind":"device"},"callId":"c6",`+apitest.ThreadCtx+`,`+apitest.Who+`}`)
 	for _, device := range []string{``, `,"device":"pc-1"`} {
-		if status, e := call(t, s, "POST", "/calls/c6/resume", `{"buttonId":"scan","identity":{"user":"u_1","install":"in_1"}`+device+`}`); status != 403 || e.Error == nil || !strings.Contains(e.Error.Message, "continue on pc-7") {
+		if status, e := s.Call(t, "POST", "/calls/c6/resume", `{"buttonId":"scan","identity":{"user":"u_1","install":"in_1"}`+device+`}`); status != 403 || e.Error == nil || !strings.Contains(e.Error.Message, "continue on pc-7") {
 			t.Errorf("press from %q: %d %+v", device, status, e.Error)
 		}
 	}
-	if _, r := call(t, s, "POST", "/calls/c6/resume", `{"buttonId":"scan","device":"pc-7","identity":{"user":"u_1","install":"in_1"}}`); r.Content != "scanned" {
+	if _, r := s.Call(t, "POST", "/calls/c6/resume", `{"buttonId":"scan","device":"pc-7","identity":{"user":"u_1","install":"in_1"}}`); r.Content != "scanned" {
 		t.Errorf("press from pc-7: %+v", r)
 	}
-	call(t, s, "POST", "/tools/card", `{"input":{"kind":"device"},"callId":"c7",`+thread+`,`+who+`}`)
-	if _, r := call(t, s, "POST", "/calls/c7/resume", `{"action":"skip","device":"pc-1","identity":{"user":"u_1","install":"in_1"}}`); r.IsError || !strings.Contains(r.Content, "skipped") {
+	s.Call(t, "POST", "/tools/card", `{"input":{"kind":"device"},"callId":"c7",`+apitest.ThreadCtx+`,`+apitest.Who+`}`)
+	if _, r := s.Call(t, "POST", "/calls/c7/resume", `{"action":"skip","device":"pc-1","identity":{"user":"u_1","install":"in_1"}}`); r.IsError || !strings.Contains(r.Content, "skipped") {
 		t.Errorf("skip from another device: %+v", r)
 	}
 }

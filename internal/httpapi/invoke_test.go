@@ -8,18 +8,20 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/internal/apitest"
 )
 
 func TestInvokeAppTarget(t *testing.T) {
 	s, rec := startGateway(t)
 
-	status, a := invoke(t, s, "save",
-		`{"input":{"id":"a..b c","n":7,"note":"hi","tags":["x"]},"callId":"toolu_01","context":{"source":"thread","threadId":"th_1"},`+who+`}`,
+	status, a := s.Invoke(t, "save",
+		`{"input":{"id":"a..b c","n":7,"note":"hi","tags":["x"]},"callId":"toolu_01","context":{"source":"thread","threadId":"th_1"},`+apitest.Who+`}`,
 		"Authorization", "Bearer caller-token", "Kazzle-Tool-Context", `{"source":"api"}`)
 	if status != 200 || a.IsError || a.Content != "ok" || a.Status != "done" || a.CallID != "toolu_01" || a.Tool != "save" {
 		t.Fatalf("answer %d %+v", status, a)
 	}
-	got := rec.get(t, "/items/")
+	got := rec.Get(t, "/items/")
 	if got.Method != "POST" || got.Path != "/items/a..b%20c" {
 		t.Errorf("upstream saw %s %s, want POST /items/a..b%%20c", got.Method, got.Path)
 	}
@@ -43,7 +45,7 @@ func TestInvokeAppTarget(t *testing.T) {
 	if auth == "Bearer caller-token" || !strings.HasPrefix(auth, "Bearer ") {
 		t.Fatalf("Authorization %q: the caller's header went through or none was set", auth)
 	}
-	claims := verifyWithJWKS(t, s, strings.TrimPrefix(auth, "Bearer "))
+	claims := s.VerifyWithJWKS(t, strings.TrimPrefix(auth, "Bearer "))
 	if claims["iss"] != "https://tools.test" || claims["sub"] != "u_1" || claims["install"] != "in_1" {
 		t.Errorf("claims %v", claims)
 	}
@@ -56,11 +58,11 @@ func TestInvokeAppTarget(t *testing.T) {
 	}
 
 	// An api call gets the api context; a GET with no body sends none.
-	status, a = invoke(t, s, "get_item", `{"input":{"id":"b1"},`+who+`}`)
+	status, a = s.Invoke(t, "get_item", `{"input":{"id":"b1"},`+apitest.Who+`}`)
 	if status != 200 || a.IsError || !strings.HasPrefix(a.CallID, "call_") {
 		t.Fatalf("answer %d %+v", status, a)
 	}
-	got = rec.get(t, "/items/")
+	got = rec.Get(t, "/items/")
 	if got.Method != "GET" || len(got.Body) != 0 || got.Header.Get("Content-Type") != "" {
 		t.Errorf("GET sent a body or content type: %q %q", got.Body, got.Header.Get("Content-Type"))
 	}
@@ -72,11 +74,11 @@ func TestInvokeAppTarget(t *testing.T) {
 func TestInvokeTypedBodyAndURLTarget(t *testing.T) {
 	s, rec := startGateway(t)
 
-	status, a := invoke(t, s, "typed_body", `{"input":{"id":"${env.API_KEY}","n":12345678901234567890,"tags":["a","b"]},`+who+`}`)
+	status, a := s.Invoke(t, "typed_body", `{"input":{"id":"${env.API_KEY}","n":12345678901234567890,"tags":["a","b"]},`+apitest.Who+`}`)
 	if status != 200 || a.IsError {
 		t.Fatalf("answer %d %+v", status, a)
 	}
-	got := rec.get(t, "/items/")
+	got := rec.Get(t, "/items/")
 	want := `{"key":"secret-key","label":"id=${env.API_KEY} n=12345678901234567890","lit":"${input.id}","n":12345678901234567890,"tags":["a","b"]}`
 	if string(got.Body) != want {
 		t.Errorf("body\n got %s\nwant %s", got.Body, want)
@@ -84,11 +86,11 @@ func TestInvokeTypedBodyAndURLTarget(t *testing.T) {
 
 	// A url target: no identity token, no context header, env from its
 	// component, query encoded.
-	status, a = invoke(t, s, "ext_text", `{"input":{"q":"a b&c=d"}}`, "Authorization", "Bearer caller")
+	status, a = s.Invoke(t, "ext_text", `{"input":{"q":"a b&c=d"}}`, "Authorization", "Bearer caller")
 	if status != 200 || a.IsError || a.Content != "plain <b>text</b>" || a.Card != "" {
 		t.Fatalf("answer %d %+v", status, a)
 	}
-	got = rec.get(t, "/text")
+	got = rec.Get(t, "/text")
 	if got.Header.Get("Authorization") != "" || got.Header.Get("Kazzle-Tool-Context") != "" {
 		t.Errorf("url target got Authorization %q, context %q", got.Header.Get("Authorization"), got.Header.Get("Kazzle-Tool-Context"))
 	}
@@ -119,7 +121,7 @@ func TestInvokeNormalization(t *testing.T) {
 		{tool: "cut", isError: true, content: "connection broke"},
 	} {
 		t.Run(c.tool, func(t *testing.T) {
-			status, a := invoke(t, s, c.tool, `{"input":{},`+who+`}`)
+			status, a := s.Invoke(t, c.tool, `{"input":{},`+apitest.Who+`}`)
 			if status != 200 {
 				t.Fatalf("status %d", status)
 			}
@@ -133,7 +135,7 @@ func TestInvokeNormalization(t *testing.T) {
 
 func TestInvokeCallerMistakes(t *testing.T) {
 	s, rec := startGateway(t)
-	before := rec.count()
+	before := rec.Count()
 	for _, c := range []struct {
 		name   string
 		tool   string
@@ -146,17 +148,17 @@ func TestInvokeCallerMistakes(t *testing.T) {
 		{"unknown field", "save", `{"input":{},"inputs":{}}`, 400, "malformed_envelope"},
 		{"trailing data", "save", `{"input":{}} {}`, 400, "malformed_envelope"},
 		{"trailing brace", "save", `{"input":{}}}`, 400, "malformed_envelope"},
-		{"repeated member", "save", `{"input":{"id":"1"},"input":{"id":"2"},` + who + `}`, 400, "malformed_envelope"},
-		{"name in another case", "save", `{"Input":{"id":"1"},` + who + `}`, 400, "malformed_envelope"},
+		{"repeated member", "save", `{"input":{"id":"1"},"input":{"id":"2"},` + apitest.Who + `}`, 400, "malformed_envelope"},
+		{"name in another case", "save", `{"Input":{"id":"1"},` + apitest.Who + `}`, 400, "malformed_envelope"},
 		{"not an object", "save", `[{"input":{}}]`, 400, "malformed_envelope"},
-		{"bad context", "save", `{"input":{"id":"1"},"context":{"source":"thread"},` + who + `}`, 400, "invalid_context"},
-		{"unknown source", "save", `{"input":{"id":"1"},"context":{"source":"chat"},` + who + `}`, 400, "invalid_context"},
+		{"bad context", "save", `{"input":{"id":"1"},"context":{"source":"thread"},` + apitest.Who + `}`, 400, "invalid_context"},
+		{"unknown source", "save", `{"input":{"id":"1"},"context":{"source":"chat"},` + apitest.Who + `}`, 400, "invalid_context"},
 		{"no identity for app", "save", `{"input":{"id":"1"}}`, 400, "identity_required"},
-		{"bad call id", "save", `{"input":{"id":"1"},"callId":"a b",` + who + `}`, 400, "invalid_call_id"},
+		{"bad call id", "save", `{"input":{"id":"1"},"callId":"a b",` + apitest.Who + `}`, 400, "invalid_call_id"},
 		{"too large", "save", `{"input":{"id":"` + strings.Repeat("x", 70<<10) + `"}}`, 413, "too_large"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			status, a := invoke(t, s, c.tool, c.body)
+			status, a := s.Invoke(t, c.tool, c.body)
 			if status != c.status || a.Error == nil || a.Error.Code != c.code || a.Error.Message == "" {
 				t.Errorf("got %d %+v", status, a.Error)
 			}
@@ -166,19 +168,19 @@ func TestInvokeCallerMistakes(t *testing.T) {
 	for _, c := range []struct {
 		name, body, want string
 	}{
-		{"invalid input", `{"input":{"n":"seven"},` + who + `}`, "invalid input"},
-		{"additional property", `{"input":{"id":"1","evil":true},` + who + `}`, "evil"},
-		{"missing reference", `{"input":{"id":"1"},` + who + `}`, "reference ${input.n}"},
-		{"header injection", `{"input":{"id":"1","n":1,"note":"a\r\nX-Evil: 1"},` + who + `}`, "CR, LF or NUL"},
+		{"invalid input", `{"input":{"n":"seven"},` + apitest.Who + `}`, "invalid input"},
+		{"additional property", `{"input":{"id":"1","evil":true},` + apitest.Who + `}`, "evil"},
+		{"missing reference", `{"input":{"id":"1"},` + apitest.Who + `}`, "reference ${input.n}"},
+		{"header injection", `{"input":{"id":"1","n":1,"note":"a\r\nX-Evil: 1"},` + apitest.Who + `}`, "CR, LF or NUL"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			status, a := invoke(t, s, "save", c.body)
+			status, a := s.Invoke(t, "save", c.body)
 			if status != 200 || !a.IsError || !strings.Contains(a.Content, c.want) {
 				t.Errorf("got %d %+v", status, a)
 			}
 		})
 	}
-	if n := rec.count(); n != before {
+	if n := rec.Count(); n != before {
 		t.Errorf("the upstream saw %d requests for calls that must never reach it", n-before)
 	}
 }
@@ -231,7 +233,7 @@ func TestToolsListAndJWKS(t *testing.T) {
 		t.Errorf("DELETE /tools: %d, Allow %q", resp.StatusCode, resp.Header.Get("Allow"))
 	}
 
-	if kid := jwksKeys(t, s); len(kid) != 1 {
+	if kid := s.JWKSKeys(t); len(kid) != 1 {
 		t.Fatalf("jwks has %d keys", len(kid))
 	}
 }
@@ -244,7 +246,7 @@ func TestUpstreamDown(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	s := startServer(t, gatewayOptions(t, "http://"+addr))
-	status, a := invoke(t, s, "md", `{"input":{},`+who+`}`)
+	status, a := s.Invoke(t, "md", `{"input":{},`+apitest.Who+`}`)
 	if status != 200 || !a.IsError || !strings.Contains(a.Content, "could not be reached") {
 		t.Errorf("got %d %+v", status, a)
 	}

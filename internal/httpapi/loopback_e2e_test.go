@@ -12,6 +12,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
+
+	"github.com/toolgate/toolgate/internal/apitest"
 )
 
 // startLoopback serves mcpOptions with pages for one more origin, and no
@@ -19,7 +21,7 @@ import (
 // API's AllowedHosts.
 func startLoopback(t *testing.T, upstream string, allowedHosts ...string) *server {
 	t.Helper()
-	_, pages, err := NewAuthenticators(nil, &TokenConfig{Secret: pageSecret}, zap.NewNop())
+	_, pages, err := NewAuthenticators(nil, &TokenConfig{Secret: apitest.PageSecret}, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,11 +39,11 @@ const mcpInit = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protoc
 // to the gateway is the Caddy module's test; here a proxy is the headers
 // it adds.)
 func TestLoopbackFinding(t *testing.T) {
-	rec := newRecorder(t)
-	s := startLoopback(t, rec.srv.URL)
+	rec := apitest.NewRecorder(t)
+	s := startLoopback(t, rec.URL)
 	direct, evil := s.URL, s.host("evil.example")
-	envelope := `{"input":{},` + who + `}`
-	before := rec.count()
+	envelope := `{"input":{},` + apitest.Who + `}`
+	before := rec.Count()
 
 	for _, c := range []struct {
 		name, method, url, ctype, body string
@@ -61,7 +63,7 @@ func TestLoopbackFinding(t *testing.T) {
 			[]string{"Sec-Fetch-Site", "cross-site"}, 403, "Sec-Fetch-Site"},
 		{"text/plain from this machine", "POST", direct + "/tools/md", "text/plain", envelope, nil, 415, "application/json"},
 		{"no Content-Type", "POST", direct + "/tools/md", "", envelope, nil, 415, "application/json"},
-		{"resume as text/plain", "POST", direct + "/calls/c1/resume", "text/plain", `{"action":"skip",` + who + `}`, nil, 415, "application/json"},
+		{"resume as text/plain", "POST", direct + "/calls/c1/resume", "text/plain", `{"action":"skip",` + apitest.Who + `}`, nil, 415, "application/json"},
 		{"page context as text/plain", "POST", direct + "/page-context", "text/plain", `{"items":[]}`, nil, 415, "application/json"},
 		{"cross-origin page context", "POST", direct + "/page-context", "application/json", `{"items":[]}`,
 			[]string{"Origin", "https://evil.example"}, 403, "another web origin"},
@@ -90,14 +92,14 @@ func TestLoopbackFinding(t *testing.T) {
 			[]string{"Origin", evil}, 403, "allowed_hosts"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			status, body := send(t, s, c.method, c.url, c.ctype, c.body, c.header...)
+			status, body := s.Send(t, c.method, c.url, c.ctype, c.body, c.header...)
 			var e apiError
 			if status != c.status || json.Unmarshal([]byte(body), &e) != nil || e.Error.Code == "" || !strings.Contains(e.Error.Message, c.want) {
 				t.Errorf("%d %s, want %d with a JSON error naming %q", status, body, c.status, c.want)
 			}
 		})
 	}
-	if n := rec.count() - before; n != 0 {
+	if n := rec.Count() - before; n != 0 {
 		t.Fatalf("refused requests reached the upstream %d times", n)
 	}
 
@@ -114,16 +116,16 @@ func TestLoopbackFinding(t *testing.T) {
 		{"pages origin", direct, []string{"Origin", "https://app.example.com", "Sec-Fetch-Site", "cross-site"}},
 	} {
 		t.Run("allowed "+c.name, func(t *testing.T) {
-			n := rec.count()
-			if status, body := send(t, s, "POST", c.url+"/tools/md", "application/json; charset=utf-8", envelope, c.header...); status != 200 || !strings.Contains(body, `"content":"saved"`) {
+			n := rec.Count()
+			if status, body := s.Send(t, "POST", c.url+"/tools/md", "application/json; charset=utf-8", envelope, c.header...); status != 200 || !strings.Contains(body, `"content":"saved"`) {
 				t.Errorf("%d %s", status, body)
 			}
-			if rec.count() != n+1 {
-				t.Errorf("the upstream saw %d requests, want 1", rec.count()-n)
+			if rec.Count() != n+1 {
+				t.Errorf("the upstream saw %d requests, want 1", rec.Count()-n)
 			}
 		})
 	}
-	if status, body := send(t, s, "POST", direct+"/mcp", "application/json", mcpInit, "Accept", "application/json, text/event-stream"); status != 200 || !strings.Contains(body, `"serverInfo"`) {
+	if status, body := s.Send(t, "POST", direct+"/mcp", "application/json", mcpInit, "Accept", "application/json, text/event-stream"); status != 200 || !strings.Contains(body, `"serverInfo"`) {
 		t.Errorf("MCP from this machine: %d %s", status, body)
 	}
 }
@@ -131,22 +133,22 @@ func TestLoopbackFinding(t *testing.T) {
 // TestLoopbackAllowedHosts: a Host listed in allowed_hosts is served on
 // every runtime endpoint; others still are not.
 func TestLoopbackAllowedHosts(t *testing.T) {
-	rec := newRecorder(t)
-	s := startLoopback(t, rec.srv.URL, "tools.internal")
+	rec := apitest.NewRecorder(t)
+	s := startLoopback(t, rec.URL, "tools.internal")
 	allowed := s.host("tools.internal")
-	envelope := `{"input":{},` + who + `}`
-	if status, body := send(t, s, "POST", allowed+"/tools/md", "application/json", envelope,
+	envelope := `{"input":{},` + apitest.Who + `}`
+	if status, body := s.Send(t, "POST", allowed+"/tools/md", "application/json", envelope,
 		"Origin", allowed); status != 200 || !strings.Contains(body, `"content":"saved"`) {
 		t.Errorf("allowed host: %d %s", status, body)
 	}
-	if status, body := send(t, s, "GET", allowed+"/tools", "", ""); status != 200 || !strings.Contains(body, `"name":"md"`) {
+	if status, body := s.Send(t, "GET", allowed+"/tools", "", ""); status != 200 || !strings.Contains(body, `"name":"md"`) {
 		t.Errorf("allowed host, tool list: %d %s", status, body)
 	}
-	before := rec.count()
-	if status, body := send(t, s, "POST", s.host("other.example")+"/tools/md", "application/json", envelope); status != 403 || !strings.Contains(body, "allowed_hosts") {
+	before := rec.Count()
+	if status, body := s.Send(t, "POST", s.host("other.example")+"/tools/md", "application/json", envelope); status != 403 || !strings.Contains(body, "allowed_hosts") {
 		t.Errorf("other host: %d %s", status, body)
 	}
-	if rec.count() != before {
+	if rec.Count() != before {
 		t.Error("a refused Host reached the upstream")
 	}
 }
@@ -156,13 +158,13 @@ func TestLoopbackAllowedHosts(t *testing.T) {
 // It is refused before anything is recorded, and the gateway starts again
 // on its ledger.
 func TestIdentityBoundsEndToEnd(t *testing.T) {
-	rec := newRecorder(t)
-	o := gatewayOptions(t, rec.srv.URL)
+	rec := apitest.NewRecorder(t)
+	o := gatewayOptions(t, rec.URL)
 	o.ledger = filepath.Join(t.TempDir(), "ledger.db")
 	s := startServer(t, o)
 	huge := strings.Repeat("u", 40000)
 	longest := strings.Repeat("u", 256)
-	before := rec.count()
+	before := rec.Count()
 
 	for _, c := range []struct {
 		name, method, path, body string
@@ -174,10 +176,10 @@ func TestIdentityBoundsEndToEnd(t *testing.T) {
 		{"257-byte install", "POST", "/tools/md", `{"input":{},"identity":{"user":"u_1","install":"` + longest + `i"}}`, 400, "invalid_identity"},
 		{"control character", "POST", "/tools/md", `{"input":{},"identity":{"user":"u_1\u001fin_2"}}`, 400, "invalid_identity"},
 		{"C1 control", "POST", "/tools/md", `{"input":{},"identity":{"user":"u_1\u0085"}}`, 400, "invalid_identity"},
-		{"call id with a slash", "POST", "/tools/md", `{"input":{},"callId":"a/b",` + who + `}`, 400, "invalid_call_id"},
-		{"call id ..", "POST", "/tools/md", `{"input":{},"callId":"..",` + who + `}`, 400, "invalid_call_id"},
-		{"call id of 129 bytes", "POST", "/tools/md", `{"input":{},"callId":"` + strings.Repeat("c", 129) + `",` + who + `}`, 400, "invalid_call_id"},
-		{"call id with a space", "POST", "/tools/md", `{"input":{},"callId":"a b",` + who + `}`, 400, "invalid_call_id"},
+		{"call id with a slash", "POST", "/tools/md", `{"input":{},"callId":"a/b",` + apitest.Who + `}`, 400, "invalid_call_id"},
+		{"call id ..", "POST", "/tools/md", `{"input":{},"callId":"..",` + apitest.Who + `}`, 400, "invalid_call_id"},
+		{"call id of 129 bytes", "POST", "/tools/md", `{"input":{},"callId":"` + strings.Repeat("c", 129) + `",` + apitest.Who + `}`, 400, "invalid_call_id"},
+		{"call id with a space", "POST", "/tools/md", `{"input":{},"callId":"a b",` + apitest.Who + `}`, 400, "invalid_call_id"},
 		{"status for a long user", "GET", "/calls/big_1?user=" + longest + "u", "", 400, "invalid_identity"},
 		{"status for a control character", "GET", "/calls/big_1?user=u%01", "", 400, "invalid_identity"},
 		{"status for invalid UTF-8", "GET", "/calls/big_1?user=u%ff", "", 400, "invalid_identity"},
@@ -186,18 +188,18 @@ func TestIdentityBoundsEndToEnd(t *testing.T) {
 		{"nothing recorded for the 40,000-byte call", "GET", "/calls/big_1?user=u_1", "", 404, "unknown_call"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			status, body := send(t, s, c.method, s.URL+c.path, "application/json", c.body)
-			if status != c.status || errCode(body) != c.code {
+			status, body := s.Send(t, c.method, s.URL+c.path, "application/json", c.body)
+			if status != c.status || apitest.ErrCode(body) != c.code {
 				t.Errorf("%d %.300s, want %d %s", status, body, c.status, c.code)
 			}
 		})
 	}
-	if rec.count() != before {
+	if rec.Count() != before {
 		t.Fatal("refused calls reached the upstream")
 	}
 
 	// The bounds are inclusive; that call is recorded.
-	status, body := send(t, s, "POST", s.URL+"/tools/md", "application/json",
+	status, body := s.Send(t, "POST", s.URL+"/tools/md", "application/json",
 		`{"input":{},"callId":"`+strings.Repeat("c", 128)+`","identity":{"user":"`+longest+`","install":"`+strings.Repeat("i", 256)+`"}}`)
 	if status != 200 || !strings.Contains(body, `"content":"saved"`) {
 		t.Fatalf("a call at the bounds: %d %s", status, body)
@@ -207,7 +209,7 @@ func TestIdentityBoundsEndToEnd(t *testing.T) {
 	// opens it again and finds the call.
 	s.stop()
 	s = startServer(t, o)
-	status, a := getCall(t, s, "/calls/"+strings.Repeat("c", 128)+"?user="+longest+"&install="+strings.Repeat("i", 256))
+	status, a := s.GetCall(t, "/calls/"+strings.Repeat("c", 128)+"?user="+longest+"&install="+strings.Repeat("i", 256))
 	if status != 200 || a.Status != "done" || a.Content != "saved" {
 		t.Errorf("after a restart: %d %+v", status, a)
 	}
@@ -217,27 +219,27 @@ func TestIdentityBoundsEndToEnd(t *testing.T) {
 // callers and on the page endpoints too, not only in loopback mode.
 func TestContentTypeEveryMode(t *testing.T) {
 	s := startPages(t)
-	tok := pageToken(t, "u_1", "th_1")
+	tok := apitest.PageToken(t, "u_1", "th_1")
 	for _, c := range []struct{ path, body string }{
 		{"/client/calls/c1/result", `{"result":1}`},
 		{"/client/calls/c1/claim", `{}`},
 		{"/page-context", `{"items":[]}`},
 	} {
-		if status, _, _ := pagePost(t, s, tok, c.path, ""); status == http.StatusUnsupportedMediaType {
+		if status, _, _ := s.PagePost(t, tok, c.path, ""); status == http.StatusUnsupportedMediaType {
 			t.Errorf("%s without a body: 415", c.path)
 		}
-		status, body := send(t, s, "POST", s.URL+c.path, "text/plain", c.body, "Authorization", "Bearer "+tok, "Origin", pageOrigin)
-		if status != http.StatusUnsupportedMediaType || errCode(body) != "unsupported_media_type" {
+		status, body := s.Send(t, "POST", s.URL+c.path, "text/plain", c.body, "Authorization", "Bearer "+tok, "Origin", apitest.PageOrigin)
+		if status != http.StatusUnsupportedMediaType || apitest.ErrCode(body) != "unsupported_media_type" {
 			t.Errorf("%s as text/plain: %d %s, want 415", c.path, status, body)
 		}
 	}
 
-	rec := newRecorder(t)
-	p := newPlatform(t, "k1")
-	s = startCallers(t, rec.srv.URL, p.srv.URL)
-	before := rec.count()
-	status, body := send(t, s, "POST", s.URL+"/tools/open", "text/plain", `{"input":{}}`, "Authorization", "Bearer "+p.token(t, "k1", goodClaims("u_7", "user")))
-	if status != http.StatusUnsupportedMediaType || errCode(body) != "unsupported_media_type" || rec.count() != before {
+	rec := apitest.NewRecorder(t)
+	p := apitest.NewPlatform(t, "k1")
+	s = startCallers(t, rec.URL, p.URL)
+	before := rec.Count()
+	status, body := s.Send(t, "POST", s.URL+"/tools/open", "text/plain", `{"input":{}}`, "Authorization", "Bearer "+p.Token(t, "k1", apitest.GoodClaims("u_7", "user")))
+	if status != http.StatusUnsupportedMediaType || apitest.ErrCode(body) != "unsupported_media_type" || rec.Count() != before {
 		t.Errorf("callers, text/plain: %d %s", status, body)
 	}
 }
@@ -246,30 +248,30 @@ func TestContentTypeEveryMode(t *testing.T) {
 // claim breaks the identity bounds is refused as a bad token (401), on
 // the Tools API and on MCP, and nothing is sent.
 func TestCallerTokenIdentityBounds(t *testing.T) {
-	rec := newRecorder(t)
-	p := newPlatform(t, "k1")
-	s := startCallers(t, rec.srv.URL, p.srv.URL)
-	before := rec.count()
-	long := goodClaims(strings.Repeat("u", 257), "user")
-	ctl := goodClaims("u_7", "user")
+	rec := apitest.NewRecorder(t)
+	p := apitest.NewPlatform(t, "k1")
+	s := startCallers(t, rec.URL, p.URL)
+	before := rec.Count()
+	long := apitest.GoodClaims(strings.Repeat("u", 257), "user")
+	ctl := apitest.GoodClaims("u_7", "user")
 	ctl["install"] = "in\x1fu_8"
 	for name, claims := range map[string]jwt.MapClaims{"long sub": long, "control character in install": ctl} {
-		tok := p.token(t, "k1", claims)
-		status, body := send(t, s, "POST", s.URL+"/tools/open", "application/json", `{"input":{}}`, "Authorization", "Bearer "+tok)
-		if status != 401 || errCode(body) != "invalid_token" {
+		tok := p.Token(t, "k1", claims)
+		status, body := s.Send(t, "POST", s.URL+"/tools/open", "application/json", `{"input":{}}`, "Authorization", "Bearer "+tok)
+		if status != 401 || apitest.ErrCode(body) != "invalid_token" {
 			t.Errorf("%s: %d %s, want 401 invalid_token", name, status, body)
 		}
-		status, body = send(t, s, "POST", s.URL+"/mcp", "application/json", mcpInit,
+		status, body = s.Send(t, "POST", s.URL+"/mcp", "application/json", mcpInit,
 			"Authorization", "Bearer "+tok, "Accept", "application/json, text/event-stream")
 		if status != 401 {
 			t.Errorf("%s over MCP: %d %s, want 401", name, status, body)
 		}
 	}
-	if rec.count() != before {
+	if rec.Count() != before {
 		t.Error("a refused token reached the upstream")
 	}
 	// The same token with a good identity works.
-	status, body := send(t, s, "POST", s.URL+"/tools/open", "application/json", `{"input":{}}`, "Authorization", "Bearer "+p.token(t, "k1", goodClaims("u_7", "user")))
+	status, body := s.Send(t, "POST", s.URL+"/tools/open", "application/json", `{"input":{}}`, "Authorization", "Bearer "+p.Token(t, "k1", apitest.GoodClaims("u_7", "user")))
 	if status != 200 {
 		t.Errorf("good token: %d %s", status, body)
 	}
@@ -280,33 +282,33 @@ func TestCallerTokenIdentityBounds(t *testing.T) {
 // sent or recorded.
 func TestMCPIdentityAndCallIDBounds(t *testing.T) {
 	s, rec := startMCPGateway(t)
-	cs := mcpClient{}.session(t, s)
-	before := rec.count()
+	cs := apitest.MCPClient{Endpoint: s.URL + "/mcp"}.Session(t)
+	before := rec.Count()
 	for name, meta := range map[string]mcp.Meta{
 		"40,000-byte user":       {"toolgate/identity": map[string]any{"user": strings.Repeat("u", 40000)}},
 		"control character":      {"toolgate/identity": map[string]any{"user": "u_1\x1fin_2"}},
 		"257-byte install":       {"toolgate/identity": map[string]any{"user": "u_1", "install": strings.Repeat("i", 257)}},
 		"identity not an object": {"toolgate/identity": "u_1"},
 		"user not a string":      {"toolgate/identity": map[string]any{"user": 7}},
-		"call id with a slash":   withMeta(u1(), "toolgate/callId", "a/b"),
-		"call id ..":             withMeta(u1(), "toolgate/callId", ".."),
-		"call id of 129 bytes":   withMeta(u1(), "toolgate/callId", strings.Repeat("c", 129)),
+		"call id with a slash":   withMeta(apitest.U1(), "toolgate/callId", "a/b"),
+		"call id ..":             withMeta(apitest.U1(), "toolgate/callId", ".."),
+		"call id of 129 bytes":   withMeta(apitest.U1(), "toolgate/callId", strings.Repeat("c", 129)),
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{}, Meta: meta})
 		cancel()
 		if err == nil || !strings.Contains(err.Error(), "_meta") {
-			t.Errorf("%s: %v %.200s, want a protocol error naming _meta", name, err, dump(res))
+			t.Errorf("%s: %v %.200s, want a protocol error naming _meta", name, err, apitest.Dump(res))
 		}
 	}
-	if n := rec.count() - before; n != 0 {
+	if n := rec.Count() - before; n != 0 {
 		t.Errorf("refused calls reached the upstream %d times", n)
 	}
 	// At the bounds, the call runs.
-	res := callTool(t, cs, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{},
+	res := apitest.CallTool(t, cs, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{},
 		Meta: mcp.Meta{"toolgate/identity": map[string]any{"user": strings.Repeat("u", 256)}, "toolgate/callId": strings.Repeat("c", 128)}})
-	if res.IsError || modelText(t, res) != "saved" {
-		t.Errorf("at the bounds: %.300s", dump(res))
+	if res.IsError || apitest.ModelText(t, res) != "saved" {
+		t.Errorf("at the bounds: %.300s", apitest.Dump(res))
 	}
 }
 

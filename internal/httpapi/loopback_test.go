@@ -3,20 +3,15 @@ package httpapi
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"testing"
-)
 
-func errCode(body string) string {
-	var e apiError
-	_ = json.Unmarshal([]byte(body), &e)
-	return e.Error.Code
-}
+	"github.com/toolgate/toolgate/internal/apitest"
+)
 
 // TestLoopbackRefusal: without callers, a runtime request is served only
 // when it comes straight from this machine, names this machine, and comes
@@ -159,7 +154,7 @@ func TestRequireJSON(t *testing.T) {
 		if got := requireJSON(w, r); got != c.ok {
 			t.Errorf("%s %q with body %q: %v, want %v", c.method, c.ctype, c.body, got, c.ok)
 		}
-		if !c.ok && (w.Code != http.StatusUnsupportedMediaType || errCode(w.Body.String()) != "unsupported_media_type") {
+		if !c.ok && (w.Code != http.StatusUnsupportedMediaType || apitest.ErrCode(w.Body.String()) != "unsupported_media_type") {
 			t.Errorf("%s %q: %d %s, want 415 unsupported_media_type", c.method, c.ctype, w.Code, w.Body)
 		}
 	}

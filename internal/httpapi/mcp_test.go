@@ -15,83 +15,22 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolgate/toolgate/internal/apitest"
 	"github.com/toolgate/toolgate/internal/manifest"
 )
 
 // startMCPGateway serves gatewayOptions and one more manifest: a tool with
 // MCP annotations.
-func startMCPGateway(t *testing.T) (*server, *recorder) {
-	rec := newRecorder(t)
-	return startServer(t, mcpOptions(t, rec.srv.URL)), rec
+func startMCPGateway(t *testing.T) (*server, *apitest.Recorder) {
+	rec := apitest.NewRecorder(t)
+	return startServer(t, mcpOptions(t, rec.URL)), rec
 }
 
 func mcpOptions(t *testing.T, upstream string) options {
 	t.Helper()
 	o := gatewayOptions(t, upstream)
-	o.sources = append(o.sources, manifest.Source{Name: "manifest annotated.json", Tools: parseTools(t, `{"tools":[{"name":"annotated","displayName":"Annotated tool","description":"Has hints.","input_schema":{"type":"object","properties":{}},
-"annotations":{"readOnlyHint":true,"destructiveHint":false,"idempotentHint":true,"openWorldHint":false},
-"target":{"type":"app","component":"api","method":"GET","path":"/md"}}]}`)})
+	o.sources = append(o.sources, manifest.Source{Name: "manifest annotated.json", Tools: parseTools(t, apitest.AnnotatedManifest)})
 	return o
-}
-
-// bearer adds a caller token to every request of the MCP client.
-type bearer struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.next.RoundTrip(r)
-}
-
-type mcpClient struct {
-	version     string // "" for the SDK's latest
-	token       string
-	elicit      func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)
-	noRoundTrip bool // MultiRoundTripOptions{Disabled: true}
-}
-
-func (o mcpClient) connect(ctx context.Context, s *server) (*mcp.ClientSession, error) {
-	opts := &mcp.ClientOptions{ElicitationHandler: o.elicit}
-	if o.noRoundTrip {
-		opts.MultiRoundTrip = &mcp.MultiRoundTripOptions{Disabled: true}
-	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "toolgate-test", Version: "1"}, opts)
-	hc := &http.Client{Timeout: 10 * time.Second}
-	if o.token != "" {
-		hc.Transport = bearer{o.token, http.DefaultTransport}
-	}
-	return client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.URL + "/mcp", HTTPClient: hc, MaxRetries: -1},
-		&mcp.ClientSessionOptions{ProtocolVersion: o.version})
-}
-
-func (o mcpClient) session(t *testing.T, s *server) *mcp.ClientSession {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cs, err := o.connect(ctx, s)
-	if err != nil {
-		t.Fatalf("connect (version %q): %v", o.version, err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	want := o.version
-	if want == "" {
-		want = "2026-07-28"
-	}
-	if got := cs.InitializeResult().ProtocolVersion; got != want {
-		t.Fatalf("negotiated protocol %q, want %q", got, want)
-	}
-	return cs
-}
-
-// u1 names the caller u_1/in_1. It is a fresh map each time: the SDK
-// client writes its own keys (protocol version, client capabilities) into
-// the _meta map it is given, so a map shared between clients would carry
-// one client's capabilities into another's calls.
-func u1() mcp.Meta {
-	return mcp.Meta{"toolgate/identity": map[string]any{"user": "u_1", "install": "in_1"}}
 }
 
 func withMeta(m mcp.Meta, kv ...any) mcp.Meta {
@@ -105,67 +44,10 @@ func withMeta(m mcp.Meta, kv ...any) mcp.Meta {
 	return out
 }
 
-func callTool(t *testing.T, cs *mcp.ClientSession, p *mcp.CallToolParams) *mcp.CallToolResult {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	res, err := cs.CallTool(ctx, p)
-	if err != nil {
-		t.Fatalf("call %s: %v", p.Name, err)
-	}
-	return res
-}
-
-// texts returns the text items of a result.
-func texts(res *mcp.CallToolResult) []*mcp.TextContent {
-	var out []*mcp.TextContent
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			out = append(out, tc)
-		}
-	}
-	return out
-}
-
-// modelText is the one text item without an audience: what the model reads.
-func modelText(t *testing.T, res *mcp.CallToolResult) string {
-	t.Helper()
-	var found []string
-	for _, c := range texts(res) {
-		if c.Annotations == nil || len(c.Annotations.Audience) == 0 || slices.Contains(c.Annotations.Audience, "assistant") {
-			found = append(found, c.Text)
-		}
-	}
-	if len(found) != 1 {
-		t.Fatalf("want exactly one text item for the model, got %q (result %s)", found, dump(res))
-	}
-	return found[0]
-}
-
-func dump(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
-}
-
-func listTools(t *testing.T, cs *mcp.ClientSession) map[string]*mcp.Tool {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	res, err := cs.ListTools(ctx, &mcp.ListToolsParams{})
-	if err != nil {
-		t.Fatalf("tools/list: %v", err)
-	}
-	out := map[string]*mcp.Tool{}
-	for _, tool := range res.Tools {
-		out[tool.Name] = tool
-	}
-	return out
-}
-
 func TestMCPToolsList(t *testing.T) {
 	s, _ := startMCPGateway(t)
-	cs := mcpClient{}.session(t, s)
-	tools := listTools(t, cs)
+	cs := apitest.MCPClient{Endpoint: s.URL + "/mcp"}.Session(t)
+	tools := apitest.ListTools(t, cs)
 	if len(tools) != 17 {
 		t.Errorf("listed %d tools, want the 16 of testConfig and annotated", len(tools))
 	}
@@ -176,56 +58,56 @@ func TestMCPToolsList(t *testing.T) {
 	if save.Title != "Save item" || save.Description != "Save an item." {
 		t.Errorf("save: title %q, description %q", save.Title, save.Description)
 	}
-	schema := dump(save.InputSchema)
+	schema := apitest.Dump(save.InputSchema)
 	if !strings.Contains(schema, `"required":["id"]`) || !strings.Contains(schema, `"additionalProperties":false`) {
 		t.Errorf("save input schema %s", schema)
 	}
 	if save.Annotations != nil {
-		t.Errorf("save has annotations %s though the config gives none", dump(save.Annotations))
+		t.Errorf("save has annotations %s though the config gives none", apitest.Dump(save.Annotations))
 	}
 	if fm := tools["from_manifest"]; fm == nil || fm.Title != "From manifest" {
-		t.Errorf("from_manifest: %s", dump(fm))
+		t.Errorf("from_manifest: %s", apitest.Dump(fm))
 	}
 	card := tools["card"]
-	if card == nil || !strings.Contains(dump(card.InputSchema), `"required":["kind"]`) {
-		t.Errorf("card: %s", dump(card))
+	if card == nil || !strings.Contains(apitest.Dump(card.InputSchema), `"required":["kind"]`) {
+		t.Errorf("card: %s", apitest.Dump(card))
 	}
 	a := tools["annotated"]
 	if a == nil || a.Title != "Annotated tool" || a.Annotations == nil {
-		t.Fatalf("annotated: %s", dump(a))
+		t.Fatalf("annotated: %s", apitest.Dump(a))
 	}
 	ann := a.Annotations
 	if !ann.ReadOnlyHint || !ann.IdempotentHint || ann.DestructiveHint == nil || *ann.DestructiveHint || ann.OpenWorldHint == nil || *ann.OpenWorldHint {
-		t.Errorf("annotated hints %s, want readOnly, idempotent, not destructive, closed world", dump(ann))
+		t.Errorf("annotated hints %s, want readOnly, idempotent, not destructive, closed world", apitest.Dump(ann))
 	}
 
 	// The older revision lists the same.
-	old := mcpClient{version: "2025-11-25"}.session(t, s)
-	if n := len(listTools(t, old)); n != len(tools) {
+	old := apitest.MCPClient{Endpoint: s.URL + "/mcp", Version: "2025-11-25"}.Session(t)
+	if n := len(apitest.ListTools(t, old)); n != len(tools) {
 		t.Errorf("2025-11-25 lists %d tools, 2026-07-28 %d", n, len(tools))
 	}
 }
 
 func TestMCPCallResults(t *testing.T) {
 	s, rec := startMCPGateway(t)
-	cs := mcpClient{}.session(t, s)
+	cs := apitest.MCPClient{Endpoint: s.URL + "/mcp"}.Session(t)
 
-	res := callTool(t, cs, &mcp.CallToolParams{Name: "get_item", Arguments: map[string]any{"id": "b1"}, Meta: u1()})
-	if res.IsError || len(res.Content) != 1 || modelText(t, res) != "ok" {
-		t.Errorf("get_item: %s", dump(res))
+	res := apitest.CallTool(t, cs, &mcp.CallToolParams{Name: "get_item", Arguments: map[string]any{"id": "b1"}, Meta: apitest.U1()})
+	if res.IsError || len(res.Content) != 1 || apitest.ModelText(t, res) != "ok" {
+		t.Errorf("get_item: %s", apitest.Dump(res))
 	}
 
-	res = callTool(t, cs, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{}, Meta: u1()})
-	if res.IsError || len(res.Content) != 2 || modelText(t, res) != "saved" {
-		t.Fatalf("md: %s", dump(res))
+	res = apitest.CallTool(t, cs, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{}, Meta: apitest.U1()})
+	if res.IsError || len(res.Content) != 2 || apitest.ModelText(t, res) != "saved" {
+		t.Fatalf("md: %s", apitest.Dump(res))
 	}
 	if md, ok := res.Content[1].(*mcp.TextContent); !ok || md.Text != "**saved**" || md.Annotations == nil || !slices.Equal(md.Annotations.Audience, []mcp.Role{"user"}) {
-		t.Errorf("md's markdown item: %s", dump(res.Content[1]))
+		t.Errorf("md's markdown item: %s", apitest.Dump(res.Content[1]))
 	}
 
-	res = callTool(t, cs, &mcp.CallToolParams{Name: "both", Arguments: map[string]any{}, Meta: u1()})
-	if res.IsError || modelText(t, res) != "c" {
-		t.Fatalf("both: %s", dump(res))
+	res = apitest.CallTool(t, cs, &mcp.CallToolParams{Name: "both", Arguments: map[string]any{}, Meta: apitest.U1()})
+	if res.IsError || apitest.ModelText(t, res) != "c" {
+		t.Fatalf("both: %s", apitest.Dump(res))
 	}
 	var link *mcp.ResourceLink
 	var userText int
@@ -240,53 +122,53 @@ func TestMCPCallResults(t *testing.T) {
 		}
 	}
 	if link == nil || link.URI != "https://app.example/card/1" || userText != 1 || len(res.Content) != 3 {
-		t.Errorf("both: want the text, the markdown for the user and a resource_link, got %s", dump(res))
+		t.Errorf("both: want the text, the markdown for the user and a resource_link, got %s", apitest.Dump(res))
 	}
 
 	// Failures are results the model reads, input validation included, and
 	// reach nothing.
-	before := rec.count()
-	res = callTool(t, cs, &mcp.CallToolParams{Name: "save", Arguments: map[string]any{"n": "seven"}, Meta: u1()})
-	if !res.IsError || !strings.Contains(modelText(t, res), "invalid input") {
-		t.Errorf("invalid input: %s", dump(res))
+	before := rec.Count()
+	res = apitest.CallTool(t, cs, &mcp.CallToolParams{Name: "save", Arguments: map[string]any{"n": "seven"}, Meta: apitest.U1()})
+	if !res.IsError || !strings.Contains(apitest.ModelText(t, res), "invalid input") {
+		t.Errorf("invalid input: %s", apitest.Dump(res))
 	}
-	res = callTool(t, cs, &mcp.CallToolParams{Name: "save", Arguments: map[string]any{"id": "1", "evil": true}, Meta: u1()})
-	if !res.IsError || !strings.Contains(modelText(t, res), "evil") {
-		t.Errorf("additional property: %s", dump(res))
+	res = apitest.CallTool(t, cs, &mcp.CallToolParams{Name: "save", Arguments: map[string]any{"id": "1", "evil": true}, Meta: apitest.U1()})
+	if !res.IsError || !strings.Contains(apitest.ModelText(t, res), "evil") {
+		t.Errorf("additional property: %s", apitest.Dump(res))
 	}
-	if n := rec.count() - before; n != 0 {
+	if n := rec.Count() - before; n != 0 {
 		t.Errorf("invalid input reached the upstream %d times", n)
 	}
-	res = callTool(t, cs, &mcp.CallToolParams{Name: "domain_error", Arguments: map[string]any{}, Meta: u1()})
-	if !res.IsError || !strings.Contains(modelText(t, res), "no bookmark b9") {
-		t.Errorf("domain_error: %s", dump(res))
+	res = apitest.CallTool(t, cs, &mcp.CallToolParams{Name: "domain_error", Arguments: map[string]any{}, Meta: apitest.U1()})
+	if !res.IsError || !strings.Contains(apitest.ModelText(t, res), "no bookmark b9") {
+		t.Errorf("domain_error: %s", apitest.Dump(res))
 	}
 	// An app tool without any identity is a tool failure too.
-	res = callTool(t, cs, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{}})
+	res = apitest.CallTool(t, cs, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{}})
 	if !res.IsError {
-		t.Errorf("app call without identity: %s", dump(res))
+		t.Errorf("app call without identity: %s", apitest.Dump(res))
 	}
 
 	// An unknown tool is a protocol error.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "nope", Arguments: map[string]any{}}); err == nil {
-		t.Errorf("unknown tool: no protocol error, result %s", dump(res))
+		t.Errorf("unknown tool: no protocol error, result %s", apitest.Dump(res))
 	}
 }
 
 func TestMCPIdentityAndContext(t *testing.T) {
 	s, rec := startMCPGateway(t)
-	plain := mcpClient{}.session(t, s)
+	plain := apitest.MCPClient{Endpoint: s.URL + "/mcp"}.Session(t)
 
 	// The identity in _meta reaches the component; a client without
 	// elicitation makes an api call.
-	res := callTool(t, plain, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{}, Meta: u1()})
+	res := apitest.CallTool(t, plain, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{}, Meta: apitest.U1()})
 	if res.IsError {
-		t.Fatalf("md: %s", dump(res))
+		t.Fatalf("md: %s", apitest.Dump(res))
 	}
-	got := rec.get(t, "/md")
-	claims := verifyWithJWKS(t, s, strings.TrimPrefix(got.Header.Get("Authorization"), "Bearer "))
+	got := rec.Get(t, "/md")
+	claims := s.VerifyWithJWKS(t, strings.TrimPrefix(got.Header.Get("Authorization"), "Bearer "))
 	if claims["sub"] != "u_1" || claims["install"] != "in_1" {
 		t.Errorf("the component was told %v, want u_1/in_1", claims)
 	}
@@ -294,17 +176,17 @@ func TestMCPIdentityAndContext(t *testing.T) {
 		t.Errorf("client without elicitation: Kazzle-Tool-Context %q, want api", ctx)
 	}
 	// On an api call a card is a failure, not an input request.
-	res = callTool(t, plain, &mcp.CallToolParams{Name: "card", Arguments: map[string]any{"kind": "plain"}, Meta: u1()})
-	if !res.IsError || res.NeedsInput() || !strings.Contains(modelText(t, res), "api call") {
-		t.Errorf("card on an api call: %s", dump(res))
+	res = apitest.CallTool(t, plain, &mcp.CallToolParams{Name: "card", Arguments: map[string]any{"kind": "plain"}, Meta: apitest.U1()})
+	if !res.IsError || res.NeedsInput() || !strings.Contains(apitest.ModelText(t, res), "api call") {
+		t.Errorf("card on an api call: %s", apitest.Dump(res))
 	}
 
 	// toolgate/threadId makes a thread call.
-	res = callTool(t, plain, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{}, Meta: withMeta(u1(), "toolgate/threadId", "th_m")})
+	res = apitest.CallTool(t, plain, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{}, Meta: withMeta(apitest.U1(), "toolgate/threadId", "th_m")})
 	if res.IsError {
-		t.Fatalf("md in a thread: %s", dump(res))
+		t.Fatalf("md in a thread: %s", apitest.Dump(res))
 	}
-	if ctx := rec.get(t, "/md").Header.Get("Kazzle-Tool-Context"); ctx != `{"source":"thread","threadId":"th_m"}` {
+	if ctx := rec.Get(t, "/md").Header.Get("Kazzle-Tool-Context"); ctx != `{"source":"thread","threadId":"th_m"}` {
 		t.Errorf("threadId in _meta: Kazzle-Tool-Context %q", ctx)
 	}
 
@@ -312,41 +194,41 @@ func TestMCPIdentityAndContext(t *testing.T) {
 	never := func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 		return nil, fmt.Errorf("not expected")
 	}
-	old := mcpClient{version: "2025-11-25", elicit: never}.session(t, s)
+	old := apitest.MCPClient{Endpoint: s.URL + "/mcp", Version: "2025-11-25", Elicit: never}.Session(t)
 	if old.ID() == "" {
 		t.Fatal("2025-11-25 session has no id")
 	}
-	callTool(t, old, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{}, Meta: u1()})
-	if ctx := rec.get(t, "/md").Header.Get("Kazzle-Tool-Context"); ctx != `{"source":"thread","threadId":"mcp-`+old.ID()+`"}` {
+	apitest.CallTool(t, old, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{}, Meta: apitest.U1()})
+	if ctx := rec.Get(t, "/md").Header.Get("Kazzle-Tool-Context"); ctx != `{"source":"thread","threadId":"mcp-`+old.ID()+`"}` {
 		t.Errorf("elicitation-capable session: Kazzle-Tool-Context %q, want the session's thread", ctx)
 	}
 
 	// A sessionless client that declared elicitation: a thread per call.
-	latest := mcpClient{elicit: never}.session(t, s)
-	callTool(t, latest, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{}, Meta: u1()})
-	if ctx := rec.get(t, "/md").Header.Get("Kazzle-Tool-Context"); !strings.HasPrefix(ctx, `{"source":"thread","threadId":"mcp-call_`) {
+	latest := apitest.MCPClient{Endpoint: s.URL + "/mcp", Elicit: never}.Session(t)
+	apitest.CallTool(t, latest, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{}, Meta: apitest.U1()})
+	if ctx := rec.Get(t, "/md").Header.Get("Kazzle-Tool-Context"); !strings.HasPrefix(ctx, `{"source":"thread","threadId":"mcp-call_`) {
 		t.Errorf("elicitation-capable sessionless client: Kazzle-Tool-Context %q, want a thread of its own", ctx)
 	}
 
 	// toolgate/callId: a repeat is answered from the ledger.
-	meta := withMeta(u1(), "toolgate/callId", "mcp_once_1")
-	first := callTool(t, plain, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{}, Meta: meta})
-	before := rec.count()
-	again := callTool(t, plain, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{}, Meta: meta})
-	if first.IsError || dump(first.Content) != dump(again.Content) {
-		t.Errorf("repeat: %s, first %s", dump(again), dump(first))
+	meta := withMeta(apitest.U1(), "toolgate/callId", "mcp_once_1")
+	first := apitest.CallTool(t, plain, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{}, Meta: meta})
+	before := rec.Count()
+	again := apitest.CallTool(t, plain, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{}, Meta: meta})
+	if first.IsError || apitest.Dump(first.Content) != apitest.Dump(again.Content) {
+		t.Errorf("repeat: %s, first %s", apitest.Dump(again), apitest.Dump(first))
 	}
-	if n := rec.count() - before; n != 0 {
+	if n := rec.Count() - before; n != 0 {
 		t.Errorf("a repeated callId reached the upstream %d times", n)
 	}
-	if key := rec.get(t, "/md").Header.Get("Idempotency-Key"); key != "mcp_once_1" {
+	if key := rec.Get(t, "/md").Header.Get("Idempotency-Key"); key != "mcp_once_1" {
 		t.Errorf("Idempotency-Key %q, want the _meta call id", key)
 	}
 	// Without a callId, each tools/call is its own call.
-	before = rec.count()
-	callTool(t, plain, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{}, Meta: u1()})
-	callTool(t, plain, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{}, Meta: u1()})
-	if n := rec.count() - before; n != 2 {
+	before = rec.Count()
+	apitest.CallTool(t, plain, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{}, Meta: apitest.U1()})
+	apitest.CallTool(t, plain, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{}, Meta: apitest.U1()})
+	if n := rec.Count() - before; n != 2 {
 		t.Errorf("two calls without a callId ran the target %d times", n)
 	}
 }
@@ -395,16 +277,16 @@ func checkCardForm(t *testing.T, p *mcp.ElicitParams) {
 		} `json:"properties"`
 		Required []string `json:"required"`
 	}
-	if err := json.Unmarshal([]byte(dump(p.RequestedSchema)), &schema); err != nil {
-		t.Fatalf("requestedSchema %s: %v", dump(p.RequestedSchema), err)
+	if err := json.Unmarshal([]byte(apitest.Dump(p.RequestedSchema)), &schema); err != nil {
+		t.Fatalf("requestedSchema %s: %v", apitest.Dump(p.RequestedSchema), err)
 	}
 	button, ok := schema.Properties["button"]
 	if schema.Type != "object" || len(schema.Properties) != 1 || !ok || button.Type != "string" || !slices.Equal(schema.Required, []string{"button"}) {
-		t.Errorf("requestedSchema %s", dump(p.RequestedSchema))
+		t.Errorf("requestedSchema %s", apitest.Dump(p.RequestedSchema))
 	}
 	want := []map[string]string{{"const": "approve", "title": "Send"}, {"const": "reject", "title": "Don't send"}, {"const": "run", "title": "Run"}}
-	if dump(button.OneOf) != dump(want) {
-		t.Errorf("button choices %s, want %s", dump(button.OneOf), dump(want))
+	if apitest.Dump(button.OneOf) != apitest.Dump(want) {
+		t.Errorf("button choices %s, want %s", apitest.Dump(button.OneOf), apitest.Dump(want))
 	}
 }
 
@@ -415,47 +297,47 @@ func accept(button string) *mcp.ElicitResult {
 // cardAnswers runs the three answers to a card through an automatic
 // client: elicitation during the call (2025-11-25) or the input_required
 // round trip (2026-07-28).
-func cardAnswers(t *testing.T, s *server, rec *recorder, version string) {
+func cardAnswers(t *testing.T, s *server, rec *apitest.Recorder, version string) {
 	e := &elicitor{}
-	cs := mcpClient{version: version, elicit: e.handle}.session(t, s)
+	cs := apitest.MCPClient{Endpoint: s.URL + "/mcp", Version: version, Elicit: e.handle}.Session(t)
 	if version == "2025-11-25" && cs.ID() == "" {
 		t.Error("2025-11-25 has no session: elicitation/create needs one")
 	}
 	args := map[string]any{"kind": "plain"}
 
 	e.set(accept("approve"))
-	res := callTool(t, cs, &mcp.CallToolParams{Name: "card", Arguments: args, Meta: u1()})
+	res := apitest.CallTool(t, cs, &mcp.CallToolParams{Name: "card", Arguments: args, Meta: apitest.U1()})
 	q := e.questions()
 	if len(q) != 1 {
-		t.Fatalf("the client was asked %d times, want once (result %s)", len(q), dump(res))
+		t.Fatalf("the client was asked %d times, want once (result %s)", len(q), apitest.Dump(res))
 	}
 	checkCardForm(t, q[0])
-	if res.IsError || res.NeedsInput() || modelText(t, res) != "approved" {
-		t.Fatalf("approve: %s", dump(res))
+	if res.IsError || res.NeedsInput() || apitest.ModelText(t, res) != "approved" {
+		t.Fatalf("approve: %s", apitest.Dump(res))
 	}
 	if len(res.Content) != 2 || res.Content[1].(*mcp.TextContent).Text != "**approved**" {
-		t.Errorf("approve: want the markdown item, got %s", dump(res))
+		t.Errorf("approve: want the markdown item, got %s", apitest.Dump(res))
 	}
 
 	e.set(&mcp.ElicitResult{Action: "decline"})
-	res = callTool(t, cs, &mcp.CallToolParams{Name: "card", Arguments: args, Meta: u1()})
-	if res.IsError || !strings.Contains(modelText(t, res), "skipped") || len(e.questions()) != 1 {
-		t.Errorf("decline: %s", dump(res))
+	res = apitest.CallTool(t, cs, &mcp.CallToolParams{Name: "card", Arguments: args, Meta: apitest.U1()})
+	if res.IsError || !strings.Contains(apitest.ModelText(t, res), "skipped") || len(e.questions()) != 1 {
+		t.Errorf("decline: %s", apitest.Dump(res))
 	}
 
 	e.set(&mcp.ElicitResult{Action: "cancel"})
-	res = callTool(t, cs, &mcp.CallToolParams{Name: "card", Arguments: args, Meta: u1()})
-	if !res.IsError || !strings.Contains(modelText(t, res), "cancelled") || len(e.questions()) != 1 {
-		t.Errorf("cancel: %s", dump(res))
+	res = apitest.CallTool(t, cs, &mcp.CallToolParams{Name: "card", Arguments: args, Meta: apitest.U1()})
+	if !res.IsError || !strings.Contains(apitest.ModelText(t, res), "cancelled") || len(e.questions()) != 1 {
+		t.Errorf("cancel: %s", apitest.Dump(res))
 	}
 
 	// A button with a target runs it, in the call's thread and identity.
 	e.set(accept("run"))
-	res = callTool(t, cs, &mcp.CallToolParams{Name: "card", Arguments: args, Meta: withMeta(u1(), "toolgate/threadId", "th_run")})
-	if res.IsError || modelText(t, res) != "ok" {
-		t.Fatalf("run: %s", dump(res))
+	res = apitest.CallTool(t, cs, &mcp.CallToolParams{Name: "card", Arguments: args, Meta: withMeta(apitest.U1(), "toolgate/threadId", "th_run")})
+	if res.IsError || apitest.ModelText(t, res) != "ok" {
+		t.Fatalf("run: %s", apitest.Dump(res))
 	}
-	got := rec.get(t, "/items/")
+	got := rec.Get(t, "/items/")
 	if got.Method != "POST" || got.Path != "/items/z9" || string(got.Body) != `{"id":"z9"}` || got.Header.Get("Kazzle-Tool-Context") != `{"source":"thread","threadId":"th_run"}` {
 		t.Errorf("button target sent %s %s %s context %q", got.Method, got.Path, got.Body, got.Header.Get("Kazzle-Tool-Context"))
 	}
@@ -470,44 +352,44 @@ func TestMCPCards(t *testing.T) {
 func TestMCPRoundTripByHand(t *testing.T) {
 	s, _ := startMCPGateway(t)
 	e := &elicitor{}
-	cs := mcpClient{elicit: e.handle, noRoundTrip: true}.session(t, s)
+	cs := apitest.MCPClient{Endpoint: s.URL + "/mcp", Elicit: e.handle, NoRoundTrip: true}.Session(t)
 	args := map[string]any{"kind": "plain"}
 
 	ask := func(meta mcp.Meta) *mcp.CallToolResult {
 		t.Helper()
-		res := callTool(t, cs, &mcp.CallToolParams{Name: "card", Arguments: args, Meta: meta})
+		res := apitest.CallTool(t, cs, &mcp.CallToolParams{Name: "card", Arguments: args, Meta: meta})
 		if !res.NeedsInput() || res.RequestState == "" || len(res.Content) != 0 || res.IsError {
-			t.Fatalf("want an input_required result, got %s (needs input %v)", dump(res), res.NeedsInput())
+			t.Fatalf("want an input_required result, got %s (needs input %v)", apitest.Dump(res), res.NeedsInput())
 		}
 		p, ok := res.InputRequests["card"].(*mcp.ElicitParams)
 		if !ok || len(res.InputRequests) != 1 {
-			t.Fatalf("input requests %s", dump(res.InputRequests))
+			t.Fatalf("input requests %s", apitest.Dump(res.InputRequests))
 		}
 		checkCardForm(t, p)
 		return res
 	}
 	answer := func(meta mcp.Meta, state string, a *mcp.ElicitResult) *mcp.CallToolResult {
 		t.Helper()
-		return callTool(t, cs, &mcp.CallToolParams{Name: "card", Arguments: args, Meta: meta,
+		return apitest.CallTool(t, cs, &mcp.CallToolParams{Name: "card", Arguments: args, Meta: meta,
 			InputResponses: mcp.InputResponseMap{"card": a}, RequestState: state})
 	}
 
-	first := ask(u1())
-	res := answer(u1(), first.RequestState, accept("approve"))
-	if res.IsError || res.NeedsInput() || modelText(t, res) != "approved" {
-		t.Fatalf("answered by hand: %s", dump(res))
+	first := ask(apitest.U1())
+	res := answer(apitest.U1(), first.RequestState, accept("approve"))
+	if res.IsError || res.NeedsInput() || apitest.ModelText(t, res) != "approved" {
+		t.Fatalf("answered by hand: %s", apitest.Dump(res))
 	}
 	if len(e.questions()) != 0 {
 		t.Error("the handler was called though the round trip is disabled")
 	}
 	// Usable once.
-	res = answer(u1(), first.RequestState, accept("approve"))
-	if !res.IsError || !strings.Contains(modelText(t, res), "already used") {
-		t.Errorf("reused state: %s", dump(res))
+	res = answer(apitest.U1(), first.RequestState, accept("approve"))
+	if !res.IsError || !strings.Contains(apitest.ModelText(t, res), "already used") {
+		t.Errorf("reused state: %s", apitest.Dump(res))
 	}
 
 	// Tampered: a later expiry under the old signature.
-	second := ask(u1())
+	second := ask(apitest.U1())
 	parts := strings.Split(second.RequestState, ".")
 	if len(parts) != 3 {
 		t.Fatalf("state %q is not a JWT", second.RequestState)
@@ -523,39 +405,40 @@ func TestMCPRoundTripByHand(t *testing.T) {
 	st["exp"] = st["exp"].(float64) + 3600
 	raw, _ = json.Marshal(st)
 	tampered := parts[0] + "." + base64.RawURLEncoding.EncodeToString(raw) + "." + parts[2]
-	res = answer(u1(), tampered, accept("approve"))
-	if !res.IsError || !strings.Contains(modelText(t, res), "does not verify") {
-		t.Errorf("tampered state: %s", dump(res))
+	res = answer(apitest.U1(), tampered, accept("approve"))
+	if !res.IsError || !strings.Contains(apitest.ModelText(t, res), "does not verify") {
+		t.Errorf("tampered state: %s", apitest.Dump(res))
 	}
-	res = answer(u1(), "garbage", accept("approve"))
+	res = answer(apitest.U1(), "garbage", accept("approve"))
 	if !res.IsError {
-		t.Errorf("garbage state: %s", dump(res))
+		t.Errorf("garbage state: %s", apitest.Dump(res))
 	}
 
 	// Another caller's state is refused and not spent: its owner can still
 	// answer.
 	u2 := mcp.Meta{"toolgate/identity": map[string]any{"user": "u_2", "install": "in_1"}}
 	res = answer(u2, second.RequestState, accept("approve"))
-	if !res.IsError || !strings.Contains(modelText(t, res), "another caller") {
-		t.Errorf("another caller's state: %s", dump(res))
+	if !res.IsError || !strings.Contains(apitest.ModelText(t, res), "another caller") {
+		t.Errorf("another caller's state: %s", apitest.Dump(res))
 	}
-	res = answer(u1(), second.RequestState, &mcp.ElicitResult{Action: "decline"})
-	if res.IsError || !strings.Contains(modelText(t, res), "skipped") {
-		t.Errorf("the owner after a refused stranger: %s", dump(res))
+	res = answer(apitest.U1(), second.RequestState, &mcp.ElicitResult{Action: "decline"})
+	if res.IsError || !strings.Contains(apitest.ModelText(t, res), "skipped") {
+		t.Errorf("the owner after a refused stranger: %s", apitest.Dump(res))
 	}
 }
 
 func TestMCPCallers(t *testing.T) {
-	rec := newRecorder(t)
-	p := newPlatform(t, "k1")
-	s := startCallers(t, rec.srv.URL, p.srv.URL)
+	rec := apitest.NewRecorder(t)
+	p := apitest.NewPlatform(t, "k1")
+	s := startCallers(t, rec.URL, p.URL)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	before := rec.count()
-	refused := func(o mcpClient, what string) {
+	before := rec.Count()
+	refused := func(o apitest.MCPClient, what string) {
 		t.Helper()
-		cs, err := o.connect(ctx, s)
+		o.Endpoint = s.URL + "/mcp"
+		cs, err := o.Connect(ctx)
 		if err == nil {
 			cs.Close()
 			t.Errorf("connected %s", what)
@@ -563,8 +446,8 @@ func TestMCPCallers(t *testing.T) {
 			t.Errorf("connect %s: %v, want a 401", what, err)
 		}
 	}
-	refused(mcpClient{}, "without a token")
-	refused(mcpClient{token: p.token(t, "k-unknown", goodClaims("u_7", "user"))}, "with a token of an unknown key")
+	refused(apitest.MCPClient{}, "without a token")
+	refused(apitest.MCPClient{Token: p.Token(t, "k-unknown", apitest.GoodClaims("u_7", "user"))}, "with a token of an unknown key")
 	req, _ := http.NewRequest(http.MethodPost, s.URL+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
@@ -576,38 +459,38 @@ func TestMCPCallers(t *testing.T) {
 
 	names := func(cs *mcp.ClientSession) string {
 		var out []string
-		for n := range listTools(t, cs) {
+		for n := range apitest.ListTools(t, cs) {
 			out = append(out, n)
 		}
 		slices.Sort(out)
 		return strings.Join(out, ",")
 	}
-	user := mcpClient{token: p.token(t, "k1", goodClaims("u_7", "user"))}.session(t, s)
-	admin := mcpClient{token: p.token(t, "k1", goodClaims("u_8", "admin"))}.session(t, s)
+	user := apitest.MCPClient{Endpoint: s.URL + "/mcp", Token: p.Token(t, "k1", apitest.GoodClaims("u_7", "user"))}.Session(t)
+	admin := apitest.MCPClient{Endpoint: s.URL + "/mcp", Token: p.Token(t, "k1", apitest.GoodClaims("u_8", "admin"))}.Session(t)
 	if got := names(user); got != "bookmark,open,small" {
 		t.Errorf("user lists %s", got)
 	}
 	if got := names(admin); got != "admin_only,bookmark,open,small" {
 		t.Errorf("admin lists %s", got)
 	}
-	if got := names(mcpClient{version: "2025-11-25", token: p.token(t, "k1", goodClaims("u_7", "user"))}.session(t, s)); got != "bookmark,open,small" {
+	if got := names(apitest.MCPClient{Endpoint: s.URL + "/mcp", Version: "2025-11-25", Token: p.Token(t, "k1", apitest.GoodClaims("u_7", "user"))}.Session(t)); got != "bookmark,open,small" {
 		t.Errorf("user lists %s over 2025-11-25", got)
 	}
-	if rec.count() != before {
+	if rec.Count() != before {
 		t.Error("listing or refused connects reached the upstream")
 	}
 	// The policy applies to calls too.
-	res := callTool(t, user, &mcp.CallToolParams{Name: "admin_only", Arguments: map[string]any{}})
-	if !res.IsError || rec.count() != before {
-		t.Errorf("user calling admin_only: %s", dump(res))
+	res := apitest.CallTool(t, user, &mcp.CallToolParams{Name: "admin_only", Arguments: map[string]any{}})
+	if !res.IsError || rec.Count() != before {
+		t.Errorf("user calling admin_only: %s", apitest.Dump(res))
 	}
 	// The identity is the token's, never _meta's.
-	res = callTool(t, admin, &mcp.CallToolParams{Name: "admin_only", Arguments: map[string]any{},
+	res = apitest.CallTool(t, admin, &mcp.CallToolParams{Name: "admin_only", Arguments: map[string]any{},
 		Meta: mcp.Meta{"toolgate/identity": map[string]any{"user": "someone_else"}}})
-	if res.IsError || modelText(t, res) != "saved" {
-		t.Fatalf("admin calling admin_only: %s", dump(res))
+	if res.IsError || apitest.ModelText(t, res) != "saved" {
+		t.Fatalf("admin calling admin_only: %s", apitest.Dump(res))
 	}
-	claims := verifyWithJWKS(t, s, strings.TrimPrefix(rec.get(t, "/md").Header.Get("Authorization"), "Bearer "))
+	claims := s.VerifyWithJWKS(t, strings.TrimPrefix(rec.Get(t, "/md").Header.Get("Authorization"), "Bearer "))
 	if claims["sub"] != "u_8" || claims["install"] != "in_9" {
 		t.Errorf("the component was told %v, want the token's u_8/in_9", claims)
 	}
@@ -635,7 +518,7 @@ func mcpHostStatus(t *testing.T, s *server, host string) (int, string) {
 // refuses a foreign one on the loopback listener.
 func TestMCPHostCheck(t *testing.T) {
 	start := func(allowedHosts ...string) *server {
-		o := mcpOptions(t, newRecorder(t).srv.URL)
+		o := mcpOptions(t, apitest.NewRecorder(t).URL)
 		o.api.AllowedHosts = allowedHosts
 		return startServer(t, o)
 	}
@@ -669,17 +552,17 @@ func TestMCPHostCheck(t *testing.T) {
 func TestMCPCardWithoutElicitation(t *testing.T) {
 	s, _ := startMCPGateway(t)
 	for _, version := range []string{"2025-11-25", ""} {
-		cs := mcpClient{version: version}.session(t, s)
+		cs := apitest.MCPClient{Endpoint: s.URL + "/mcp", Version: version}.Session(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "card", Arguments: map[string]any{"kind": "plain"},
-			Meta: withMeta(u1(), "toolgate/threadId", "th_ne")})
+			Meta: withMeta(apitest.U1(), "toolgate/threadId", "th_ne")})
 		cancel()
 		if err != nil {
 			t.Errorf("version %q: protocol error %v", version, err)
 			continue
 		}
-		if !res.IsError || res.NeedsInput() || !strings.Contains(modelText(t, res), "elicitation") {
-			t.Errorf("version %q: %s", version, dump(res))
+		if !res.IsError || res.NeedsInput() || !strings.Contains(apitest.ModelText(t, res), "elicitation") {
+			t.Errorf("version %q: %s", version, apitest.Dump(res))
 		}
 	}
 }
@@ -688,17 +571,17 @@ func TestMCPCardWithoutElicitation(t *testing.T) {
 // envelope's: a malformed one is a malformed request and reaches nothing.
 func TestMCPBadCallID(t *testing.T) {
 	s, rec := startMCPGateway(t)
-	cs := mcpClient{}.session(t, s)
-	before := rec.count()
+	cs := apitest.MCPClient{Endpoint: s.URL + "/mcp"}.Session(t)
+	before := rec.Count()
 	for _, id := range []any{"a b", "a\r\nX-Evil: 1", strings.Repeat("x", 300), "é", 42} {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{}, Meta: withMeta(u1(), "toolgate/callId", id)})
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "md", Arguments: map[string]any{}, Meta: withMeta(apitest.U1(), "toolgate/callId", id)})
 		cancel()
 		if err == nil || !strings.Contains(err.Error(), "callId") {
-			t.Errorf("callId %v: %v %s, want a protocol error naming the callId", id, err, dump(res))
+			t.Errorf("callId %v: %v %s, want a protocol error naming the callId", id, err, apitest.Dump(res))
 		}
 	}
-	if n := rec.count() - before; n != 0 {
+	if n := rec.Count() - before; n != 0 {
 		t.Errorf("calls with malformed call ids reached the upstream %d times", n)
 	}
 }
@@ -707,36 +590,36 @@ func TestMCPBadCallID(t *testing.T) {
 // thread, and that thread's page answers it.
 func TestMCPClientTool(t *testing.T) {
 	s := startPages(t)
-	stream, status, body := openStream(t, s, pageToken(t, "u_1", "th_mcp"), "th_mcp")
+	stream, status, body := apitest.OpenStream(t, s.URL, apitest.PageToken(t, "u_1", "th_mcp"), "th_mcp")
 	if stream == nil {
 		t.Fatalf("stream: %d %s", status, body)
 	}
-	defer stream.close()
-	cs := mcpClient{}.session(t, s)
+	defer stream.Close()
+	cs := apitest.MCPClient{Endpoint: s.URL + "/mcp"}.Session(t)
 	done := make(chan *mcp.CallToolResult, 1)
 	go func() {
-		done <- callTool(t, cs, &mcp.CallToolParams{Name: "where", Arguments: map[string]any{"q": "pos"},
+		done <- apitest.CallTool(t, cs, &mcp.CallToolParams{Name: "where", Arguments: map[string]any{"q": "pos"},
 			Meta: withMeta(mcp.Meta{"toolgate/identity": map[string]any{"user": "u_1"}}, "toolgate/threadId", "th_mcp")})
 	}()
-	offer := stream.next(t)
+	offer := stream.Next(t)
 	if offer.Name != "video_position" || string(offer.Input) != `{"q":"pos"}` {
 		t.Fatalf("offer %+v", offer)
 	}
-	if status, body := claim(t, s, pageToken(t, "u_1", "th_mcp"), offer.CallID); status != 200 {
+	if status, body := s.Claim(t, apitest.PageToken(t, "u_1", "th_mcp"), offer.CallID); status != 200 {
 		t.Fatalf("claim: %d %s", status, body)
 	}
-	if status, body := postResult(t, s, pageToken(t, "u_1", "th_mcp"), offer.CallID, `{"result":{"positionSeconds":83}}`); status != 200 {
+	if status, body := s.PostResult(t, apitest.PageToken(t, "u_1", "th_mcp"), offer.CallID, `{"result":{"positionSeconds":83}}`); status != 200 {
 		t.Fatalf("result: %d %s", status, body)
 	}
 	res := <-done
-	if res.IsError || modelText(t, res) != `{"positionSeconds":83}` {
-		t.Errorf("client tool over MCP: %s", dump(res))
+	if res.IsError || apitest.ModelText(t, res) != `{"positionSeconds":83}` {
+		t.Errorf("client tool over MCP: %s", apitest.Dump(res))
 	}
 
 	// Without a thread a client tool is an error result, not a wait.
-	res = callTool(t, cs, &mcp.CallToolParams{Name: "where", Arguments: map[string]any{},
+	res = apitest.CallTool(t, cs, &mcp.CallToolParams{Name: "where", Arguments: map[string]any{},
 		Meta: mcp.Meta{"toolgate/identity": map[string]any{"user": "u_1"}}})
-	if !res.IsError || modelText(t, res) != "client tools need a thread" {
-		t.Errorf("client tool without a thread: %s", dump(res))
+	if !res.IsError || apitest.ModelText(t, res) != "client tools need a thread" {
+		t.Errorf("client tool without a thread: %s", apitest.Dump(res))
 	}
 }

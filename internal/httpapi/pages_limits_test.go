@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/apitest"
 	"github.com/toolgate/toolgate/internal/clienttools"
 )
 
@@ -42,8 +43,8 @@ func waitCounts(t *testing.T, b *clienttools.Bridge, calls, streams int) {
 	}
 }
 
-func invokeIn(s *server, thread, callID string) <-chan invokeResult {
-	return invokeAsync(s, "where", fmt.Sprintf(`{"input":{},"callId":%q,"context":{"source":"thread","threadId":%q},%s}`, callID, thread, pageIdentity))
+func invokeIn(s *server, thread, callID string) <-chan apitest.InvokeResult {
+	return s.InvokeAsync("where", fmt.Sprintf(`{"input":{},"callId":%q,"context":{"source":"thread","threadId":%q},%s}`, callID, thread, apitest.PageIdentity))
 }
 
 // TestPendingLimitsHTTP: a client tool call over max_pending_per_thread or
@@ -53,21 +54,21 @@ func invokeIn(s *server, thread, callID string) <-chan invokeResult {
 // room; a repeat of a call already waiting joins it.
 func TestPendingLimitsHTTP(t *testing.T) {
 	s, b := startLimitedPages(t, 5*time.Second)
-	tok := pageToken(t, "u_1", "th_1")
-	page, status, body := openStream(t, s, tok, "th_1")
+	tok := apitest.PageToken(t, "u_1", "th_1")
+	page, status, body := apitest.OpenStream(t, s.URL, tok, "th_1")
 	if page == nil {
 		t.Fatalf("stream: %d %s", status, body)
 	}
 	inv1 := invokeIn(s, "th_1", "lim_1")
 	inv2 := invokeIn(s, "th_1", "lim_2")
-	page.next(t)
-	page.next(t)
+	page.Next(t)
+	page.Next(t)
 	waitCounts(t, b, 2, 1)
 
 	over := func(thread, callID, want string) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodPost, s.URL+"/tools/where", strings.NewReader(
-			fmt.Sprintf(`{"input":{},"callId":%q,"context":{"source":"thread","threadId":%q},%s}`, callID, thread, pageIdentity)))
+			fmt.Sprintf(`{"input":{},"callId":%q,"context":{"source":"thread","threadId":%q},%s}`, callID, thread, apitest.PageIdentity)))
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := s.client.Do(req)
 		if err != nil {
@@ -89,51 +90,51 @@ func TestPendingLimitsHTTP(t *testing.T) {
 		if resp.StatusCode != http.StatusNotFound {
 			t.Errorf("the refused %s was recorded: GET /calls answers %d, want 404", callID, resp.StatusCode)
 		}
-		if status, body := claim(t, s, pageToken(t, "u_1", thread), callID); status != http.StatusNotFound {
+		if status, body := s.Claim(t, apitest.PageToken(t, "u_1", thread), callID); status != http.StatusNotFound {
 			t.Errorf("claim of the refused %s: %d %s, want 404", callID, status, body)
 		}
 	}
 	over("th_1", "lim_3", "too many client tool calls waiting in this thread")
-	page.none(t, 100*time.Millisecond)
+	page.None(t, 100*time.Millisecond)
 	waitCounts(t, b, 2, 1)
 
 	// A repeat of a call already waiting joins it, full thread or not.
 	again := invokeIn(s, "th_1", "lim_1")
-	page.none(t, 100*time.Millisecond)
+	page.None(t, 100*time.Millisecond)
 
 	// Another thread has room of its own, up to max_pending in all.
 	inv4 := invokeIn(s, "th_2", "lim_4")
 	waitCounts(t, b, 3, 1)
 	over("th_3", "lim_5", "too many client tool calls waiting on this gateway")
-	page.none(t, 100*time.Millisecond)
+	page.None(t, 100*time.Millisecond)
 
 	// Answers free the places.
-	for id, inv := range map[string]<-chan invokeResult{"lim_1": inv1, "lim_2": inv2} {
-		if status, body := postResult(t, s, tok, id, `{"result":"ok"}`); status != http.StatusOK {
+	for id, inv := range map[string]<-chan apitest.InvokeResult{"lim_1": inv1, "lim_2": inv2} {
+		if status, body := s.PostResult(t, tok, id, `{"result":"ok"}`); status != http.StatusOK {
 			t.Fatalf("%s: %d %s", id, status, body)
 		}
-		if r := waitInvoke(t, inv); r.a.Content != "ok" || r.a.IsError {
-			t.Errorf("%s: %s", id, r.raw)
+		if r := apitest.WaitInvoke(t, inv); r.A.Content != "ok" || r.A.IsError {
+			t.Errorf("%s: %s", id, r.Raw)
 		}
 	}
-	if r := waitInvoke(t, again); r.a.Content != "ok" || r.a.IsError {
-		t.Errorf("the repeat of lim_1: %s", r.raw)
+	if r := apitest.WaitInvoke(t, again); r.A.Content != "ok" || r.A.IsError {
+		t.Errorf("the repeat of lim_1: %s", r.Raw)
 	}
-	tok2 := pageToken(t, "u_1", "th_2")
-	if status, body := postResult(t, s, tok2, "lim_4", `{"result":"ok"}`); status != http.StatusOK {
+	tok2 := apitest.PageToken(t, "u_1", "th_2")
+	if status, body := s.PostResult(t, tok2, "lim_4", `{"result":"ok"}`); status != http.StatusOK {
 		t.Fatalf("lim_4: %d %s", status, body)
 	}
-	waitInvoke(t, inv4)
+	apitest.WaitInvoke(t, inv4)
 	waitCounts(t, b, 0, 1)
 	// The call id turned away runs now that there is room.
 	inv3 := invokeIn(s, "th_1", "lim_3")
-	if o := page.next(t); o.CallID != "lim_3" {
+	if o := page.Next(t); o.CallID != "lim_3" {
 		t.Errorf("offered %+v, want lim_3", o)
 	}
-	if status, body := postResult(t, s, tok, "lim_3", `{}`); status != http.StatusOK {
+	if status, body := s.PostResult(t, tok, "lim_3", `{}`); status != http.StatusOK {
 		t.Fatalf("lim_3: %d %s", status, body)
 	}
-	waitInvoke(t, inv3)
+	apitest.WaitInvoke(t, inv3)
 }
 
 // TestStreamsPerTokenHTTP: a page token holds at most
@@ -142,9 +143,9 @@ func TestPendingLimitsHTTP(t *testing.T) {
 // token.
 func TestStreamsPerTokenHTTP(t *testing.T) {
 	s, b := startLimitedPages(t, 5*time.Second)
-	tok := pageToken(t, "u_1", "th_1")
-	s1, _, _ := openStream(t, s, tok, "th_1")
-	s2, _, _ := openStream(t, s, tok, "th_1")
+	tok := apitest.PageToken(t, "u_1", "th_1")
+	s1, _, _ := apitest.OpenStream(t, s.URL, tok, "th_1")
+	s2, _, _ := apitest.OpenStream(t, s.URL, tok, "th_1")
 	if s1 == nil || s2 == nil {
 		t.Fatal("the first two streams of a token were refused")
 	}
@@ -153,14 +154,14 @@ func TestStreamsPerTokenHTTP(t *testing.T) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodGet, s.URL+"/client/calls?threadId=th_1", nil)
 		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := streamClient.Do(req)
+		resp, err := s.client.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(resp.Body)
 		if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "10" ||
-			resp.Header.Get("Content-Type") != "application/json" || errCode(string(body)) != "too_many_streams" {
+			resp.Header.Get("Content-Type") != "application/json" || apitest.ErrCode(string(body)) != "too_many_streams" {
 			t.Errorf("%s: %d, Retry-After %q, %s; want 429, Retry-After 10, too_many_streams",
 				what, resp.StatusCode, resp.Header.Get("Retry-After"), body)
 		}
@@ -177,7 +178,7 @@ func TestStreamsPerTokenHTTP(t *testing.T) {
 	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 	last := strings.IndexByte(alphabet, sig[len(sig)-1])
 	respelled := tok[:len(tok)-1] + string(alphabet[last^1])
-	if _, status, _ := openStream(t, s, respelled, "th_1"); status == http.StatusOK {
+	if _, status, _ := apitest.OpenStream(t, s.URL, respelled, "th_1"); status == http.StatusOK {
 		t.Error("the token with its signature spelled another way opened a third stream")
 	} else if status == http.StatusTooManyRequests {
 		refused(respelled, "the token respelled")
@@ -185,23 +186,23 @@ func TestStreamsPerTokenHTTP(t *testing.T) {
 	waitCounts(t, b, 0, 2)
 
 	// Another token of the same user and thread has places of its own.
-	claims := pageClaims("u_1", "th_1")
+	claims := apitest.PageClaims("u_1", "th_1")
 	claims["jti"] = "second"
-	other, _, _ := openStream(t, s, signPage(t, claims, pageSecret), "th_1")
+	other, _, _ := apitest.OpenStream(t, s.URL, apitest.SignHS256(t, claims, apitest.PageSecret), "th_1")
 	if other == nil {
 		t.Fatal("another token's stream was refused")
 	}
 	waitCounts(t, b, 0, 3)
 
 	// A closed stream frees its place.
-	s1.close()
+	s1.Close()
 	waitCounts(t, b, 0, 2)
-	s3, status, body := openStream(t, s, tok, "th_1")
+	s3, status, body := apitest.OpenStream(t, s.URL, tok, "th_1")
 	if s3 == nil {
 		t.Fatalf("after a close: %d %s", status, body)
 	}
-	for _, ps := range []*pageStream{s2, s3, other} {
-		ps.close()
+	for _, ps := range []*apitest.PageStream{s2, s3, other} {
+		ps.Close()
 	}
 	waitCounts(t, b, 0, 0)
 }
@@ -211,12 +212,12 @@ func TestStreamsPerTokenHTTP(t *testing.T) {
 // as timed out and frees its place; nothing is offered afterwards.
 func TestCallerGoneHTTP(t *testing.T) {
 	s, b := startLimitedPages(t, 400*time.Millisecond)
-	tok := pageToken(t, "u_1", "th_1")
-	page, _, _ := openStream(t, s, tok, "th_1")
+	tok := apitest.PageToken(t, "u_1", "th_1")
+	page, _, _ := apitest.OpenStream(t, s.URL, tok, "th_1")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/tools/where",
-		strings.NewReader(`{"input":{},"callId":"gone_1",`+threadCtx+`,`+pageIdentity+`}`))
+		strings.NewReader(`{"input":{},"callId":"gone_1",`+apitest.ThreadCtx+`,`+apitest.PageIdentity+`}`))
 	req.Header.Set("Content-Type", "application/json")
 	errc := make(chan error, 1)
 	go func() {
@@ -226,7 +227,7 @@ func TestCallerGoneHTTP(t *testing.T) {
 		}
 		errc <- err
 	}()
-	if o := page.next(t); o.CallID != "gone_1" {
+	if o := page.Next(t); o.CallID != "gone_1" {
 		t.Fatalf("offered %+v", o)
 	}
 	begin := time.Now()
@@ -242,13 +243,13 @@ func TestCallerGoneHTTP(t *testing.T) {
 	if d := time.Since(begin); d < 250*time.Millisecond {
 		t.Errorf("the call ended %v after its caller left, before the 400ms timeout", d)
 	}
-	if status, a := getCall(t, s, "/calls/gone_1?user=u_1"); status != 200 || a.Status != "done" || !a.IsError || a.Content != "client tool timed out" {
+	if status, a := s.GetCall(t, "/calls/gone_1?user=u_1"); status != 200 || a.Status != "done" || !a.IsError || a.Content != "client tool timed out" {
 		t.Errorf("GET /calls: %d %+v", status, a)
 	}
-	if status, body := claim(t, s, tok, "gone_1"); status != http.StatusConflict {
+	if status, body := s.Claim(t, tok, "gone_1"); status != http.StatusConflict {
 		t.Errorf("claim after the timeout: %d %s, want 409", status, body)
 	}
-	page.none(t, 100*time.Millisecond)
-	page.close()
+	page.None(t, 100*time.Millisecond)
+	page.Close()
 	waitCounts(t, b, 0, 0)
 }

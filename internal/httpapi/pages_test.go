@@ -1,8 +1,6 @@
 package httpapi
 
 import (
-	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,25 +12,19 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"go.uber.org/zap"
 
+	"github.com/toolgate/toolgate/internal/apitest"
 	"github.com/toolgate/toolgate/internal/clienttools"
 	"github.com/toolgate/toolgate/internal/manifest"
 	"github.com/toolgate/toolgate/internal/web"
 )
 
-const (
-	pageSecret   = "page-secret-0123456789-abcdefghij-klmnop"
-	pageOrigin   = "http://localhost:9090"
-	threadCtx    = `"context":{"source":"thread","threadId":"th_1"}`
-	pageIdentity = `"identity":{"user":"u_1"}`
-)
-
 // pagesOptions is the pages config of the module's tests: page tokens
-// signed with pageSecret (issuer https://app.test, audience
+// signed with apitest.PageSecret (issuer https://app.test, audience
 // toolgate-pages), one more page origin, client_tool_timeout 2s, a bolt
 // ledger, and one client tool.
 func pagesOptions(t *testing.T) options {
 	t.Helper()
-	_, pages, err := NewAuthenticators(nil, &TokenConfig{Secret: pageSecret, Issuer: "https://app.test", Audience: "toolgate-pages"}, zap.NewNop())
+	_, pages, err := NewAuthenticators(nil, &TokenConfig{Secret: apitest.PageSecret, Issuer: "https://app.test", Audience: "toolgate-pages"}, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +32,7 @@ func pagesOptions(t *testing.T) options {
 		sources: []manifest.Source{{Name: "inline tools", Tools: parseTools(t, `{"tools":[
 {"name":"where","description":"Where the video is.","input_schema":{"type":"object","properties":{"q":{"type":"string"}}},"target":{"type":"kazzle","name":"video_position"}}]}`)}},
 		clientTimeout: 2 * time.Second,
-		api:           Config{Pages: pages, PageOrigins: []string{pageOrigin}},
+		api:           Config{Pages: pages, PageOrigins: []string{apitest.PageOrigin}},
 	}
 }
 
@@ -48,236 +40,32 @@ func startPages(t *testing.T) *server {
 	return startServer(t, pagesOptions(t))
 }
 
-// pageClaims are a valid page token's claims for a user and thread.
-func pageClaims(user, thread string) jwt.MapClaims {
-	return jwt.MapClaims{
-		"sub": user, "thread": thread,
-		"iss": "https://app.test", "aud": "toolgate-pages",
-		"exp": time.Now().Add(5 * time.Minute).Unix(),
-	}
-}
-
-func signPage(t *testing.T, claims jwt.MapClaims, secret string) string {
-	t.Helper()
-	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString([]byte(secret))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-func pageToken(t *testing.T, user, thread string) string {
-	return signPage(t, pageClaims(user, thread), pageSecret)
-}
-
-// pageStream is a Go "page" reading its thread's client calls.
-type pageStream struct {
-	offers chan clienttools.Offer
-	raw    chan string
-	cancel context.CancelFunc
-	closed chan struct{}
-}
-
-// streamClient has no timeout: a stream stays open until it is cancelled.
-var streamClient = &http.Client{Transport: &http.Transport{}}
-
-// openStream opens GET /client/calls; it returns nil and the status and
-// body when the answer is not a stream. Once it returns, the server has
-// registered the stream.
-func openStream(t *testing.T, s *server, token, threadID string, header ...string) (*pageStream, int, string) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+"/client/calls?threadId="+threadID, nil)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := streamClient.Do(req)
-	if err != nil {
-		cancel()
-		t.Fatalf("GET /client/calls: %v", err)
-	}
-	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		cancel()
-		return nil, resp.StatusCode, string(body)
-	}
-	ps := &pageStream{offers: make(chan clienttools.Offer, 16), raw: make(chan string, 16), cancel: cancel, closed: make(chan struct{})}
-	t.Cleanup(cancel)
-	go func() {
-		defer close(ps.closed)
-		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		event := ""
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case line == "":
-				event = ""
-			case strings.HasPrefix(line, "event: "):
-				event = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: ") && event == "call":
-				data := strings.TrimPrefix(line, "data: ")
-				var o clienttools.Offer
-				if err := json.Unmarshal([]byte(data), &o); err != nil {
-					o.CallID = "unparsable: " + data
-				}
-				ps.raw <- data
-				ps.offers <- o
-			}
-		}
-	}()
-	return ps, resp.StatusCode, ""
-}
-
-func (s *pageStream) next(t *testing.T) clienttools.Offer {
-	t.Helper()
-	select {
-	case o := <-s.offers:
-		<-s.raw
-		return o
-	case <-time.After(5 * time.Second):
-		t.Fatal("the page got no call")
-	}
-	return clienttools.Offer{}
-}
-
-// none checks the stream gets no call for a while.
-func (s *pageStream) none(t *testing.T, d time.Duration) {
-	t.Helper()
-	select {
-	case o := <-s.offers:
-		t.Errorf("unexpected call offered: %+v", o)
-	case <-time.After(d):
-	}
-}
-
-func (s *pageStream) close() {
-	s.cancel()
-	<-s.closed
-}
-
-type invokeResult struct {
-	status int
-	a      answer
-	raw    string
-	err    error
-}
-
-// invokeAsync invokes a tool in the background, as a runtime waiting on
-// a client tool does.
-func invokeAsync(s *server, tool, body string) <-chan invokeResult {
-	ch := make(chan invokeResult, 1)
-	go func() {
-		var r invokeResult
-		defer func() { ch <- r }()
-		req, _ := http.NewRequest(http.MethodPost, s.URL+"/tools/"+tool, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := s.client.Do(req)
-		if err != nil {
-			r.err = err
-			return
-		}
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(resp.Body)
-		r.status, r.raw = resp.StatusCode, string(raw)
-		r.err = json.Unmarshal(raw, &r.a)
-	}()
-	return ch
-}
-
-func waitInvoke(t *testing.T, ch <-chan invokeResult) invokeResult {
-	t.Helper()
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			t.Fatalf("invoke: %v (%s)", r.err, r.raw)
-		}
-		return r
-	case <-time.After(6 * time.Second):
-		t.Fatal("the invoke did not answer")
-	}
-	return invokeResult{}
-}
-
 // pending checks an invoke has not answered yet.
-func pending(t *testing.T, ch <-chan invokeResult) {
+func pending(t *testing.T, ch <-chan apitest.InvokeResult) {
 	t.Helper()
 	select {
 	case r := <-ch:
-		t.Fatalf("the invoke answered before the page: %d %s", r.status, r.raw)
+		t.Fatalf("the invoke answered before the page: %d %s", r.Status, r.Raw)
 	default:
 	}
 }
 
-// pagePost posts to a page endpoint: /client/calls/{id}/claim or /result.
-func pagePost(t *testing.T, s *server, token, path, body string, header ...string) (int, string, http.Header) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, s.URL+path, strings.NewReader(body))
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := s.client.Do(req)
-	if err != nil {
-		t.Fatalf("POST %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(raw), resp.Header
-}
-
-func claim(t *testing.T, s *server, token, id string) (int, string) {
-	t.Helper()
-	status, body, _ := pagePost(t, s, token, "/client/calls/"+id+"/claim", "")
-	return status, body
-}
-
-func postResult(t *testing.T, s *server, token, id, body string) (int, string) {
-	t.Helper()
-	status, raw, _ := pagePost(t, s, token, "/client/calls/"+id+"/result", body)
-	return status, raw
-}
-
-func getCall(t *testing.T, s *server, path string) (int, answer) {
-	t.Helper()
-	resp, err := s.client.Get(s.URL + path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var a answer
-	raw, _ := io.ReadAll(resp.Body)
-	if err := json.Unmarshal(raw, &a); err != nil {
-		t.Fatalf("GET %s: %s", path, raw)
-	}
-	return resp.StatusCode, a
-}
-
 func TestClientToolFlow(t *testing.T) {
 	s := startPages(t)
-	tok := pageToken(t, "u_1", "th_1")
-	page, status, body := openStream(t, s, tok, "th_1")
+	tok := apitest.PageToken(t, "u_1", "th_1")
+	page, status, body := apitest.OpenStream(t, s.URL, tok, "th_1")
 	if page == nil {
 		t.Fatalf("stream: %d %s", status, body)
 	}
 
-	inv := invokeAsync(s, "where", `{"input":{ "q": "pos" },"callId":"ct_1",`+threadCtx+`,`+pageIdentity+`}`)
+	inv := s.InvokeAsync("where", `{"input":{ "q": "pos" },"callId":"ct_1",`+apitest.ThreadCtx+`,`+apitest.PageIdentity+`}`)
 	var raw string
 	select {
-	case raw = <-page.raw:
+	case raw = <-page.Raw:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the page got no call")
 	}
-	o := <-page.offers
+	o := <-page.Offers
 	if raw != `{"callId":"ct_1","name":"video_position","input":{"q":"pos"}}` {
 		t.Errorf("event data %s", raw)
 	}
@@ -285,64 +73,64 @@ func TestClientToolFlow(t *testing.T) {
 		t.Errorf("offer %+v", o)
 	}
 	pending(t, inv)
-	if status, a := getCall(t, s, "/calls/ct_1?user=u_1"); status != 200 || a.Status != "awaiting_client" || a.Content != "" {
+	if status, a := s.GetCall(t, "/calls/ct_1?user=u_1"); status != 200 || a.Status != "awaiting_client" || a.Content != "" {
 		t.Errorf("GET while waiting: %d %+v", status, a)
 	}
 
-	if status, body := claim(t, s, tok, "ct_1"); status != 200 || body != `{"ok":true}` {
+	if status, body := s.Claim(t, tok, "ct_1"); status != 200 || body != `{"ok":true}` {
 		t.Fatalf("claim: %d %s", status, body)
 	}
 	pending(t, inv)
-	if status, body := postResult(t, s, tok, "ct_1", `{"result": {"positionSeconds": 83, "title": "L3"}}`); status != 200 {
+	if status, body := s.PostResult(t, tok, "ct_1", `{"result": {"positionSeconds": 83, "title": "L3"}}`); status != 200 {
 		t.Fatalf("result: %d %s", status, body)
 	}
-	r := waitInvoke(t, inv)
+	r := apitest.WaitInvoke(t, inv)
 	want := `{"positionSeconds":83,"title":"L3"}`
-	if r.status != 200 || r.a.Status != "done" || r.a.IsError || r.a.Content != want || r.a.CallID != "ct_1" || r.a.Tool != "where" {
-		t.Fatalf("invoke: %d %s", r.status, r.raw)
+	if r.Status != 200 || r.A.Status != "done" || r.A.IsError || r.A.Content != want || r.A.CallID != "ct_1" || r.A.Tool != "where" {
+		t.Fatalf("invoke: %d %s", r.Status, r.Raw)
 	}
 
-	if status, body := postResult(t, s, tok, "ct_1", `{"result":"again"}`); status != 409 || errCode(body) != "conflict" {
+	if status, body := s.PostResult(t, tok, "ct_1", `{"result":"again"}`); status != 409 || apitest.ErrCode(body) != "conflict" {
 		t.Errorf("second result: %d %s", status, body)
 	}
-	if status, body := claim(t, s, tok, "ct_1"); status != 409 || errCode(body) != "conflict" {
+	if status, body := s.Claim(t, tok, "ct_1"); status != 409 || apitest.ErrCode(body) != "conflict" {
 		t.Errorf("claim after the result: %d %s", status, body)
 	}
-	if status, a := getCall(t, s, "/calls/ct_1?user=u_1"); status != 200 || a.Status != "done" || a.Content != want || a.IsError {
+	if status, a := s.GetCall(t, "/calls/ct_1?user=u_1"); status != 200 || a.Status != "done" || a.Content != want || a.IsError {
 		t.Errorf("GET /calls: %d %+v", status, a)
 	}
 
 	// A repeat of the call id gets the recorded result; no page is asked.
-	again := waitInvoke(t, invokeAsync(s, "where", `{"input":{"q":"pos"},"callId":"ct_1",`+threadCtx+`,`+pageIdentity+`}`))
-	if again.status != 200 || again.raw != r.raw {
-		t.Errorf("repeat: %d %s, want %s", again.status, again.raw, r.raw)
+	again := apitest.WaitInvoke(t, s.InvokeAsync("where", `{"input":{"q":"pos"},"callId":"ct_1",`+apitest.ThreadCtx+`,`+apitest.PageIdentity+`}`))
+	if again.Status != 200 || again.Raw != r.Raw {
+		t.Errorf("repeat: %d %s, want %s", again.Status, again.Raw, r.Raw)
 	}
-	page.none(t, 200*time.Millisecond)
-	page2, _, _ := openStream(t, s, tok, "th_1")
-	page2.none(t, 100*time.Millisecond)
+	page.None(t, 200*time.Millisecond)
+	page2, _, _ := apitest.OpenStream(t, s.URL, tok, "th_1")
+	page2.None(t, 100*time.Millisecond)
 }
 
 // answerPage opens a stream, invokes where, and answers the call with body.
-func answerPage(t *testing.T, s *server, callID, body string) invokeResult {
+func answerPage(t *testing.T, s *server, callID, body string) apitest.InvokeResult {
 	t.Helper()
-	tok := pageToken(t, "u_1", "th_1")
-	page, status, msg := openStream(t, s, tok, "th_1")
+	tok := apitest.PageToken(t, "u_1", "th_1")
+	page, status, msg := apitest.OpenStream(t, s.URL, tok, "th_1")
 	if page == nil {
 		t.Fatalf("stream: %d %s", status, msg)
 	}
-	defer page.close()
-	inv := invokeAsync(s, "where", `{"input":{},"callId":"`+callID+`",`+threadCtx+`,`+pageIdentity+`}`)
-	o := page.next(t)
+	defer page.Close()
+	inv := s.InvokeAsync("where", `{"input":{},"callId":"`+callID+`",`+apitest.ThreadCtx+`,`+apitest.PageIdentity+`}`)
+	o := page.Next(t)
 	if o.CallID != callID || string(o.Input) != `{}` {
 		t.Errorf("offer %+v", o)
 	}
-	if status, msg := claim(t, s, tok, callID); status != 200 {
+	if status, msg := s.Claim(t, tok, callID); status != 200 {
 		t.Fatalf("claim: %d %s", status, msg)
 	}
-	if status, msg := postResult(t, s, tok, callID, body); status != 200 {
+	if status, msg := s.PostResult(t, tok, callID, body); status != 200 {
 		t.Fatalf("result %s: %d %s", body, status, msg)
 	}
-	return waitInvoke(t, inv)
+	return apitest.WaitInvoke(t, inv)
 }
 
 func TestClientToolResults(t *testing.T) {
@@ -359,150 +147,150 @@ func TestClientToolResults(t *testing.T) {
 		{`{"error":"boom"}`, "boom", true},
 	} {
 		r := answerPage(t, s, fmt.Sprintf("res_%d", i), c.body)
-		if r.status != 200 || r.a.Status != "done" || r.a.Content != c.content || r.a.IsError != c.isError {
-			t.Errorf("%s: %d %s, want content %q isError %v", c.body, r.status, r.raw, c.content, c.isError)
+		if r.Status != 200 || r.A.Status != "done" || r.A.Content != c.content || r.A.IsError != c.isError {
+			t.Errorf("%s: %d %s, want content %q isError %v", c.body, r.Status, r.Raw, c.content, c.isError)
 		}
 	}
 
 	// A malformed result is refused and the call still waits for a good one.
-	tok := pageToken(t, "u_1", "th_1")
-	page, _, _ := openStream(t, s, tok, "th_1")
-	inv := invokeAsync(s, "where", `{"callId":"res_bad",`+threadCtx+`,`+pageIdentity+`}`)
-	page.next(t)
+	tok := apitest.PageToken(t, "u_1", "th_1")
+	page, _, _ := apitest.OpenStream(t, s.URL, tok, "th_1")
+	inv := s.InvokeAsync("where", `{"callId":"res_bad",`+apitest.ThreadCtx+`,`+apitest.PageIdentity+`}`)
+	page.Next(t)
 	for _, bad := range []string{`{"result":1,"other":2}`, `{"result":`, `[]`, `{"result":1} {}`} {
-		if status, body := postResult(t, s, tok, "res_bad", bad); status != 400 {
+		if status, body := s.PostResult(t, tok, "res_bad", bad); status != 400 {
 			t.Errorf("result %s: %d %s", bad, status, body)
 		}
 	}
 	pending(t, inv)
-	if status, body := postResult(t, s, tok, "res_bad", `{"result":7}`); status != 200 {
+	if status, body := s.PostResult(t, tok, "res_bad", `{"result":7}`); status != 200 {
 		t.Fatalf("result: %d %s", status, body)
 	}
-	if r := waitInvoke(t, inv); r.a.Content != "7" || r.a.IsError {
-		t.Errorf("after malformed results: %s", r.raw)
+	if r := apitest.WaitInvoke(t, inv); r.A.Content != "7" || r.A.IsError {
+		t.Errorf("after malformed results: %s", r.Raw)
 	}
 }
 
 func TestClientToolTimeout(t *testing.T) {
 	s := startPages(t)
-	tok := pageToken(t, "u_1", "th_1")
+	tok := apitest.PageToken(t, "u_1", "th_1")
 	begin := time.Now()
-	r := waitInvoke(t, invokeAsync(s, "where", `{"input":{},"callId":"late_1",`+threadCtx+`,`+pageIdentity+`}`))
-	if r.status != 200 || r.a.Status != "done" || !r.a.IsError || r.a.Content != "client tool timed out" {
-		t.Fatalf("invoke with no page: %d %s", r.status, r.raw)
+	r := apitest.WaitInvoke(t, s.InvokeAsync("where", `{"input":{},"callId":"late_1",`+apitest.ThreadCtx+`,`+apitest.PageIdentity+`}`))
+	if r.Status != 200 || r.A.Status != "done" || !r.A.IsError || r.A.Content != "client tool timed out" {
+		t.Fatalf("invoke with no page: %d %s", r.Status, r.Raw)
 	}
 	if d := time.Since(begin); d < 2*time.Second || d > 2900*time.Millisecond {
 		t.Errorf("answered after %v, want the 2s client_tool_timeout", d)
 	}
-	if status, body := claim(t, s, tok, "late_1"); status != 409 {
+	if status, body := s.Claim(t, tok, "late_1"); status != 409 {
 		t.Errorf("late claim: %d %s", status, body)
 	}
-	if status, body := postResult(t, s, tok, "late_1", `{"result":"late"}`); status != 409 {
+	if status, body := s.PostResult(t, tok, "late_1", `{"result":"late"}`); status != 409 {
 		t.Errorf("late result: %d %s", status, body)
 	}
 	// A page opening now is not offered the call.
-	page, _, _ := openStream(t, s, tok, "th_1")
-	page.none(t, 100*time.Millisecond)
-	if status, a := getCall(t, s, "/calls/late_1?user=u_1"); status != 200 || a.Content != "client tool timed out" || !a.IsError {
+	page, _, _ := apitest.OpenStream(t, s.URL, tok, "th_1")
+	page.None(t, 100*time.Millisecond)
+	if status, a := s.GetCall(t, "/calls/late_1?user=u_1"); status != 200 || a.Content != "client tool timed out" || !a.IsError {
 		t.Errorf("GET /calls: %d %+v", status, a)
 	}
 }
 
 func TestClientToolNeedsThread(t *testing.T) {
 	s := startPages(t)
-	page, _, _ := openStream(t, s, pageToken(t, "u_1", "th_1"), "th_1")
+	page, _, _ := apitest.OpenStream(t, s.URL, apitest.PageToken(t, "u_1", "th_1"), "th_1")
 	for _, ctx := range []string{``, `"context":{"source":"api"},`} {
-		r := waitInvoke(t, invokeAsync(s, "where", `{"input":{},`+ctx+pageIdentity+`}`))
-		if r.status != 200 || r.a.Status != "done" || !r.a.IsError || r.a.Content != "client tools need a thread" {
-			t.Errorf("api call %q: %d %s", ctx, r.status, r.raw)
+		r := apitest.WaitInvoke(t, s.InvokeAsync("where", `{"input":{},`+ctx+apitest.PageIdentity+`}`))
+		if r.Status != 200 || r.A.Status != "done" || !r.A.IsError || r.A.Content != "client tools need a thread" {
+			t.Errorf("api call %q: %d %s", ctx, r.Status, r.Raw)
 		}
 	}
-	page.none(t, 100*time.Millisecond)
+	page.None(t, 100*time.Millisecond)
 }
 
 func TestPageAuth(t *testing.T) {
 	s := startPages(t)
 
-	if ps, status, body := openStream(t, s, "", "th_1"); ps != nil || status != 401 || errCode(body) != "unauthorized" {
+	if ps, status, body := apitest.OpenStream(t, s.URL, "", "th_1"); ps != nil || status != 401 || apitest.ErrCode(body) != "unauthorized" {
 		t.Errorf("no token: %d %s", status, body)
 	}
-	expired := pageClaims("u_1", "th_1")
+	expired := apitest.PageClaims("u_1", "th_1")
 	expired["exp"] = time.Now().Add(-time.Hour).Unix()
-	otherIss := pageClaims("u_1", "th_1")
+	otherIss := apitest.PageClaims("u_1", "th_1")
 	otherIss["iss"] = "https://evil.test"
-	otherAud := pageClaims("u_1", "th_1")
+	otherAud := apitest.PageClaims("u_1", "th_1")
 	otherAud["aud"] = "someone-else"
-	noThread := pageClaims("u_1", "th_1")
+	noThread := apitest.PageClaims("u_1", "th_1")
 	delete(noThread, "thread")
-	noSub := pageClaims("u_1", "th_1")
+	noSub := apitest.PageClaims("u_1", "th_1")
 	delete(noSub, "sub")
-	noExp := pageClaims("u_1", "th_1")
+	noExp := apitest.PageClaims("u_1", "th_1")
 	delete(noExp, "exp")
-	numThread := pageClaims("u_1", "th_1")
+	numThread := apitest.PageClaims("u_1", "th_1")
 	numThread["thread"] = 1
 	for name, tok := range map[string]string{
-		"bad signature": signPage(t, pageClaims("u_1", "th_1"), pageSecret+"-not"),
+		"bad signature": apitest.SignHS256(t, apitest.PageClaims("u_1", "th_1"), apitest.PageSecret+"-not"),
 		"garbage":       "not.a.token",
-		"expired":       signPage(t, expired, pageSecret),
-		"other issuer":  signPage(t, otherIss, pageSecret),
-		"other aud":     signPage(t, otherAud, pageSecret),
-		"no thread":     signPage(t, noThread, pageSecret),
-		"no sub":        signPage(t, noSub, pageSecret),
-		"no exp":        signPage(t, noExp, pageSecret),
-		"number thread": signPage(t, numThread, pageSecret),
+		"expired":       apitest.SignHS256(t, expired, apitest.PageSecret),
+		"other issuer":  apitest.SignHS256(t, otherIss, apitest.PageSecret),
+		"other aud":     apitest.SignHS256(t, otherAud, apitest.PageSecret),
+		"no thread":     apitest.SignHS256(t, noThread, apitest.PageSecret),
+		"no sub":        apitest.SignHS256(t, noSub, apitest.PageSecret),
+		"no exp":        apitest.SignHS256(t, noExp, apitest.PageSecret),
+		"number thread": apitest.SignHS256(t, numThread, apitest.PageSecret),
 		"none alg": func() string {
-			s, _ := jwt.NewWithClaims(jwt.SigningMethodNone, pageClaims("u_1", "th_1")).SignedString(jwt.UnsafeAllowNoneSignatureType)
+			s, _ := jwt.NewWithClaims(jwt.SigningMethodNone, apitest.PageClaims("u_1", "th_1")).SignedString(jwt.UnsafeAllowNoneSignatureType)
 			return s
 		}(),
 	} {
-		if ps, status, body := openStream(t, s, tok, "th_1"); ps != nil || status != 401 || errCode(body) != "invalid_token" {
+		if ps, status, body := apitest.OpenStream(t, s.URL, tok, "th_1"); ps != nil || status != 401 || apitest.ErrCode(body) != "invalid_token" {
 			t.Errorf("%s: stream %d %s", name, status, body)
 		}
-		if status, body := claim(t, s, tok, "x"); status != 401 {
+		if status, body := s.Claim(t, tok, "x"); status != 401 {
 			t.Errorf("%s: claim %d %s", name, status, body)
 		}
 	}
-	if status, body := claim(t, s, "", "x"); status != 401 {
+	if status, body := s.Claim(t, "", "x"); status != 401 {
 		t.Errorf("claim without a token: %d %s", status, body)
 	}
-	if status, body, _ := pagePost(t, s, "", "/client/calls/x/claim", "", "Authorization", "Basic dTpw"); status != 401 {
+	if status, body, _ := s.PagePost(t, "", "/client/calls/x/claim", "", "Authorization", "Basic dTpw"); status != 401 {
 		t.Errorf("claim with basic auth: %d %s", status, body)
 	}
 
-	th1 := pageToken(t, "u_1", "th_1")
-	th2 := pageToken(t, "u_1", "th_2")
-	other := pageToken(t, "u_2", "th_1")
-	if ps, status, body := openStream(t, s, th2, "th_1"); ps != nil || status != 404 {
+	th1 := apitest.PageToken(t, "u_1", "th_1")
+	th2 := apitest.PageToken(t, "u_1", "th_2")
+	other := apitest.PageToken(t, "u_2", "th_1")
+	if ps, status, body := apitest.OpenStream(t, s.URL, th2, "th_1"); ps != nil || status != 404 {
 		t.Errorf("th_2's token reading th_1: %d %s", status, body)
 	}
-	if ps, status, body := openStream(t, s, th1, ""); ps != nil || status != 404 {
+	if ps, status, body := apitest.OpenStream(t, s.URL, th1, ""); ps != nil || status != 404 {
 		t.Errorf("no threadId: %d %s", status, body)
 	}
 
 	// A call of th_1: only u_1's th_1 page may claim and answer it.
-	page, _, _ := openStream(t, s, th1, "th_1")
-	otherPage, _, _ := openStream(t, s, other, "th_1")
-	th2Page, _, _ := openStream(t, s, th2, "th_2")
-	inv := invokeAsync(s, "where", `{"input":{},"callId":"auth_1",`+threadCtx+`,`+pageIdentity+`}`)
-	page.next(t)
-	otherPage.none(t, 100*time.Millisecond)
-	th2Page.none(t, 10*time.Millisecond)
+	page, _, _ := apitest.OpenStream(t, s.URL, th1, "th_1")
+	otherPage, _, _ := apitest.OpenStream(t, s.URL, other, "th_1")
+	th2Page, _, _ := apitest.OpenStream(t, s.URL, th2, "th_2")
+	inv := s.InvokeAsync("where", `{"input":{},"callId":"auth_1",`+apitest.ThreadCtx+`,`+apitest.PageIdentity+`}`)
+	page.Next(t)
+	otherPage.None(t, 100*time.Millisecond)
+	th2Page.None(t, 10*time.Millisecond)
 	for name, tok := range map[string]string{"another thread": th2, "another user": other} {
-		if status, body := claim(t, s, tok, "auth_1"); status != 404 || errCode(body) != "unknown_call" {
+		if status, body := s.Claim(t, tok, "auth_1"); status != 404 || apitest.ErrCode(body) != "unknown_call" {
 			t.Errorf("%s claims: %d %s", name, status, body)
 		}
-		if status, body := postResult(t, s, tok, "auth_1", `{"result":"stolen"}`); status != 404 {
+		if status, body := s.PostResult(t, tok, "auth_1", `{"result":"stolen"}`); status != 404 {
 			t.Errorf("%s posts: %d %s", name, status, body)
 		}
 	}
-	if status, body := claim(t, s, th1, "auth_1"); status != 200 {
+	if status, body := s.Claim(t, th1, "auth_1"); status != 200 {
 		t.Fatalf("the thread's page claims: %d %s", status, body)
 	}
-	if status, body := postResult(t, s, th1, "auth_1", `{"result":"mine"}`); status != 200 {
+	if status, body := s.PostResult(t, th1, "auth_1", `{"result":"mine"}`); status != 200 {
 		t.Fatalf("the thread's page posts: %d %s", status, body)
 	}
-	if r := waitInvoke(t, inv); r.a.Content != "mine" {
-		t.Errorf("invoke: %s", r.raw)
+	if r := apitest.WaitInvoke(t, inv); r.A.Content != "mine" {
+		t.Errorf("invoke: %s", r.Raw)
 	}
 
 	// Wrong methods and paths.
@@ -522,7 +310,7 @@ func TestPageAuth(t *testing.T) {
 		}
 	}
 	for _, p := range []string{"/client/calls/auth_1/other", "/client/calls/auth_1", "/client/x", "/client/calls//claim", "/client/calls/a/b/claim"} {
-		if status, body, _ := pagePost(t, s, th1, p, ""); status != 404 {
+		if status, body, _ := s.PagePost(t, th1, p, ""); status != 404 {
 			t.Errorf("POST %s: %d %s", p, status, body)
 		}
 	}
@@ -530,17 +318,17 @@ func TestPageAuth(t *testing.T) {
 
 func TestClaimLapseHTTP(t *testing.T) {
 	s := startPages(t)
-	tok := pageToken(t, "u_1", "th_1")
-	a, _, _ := openStream(t, s, tok, "th_1")
-	inv := invokeAsync(s, "where", `{"input":{"q":"lapse"},"callId":"lapse_1",`+threadCtx+`,`+pageIdentity+`}`)
-	if o := a.next(t); o.CallID != "lapse_1" {
+	tok := apitest.PageToken(t, "u_1", "th_1")
+	a, _, _ := apitest.OpenStream(t, s.URL, tok, "th_1")
+	inv := s.InvokeAsync("where", `{"input":{"q":"lapse"},"callId":"lapse_1",`+apitest.ThreadCtx+`,`+apitest.PageIdentity+`}`)
+	if o := a.Next(t); o.CallID != "lapse_1" {
 		t.Fatalf("A got %+v", o)
 	}
-	if status, body := claim(t, s, tok, "lapse_1"); status != 200 {
+	if status, body := s.Claim(t, tok, "lapse_1"); status != 200 {
 		t.Fatalf("A claims: %d %s", status, body)
 	}
 	// A goes away without a result, e.g. the tab reloads.
-	a.close()
+	a.Close()
 
 	// B connects and is offered the call again. The server notices A's
 	// disconnect shortly after the client does: until it has, B is not the
@@ -550,30 +338,30 @@ func TestClaimLapseHTTP(t *testing.T) {
 		if i == 50 {
 			t.Fatal("the call is never offered again after A left")
 		}
-		b, status, body := openStream(t, s, tok, "th_1")
+		b, status, body := apitest.OpenStream(t, s.URL, tok, "th_1")
 		if b == nil {
 			t.Fatalf("B: %d %s", status, body)
 		}
 		select {
-		case offer = <-b.offers:
+		case offer = <-b.Offers:
 		case <-time.After(100 * time.Millisecond):
-			b.close()
+			b.Close()
 			continue
 		}
 		if offer.CallID != "lapse_1" || string(offer.Input) != `{"q":"lapse"}` {
 			t.Fatalf("B got %+v", offer)
 		}
-		if status, body := claim(t, s, tok, "lapse_1"); status != 200 {
+		if status, body := s.Claim(t, tok, "lapse_1"); status != 200 {
 			t.Fatalf("B claims: %d %s", status, body)
 		}
 		pending(t, inv)
-		if status, body := postResult(t, s, tok, "lapse_1", `{"result":"from B"}`); status != 200 {
+		if status, body := s.PostResult(t, tok, "lapse_1", `{"result":"from B"}`); status != 200 {
 			t.Fatalf("B posts: %d %s", status, body)
 		}
 		break
 	}
-	if r := waitInvoke(t, inv); r.a.Content != "from B" || r.a.IsError {
-		t.Errorf("invoke: %s", r.raw)
+	if r := apitest.WaitInvoke(t, inv); r.A.Content != "from B" || r.A.IsError {
+		t.Errorf("invoke: %s", r.Raw)
 	}
 }
 
@@ -597,8 +385,8 @@ func TestPagesCORS(t *testing.T) {
 		return resp
 	}
 
-	resp := do("OPTIONS", "/client/calls/x/claim", pageOrigin, "Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", "authorization,content-type")
-	if resp.StatusCode != 204 || resp.Header.Get("Access-Control-Allow-Origin") != pageOrigin ||
+	resp := do("OPTIONS", "/client/calls/x/claim", apitest.PageOrigin, "Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", "authorization,content-type")
+	if resp.StatusCode != 204 || resp.Header.Get("Access-Control-Allow-Origin") != apitest.PageOrigin ||
 		!strings.Contains(resp.Header.Get("Access-Control-Allow-Headers"), "Authorization") ||
 		!strings.Contains(resp.Header.Get("Access-Control-Allow-Methods"), "POST") {
 		t.Errorf("preflight: %d %v", resp.StatusCode, resp.Header)
@@ -606,21 +394,21 @@ func TestPagesCORS(t *testing.T) {
 	if !strings.Contains(strings.Join(resp.Header.Values("Vary"), ","), "Origin") {
 		t.Errorf("preflight Vary %v", resp.Header.Values("Vary"))
 	}
-	resp = do("OPTIONS", "/client/calls?threadId=th_1", pageOrigin, "Access-Control-Request-Method", "GET")
-	if resp.StatusCode != 204 || resp.Header.Get("Access-Control-Allow-Origin") != pageOrigin {
+	resp = do("OPTIONS", "/client/calls?threadId=th_1", apitest.PageOrigin, "Access-Control-Request-Method", "GET")
+	if resp.StatusCode != 204 || resp.Header.Get("Access-Control-Allow-Origin") != apitest.PageOrigin {
 		t.Errorf("stream preflight: %d %v", resp.StatusCode, resp.Header)
 	}
 
-	resp = do("GET", "/client.js", pageOrigin)
-	if resp.StatusCode != 200 || resp.Header.Get("Access-Control-Allow-Origin") != pageOrigin || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/javascript") {
+	resp = do("GET", "/client.js", apitest.PageOrigin)
+	if resp.StatusCode != 200 || resp.Header.Get("Access-Control-Allow-Origin") != apitest.PageOrigin || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/javascript") {
 		t.Errorf("client.js from the page origin: %d %v", resp.StatusCode, resp.Header)
 	}
 	// A refusal is readable by the page too.
-	resp = do("POST", "/client/calls/x/claim", pageOrigin)
-	if resp.StatusCode != 401 || resp.Header.Get("Access-Control-Allow-Origin") != pageOrigin {
+	resp = do("POST", "/client/calls/x/claim", apitest.PageOrigin)
+	if resp.StatusCode != 401 || resp.Header.Get("Access-Control-Allow-Origin") != apitest.PageOrigin {
 		t.Errorf("claim without a token from the page origin: %d %v", resp.StatusCode, resp.Header)
 	}
-	ps, status, _ := openStream(t, s, pageToken(t, "u_1", "th_1"), "th_1", "Origin", pageOrigin)
+	ps, status, _ := apitest.OpenStream(t, s.URL, apitest.PageToken(t, "u_1", "th_1"), "th_1", "Origin", apitest.PageOrigin)
 	if ps == nil || status != 200 {
 		t.Errorf("stream from the page origin: %d", status)
 	}
@@ -734,16 +522,16 @@ func TestPageContextEndpoint(t *testing.T) {
 
 func TestPagesNotConfigured(t *testing.T) {
 	s, _ := startGateway(t)
-	ps, status, body := openStream(t, s, pageToken(t, "u_1", "th_1"), "th_1")
-	if ps != nil || status != 404 || errCode(body) != "pages_not_configured" {
+	ps, status, body := apitest.OpenStream(t, s.URL, apitest.PageToken(t, "u_1", "th_1"), "th_1")
+	if ps != nil || status != 404 || apitest.ErrCode(body) != "pages_not_configured" {
 		t.Errorf("stream: %d %s", status, body)
 	}
-	if status, body := claim(t, s, pageToken(t, "u_1", "th_1"), "x"); status != 404 || errCode(body) != "pages_not_configured" {
+	if status, body := s.Claim(t, apitest.PageToken(t, "u_1", "th_1"), "x"); status != 404 || apitest.ErrCode(body) != "pages_not_configured" {
 		t.Errorf("claim: %d %s", status, body)
 	}
 	// Without pages there is no CORS to answer.
 	req, _ := http.NewRequest(http.MethodOptions, s.URL+"/client/calls/x/claim", nil)
-	req.Header.Set("Origin", pageOrigin)
+	req.Header.Set("Origin", apitest.PageOrigin)
 	req.Header.Set("Access-Control-Request-Method", "POST")
 	resp, err := s.client.Do(req)
 	if err != nil {

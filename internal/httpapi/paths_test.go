@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/toolgate/toolgate/internal/apitest"
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/manifest"
 )
@@ -37,13 +38,13 @@ func TestPathReferenceStaysInSegment(t *testing.T) {
 		ledger:     "off",
 	})
 
-	call := func(t *testing.T, tool string, id any) answer {
+	call := func(t *testing.T, tool string, id any) apitest.Answer {
 		t.Helper()
 		body, err := json.Marshal(map[string]any{"input": map[string]any{"id": id}, "identity": map[string]string{"user": "u_1", "install": "in_1"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		status, a := invoke(t, s, tool, string(body))
+		status, a := s.Invoke(t, tool, string(body))
 		if status != http.StatusOK || a.Status != "done" {
 			t.Fatalf("%s: answer %d %+v", tool, status, a)
 		}
