@@ -140,7 +140,7 @@ func (a *Answer) AppendJSON(dst []byte) []byte {
 	// allocated 4 MiB, not 1.3.
 	n := 64 + len(a.CallID) + len(a.Tool) + len(a.Status) + len(a.Content) + len(a.Markdown) + len(a.EmbedURL) + len(a.Card)
 	buf.Grow(n + n/4)
-	if err := jsonv2.MarshalWrite(buf, a); err != nil {
+	if err := jsonv2.MarshalWrite(buf, a, answerOptions); err != nil {
 		panic("gateway: writing an answer: " + err.Error())
 	}
 	return buf.Bytes()
