@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -133,7 +134,8 @@ func (a *Answer) MarshalJSON() ([]byte, error) {
 // capacity: with a buffer large enough, nothing is allocated or copied. It
 // cannot fail (see MarshalJSONTo): a panic here is a bug in this file.
 func (a *Answer) AppendJSON(dst []byte) []byte {
-	buf := bytes.NewBuffer(dst)
+	buf := answerBuffers.Get().(*bytes.Buffer)
+	*buf = *bytes.NewBuffer(dst)
 	// Room for the answer and a quarter more, which the encoder keeps free
 	// after writing into a bytes.Buffer. Without it, the encoder outgrows
 	// the buffer and copies a large answer twice more: a 1 MiB answer
@@ -143,8 +145,14 @@ func (a *Answer) AppendJSON(dst []byte) []byte {
 	if err := jsonv2.MarshalWrite(buf, a, answerOptions); err != nil {
 		panic("gateway: writing an answer: " + err.Error())
 	}
-	return buf.Bytes()
+	out := buf.Bytes()
+	*buf = bytes.Buffer{} // keep no caller's bytes
+	answerBuffers.Put(buf)
+	return out
 }
+
+// answerBuffers hold the bytes.Buffer that AppendJSON writes through.
+var answerBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // Errors that are the caller's mistakes, not the tool's failures.
 var (

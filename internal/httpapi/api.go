@@ -127,6 +127,10 @@ func New(c Config) (*API, error) {
 func (a *API) routes() {
 	a.mux = http.NewServeMux()
 	a.handle("GET /tools", a.runtime(a.serveList))
+	// {name}, one segment, is what every tool name is, and what ServeMux
+	// matches with the least work; {name...} takes the rest, which names
+	// no tool: the gateway answers it as unknown, as any other.
+	a.handle("POST /tools/{name}", a.runtime(a.serveInvoke))
 	a.handle("POST /tools/{name...}", a.runtime(a.serveInvoke))
 	a.handle("GET /calls/{id}", a.callID(a.runtime(a.serveStatus)))
 	a.handle("POST /calls/{id}/resume", a.callID(a.runtime(a.serveResume)))
