@@ -113,13 +113,7 @@ func (l *loopback) allowedHost(hostport string) bool {
 		host = host[:i]
 	}
 	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	if ip, err := netip.ParseAddr(host); err == nil && ip.Unmap().IsLoopback() {
-		return true
-	}
-	return l.allowedHosts[strings.ToLower(host)] || l.allowedHosts[strings.ToLower(hostport)]
+	return IsLoopbackHost(host) || l.allowedHosts[strings.ToLower(host)] || l.allowedHosts[strings.ToLower(hostport)]
 }
 
 // allowedOrigin reports whether origin is this site's own (the scheme of
@@ -168,8 +162,10 @@ func IsLoopbackHost(host string) bool {
 	if strings.EqualFold(host, "localhost") {
 		return true
 	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	// netip, not net.ParseIP: it does not allocate, and this runs on every
+	// runtime call without callers. A zoned address is no host name.
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Zone() == "" && ip.Unmap().IsLoopback()
 }
 
 // onLoopbackListener reports whether the request came in on a loopback

@@ -63,6 +63,7 @@ func TestLoopbackRefusal(t *testing.T) {
 		{name: "Host localhost", remote: "127.0.0.1:5000", host: "localhost:9080"},
 		{name: "Host LOCALHOST", remote: "127.0.0.1:5000", host: "LOCALHOST"},
 		{name: "Host [::1]", remote: "127.0.0.1:5000", host: "[::1]"},
+		{name: "Host with a zone", remote: "127.0.0.1:5000", host: "[::1%25lo]:9080", refuse: "allowed_hosts"},
 		{name: "foreign Host", remote: "127.0.0.1:5000", host: "evil.example", refuse: "allowed_hosts"},
 		{name: "foreign Host and port", remote: "127.0.0.1:5000", host: "evil.example:9080", refuse: "allowed_hosts"},
 		{name: "localhost as a subdomain", remote: "127.0.0.1:5000", host: "localhost.evil.example", refuse: "allowed_hosts"},
