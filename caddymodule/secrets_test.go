@@ -113,6 +113,8 @@ func TestCallersConfigRules(t *testing.T) {
 		{"jwks over http to ::1", &Callers{Tokens: Tokens{JWKSURL: "http://[::1]:8081/jwks.json"}}, nil, ""},
 		{"jwks over http to localhost", &Callers{Tokens: Tokens{JWKSURL: "http://localhost:8081/jwks.json"}}, nil, ""},
 		{"jwks over http elsewhere", &Callers{Tokens: Tokens{JWKSURL: "http://platform.example/jwks.json"}}, nil, "must be an https URL"},
+		{"pages jwks over http elsewhere", nil, &Pages{Tokens: Tokens{JWKSURL: "http://app.example/jwks.json"}}, "pages: jwks_url: \"http://app.example/jwks.json\" must be an https URL"},
+		{"pages jwks over https", nil, &Pages{Tokens: Tokens{JWKSURL: "https://app.example/jwks.json"}}, ""},
 		{"jwks over http to a name under 127.0.0.1", &Callers{Tokens: Tokens{JWKSURL: "http://127.0.0.1.evil.example/jwks.json"}}, nil, "must be an https URL"},
 		{"jwks over http to a private address", &Callers{Tokens: Tokens{JWKSURL: "http://10.0.0.1/jwks.json"}}, nil, "must be an https URL"},
 		{"jwks over ftp", &Callers{Tokens: Tokens{JWKSURL: "ftp://127.0.0.1/jwks.json"}}, nil, "must be an https URL"},

@@ -58,8 +58,10 @@ type Principal struct {
 	Thread   string // the ThreadClaim's value, when configured
 	Device   string // the device claim, when present
 	Claims   map[string]any
-	// Expires is the token's exp, or zero.
+	// Expires is the token's exp, which the verifier requires.
 	Expires time.Time
+	// token is the verified token itself.
+	token string
 }
 
 // NewAuthenticators returns the authenticators of runtime callers' tokens
@@ -163,14 +165,14 @@ func (a *Authenticator) Verify(r *http.Request, token string) (Principal, error)
 	if err != nil {
 		return Principal{}, &tokenError{err}
 	}
-	p := Principal{Claims: claims}
+	p := Principal{Claims: claims, token: token}
 	p.Identity.User, _ = claims[a.cfg.UserClaim].(string)
 	if a.cfg.InstallClaim != "" {
 		p.Identity.Install, _ = claims[a.cfg.InstallClaim].(string)
 	}
 	p.Device, _ = claims["device"].(string)
-	if f, ok := claims["exp"].(float64); ok {
-		p.Expires = time.Unix(int64(f), 0)
+	if exp, err := claims.GetExpirationTime(); err == nil && exp != nil {
+		p.Expires = exp.Time
 	}
 	if a.cfg.ThreadClaim != "" {
 		p.Thread, _ = claims[a.cfg.ThreadClaim].(string)

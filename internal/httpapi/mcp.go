@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 
@@ -22,11 +21,7 @@ func (a *API) mcpHandler(srv *mcp.Server) http.Handler {
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", auth.ErrInvalidToken, err)
 		}
-		exp := p.Expires
-		if exp.IsZero() {
-			exp = time.Now().Add(time.Minute)
-		}
-		return mcp.Caller{Identity: p.Identity, Claims: p.Claims, Device: p.Device}.TokenInfo(exp), nil
+		return mcp.Caller{Identity: p.Identity, Claims: p.Claims, Device: p.Device}.TokenInfo(p.Expires), nil
 	}
 	return auth.RequireBearerToken(verify, nil)(srv)
 }

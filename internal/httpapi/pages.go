@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/clienttools"
-	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/web"
 )
 
@@ -102,8 +101,8 @@ const keepAlive = 15 * time.Second
 // signed part (header.payload). The signature is left out because one
 // token has several spellings of it — base64's unused low bits, ECDSA's
 // (r, n-s) — that all verify.
-func streamKey(r *http.Request) string {
-	token, _ := identity.BearerToken(r.Header)
+func streamKey(p Principal) string {
+	token := p.token
 	if i := strings.LastIndexByte(token, '.'); i >= 0 {
 		token = token[:i]
 	}
@@ -117,7 +116,7 @@ func (a *API) serveStream(w http.ResponseWriter, r *http.Request, p Principal) {
 		writeError(w, http.StatusNotFound, "unknown_thread", "the page token is for another thread")
 		return
 	}
-	stream, waiting, err := a.bridge.Open(p.Identity.User, p.Thread, streamKey(r))
+	stream, waiting, err := a.bridge.Open(p.Identity.User, p.Thread, streamKey(p))
 	if errors.Is(err, clienttools.ErrTooManyStreams) {
 		w.Header().Set("Retry-After", retryAfter)
 		writeError(w, http.StatusTooManyRequests, "too_many_streams", err.Error())
