@@ -142,9 +142,6 @@ func newAuthenticator(kind, realm string, cfg TokenConfig, refuse string, logger
 	return a, nil
 }
 
-// Verifier is the token verifier, for tests that move its clock.
-func (a *Authenticator) Verifier() *identity.Verifier { return a.verifier }
-
 // Authenticate verifies the request's bearer token. The error is what the
 // caller is told, in the 401 and its challenge.
 func (a *Authenticator) Authenticate(r *http.Request) (Principal, error) {
