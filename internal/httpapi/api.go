@@ -15,6 +15,9 @@
 //	POST /client/calls/{id}/result a page posts a call's result
 //	POST /mcp (+ GET, DELETE)      MCP Streamable HTTP
 //	GET  /client.js                the browser client
+//	GET  /card.js                  <toolgate-card>, the result renderer
+//	GET  /marked.js                the markdown library card.js imports
+//	GET  /playground               a page to run every tool and see its card
 //	GET  /.well-known/jwks.json    public keys of the identity tokens
 //
 // Any other path is not the API's: Serve reports false for it, and the
@@ -34,6 +37,7 @@ import (
 	"github.com/toolgate/toolgate/internal/clienttools"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/mcp"
+	"github.com/toolgate/toolgate/internal/web"
 )
 
 // DefaultMaxRequestSize bounds a request body.
@@ -132,16 +136,18 @@ func (a *API) routes() {
 	// no tool: the gateway answers it as unknown, as any other.
 	a.handle("POST /tools/{name}", a.runtime(a.serveInvoke))
 	a.handle("POST /tools/{name...}", a.runtime(a.serveInvoke))
-	a.handle("GET /calls/{id}", a.callID(a.runtime(a.serveStatus)))
-	a.handle("POST /calls/{id}/resume", a.callID(a.runtime(a.serveResume)))
+	// A call's answer and its resume answer CORS too: <toolgate-card>
+	// on a page origin polls and resumes the call it shows.
+	a.handle("GET /calls/{id}", a.cors(a.callID(a.runtime(a.serveStatus))))
+	a.handle("POST /calls/{id}/resume", a.cors(a.callID(a.runtime(a.serveResume))))
 	a.handle("POST /page-context", a.runtime(a.servePageContext))
 	a.handle("GET /.well-known/jwks.json", a.serveJWKS)
 	a.handle("/mcp", a.serveMCP)
 
 	a.handle("/tools", only(http.MethodGet))
 	a.handle("/tools/{name...}", only(http.MethodPost))
-	a.handle("/calls/{id}", a.callID(only(http.MethodGet)))
-	a.handle("/calls/{id}/resume", a.callID(only(http.MethodPost)))
+	a.handle("/calls/{id}", a.cors(a.callID(only(http.MethodGet))))
+	a.handle("/calls/{id}/resume", a.cors(a.callID(only(http.MethodPost))))
 	a.handle("/calls/{rest...}", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "unknown_call", "no such call")
 	})
@@ -149,8 +155,12 @@ func (a *API) routes() {
 	a.handle("/.well-known/jwks.json", only(http.MethodGet))
 
 	// The page endpoints answer CORS first, preflights included.
-	a.handle("GET /client.js", a.cors(serveClientJS))
-	a.handle("/client.js", a.cors(only(http.MethodGet)))
+	for _, name := range scripts {
+		a.handle("GET /"+name, a.cors(serveFile(web.Files[name])))
+		a.handle("/"+name, a.cors(only(http.MethodGet)))
+	}
+	a.handle("GET /playground", a.servePlayground)
+	a.handle("/playground", only(http.MethodGet))
 	a.handle("GET /client/calls", a.cors(a.page(a.serveStream)))
 	a.handle("/client/calls", a.cors(only(http.MethodGet)))
 	a.handle("POST /client/calls/{id}/claim", a.cors(a.pageCallID(a.page(a.serveClaim))))

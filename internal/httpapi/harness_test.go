@@ -99,6 +99,9 @@ func TestServeOwnsOnlyItsPaths(t *testing.T) {
 		{"POST", "/mcp", true},
 		{"GET", "/.well-known/jwks.json", true},
 		{"GET", "/client.js", true},
+		{"GET", "/card.js", true},
+		{"GET", "/playground", true},
+		{"GET", "/playground/", false},
 		{"GET", "/", false},
 		{"GET", "/toolsx", false},
 		{"GET", "/calls", false},  // ServeMux would redirect to /calls/

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/clienttools"
-	"github.com/toolgate/toolgate/internal/web"
 )
 
 // cors answers CORS for the allowed page origins, and a preflight itself.
@@ -36,17 +35,6 @@ func (a *API) cors(next http.HandlerFunc) http.HandlerFunc {
 		}
 		next(w, r)
 	}
-}
-
-func serveClientJS(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("ETag", web.ClientETag)
-	if r.Header.Get("If-None-Match") == web.ClientETag {
-		w.WriteHeader(http.StatusNotModified)
-		return
-	}
-	_, _ = w.Write(web.ClientJS)
 }
 
 // page authenticates a page token; it writes the refusal itself.
