@@ -119,6 +119,7 @@ type bookmark struct {
 	Title string   `json:"title"`
 	Tags  []string `json:"tags,omitempty"`
 	seq   int
+	saved time.Time // shown in the card's details
 }
 
 // absoluteHTTP reports whether s is an absolute http(s) URL.
@@ -258,7 +259,7 @@ func (a *app) save(w http.ResponseWriter, r *http.Request) {
 	a.mu.Lock()
 	sh := a.shelf(o)
 	sh.next++
-	b := &bookmark{ID: "b" + strconv.Itoa(sh.next), URL: in.URL, Title: in.Title, Tags: in.Tags, seq: sh.next}
+	b := &bookmark{ID: "b" + strconv.Itoa(sh.next), URL: in.URL, Title: in.Title, Tags: in.Tags, seq: sh.next, saved: time.Now().UTC()}
 	sh.items[b.ID] = b
 	a.mu.Unlock()
 
@@ -275,8 +276,19 @@ func (a *app) save(w http.ResponseWriter, r *http.Request) {
 // start a block. Only an http(s) URL becomes a link, with the characters
 // that could end it percent-encoded; any other is left out.
 func markdownLink(title, rawURL string) string {
+	text := markdownText(title)
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return text
+	}
+	return "[" + text + "](" + linkEscaper.Replace(u.String()) + ")"
+}
+
+// markdownText is s as markdown text that shows s and nothing else, as
+// markdownLink's title: metacharacters escaped, line breaks made spaces.
+func markdownText(s string) string {
 	var b strings.Builder
-	for _, r := range title {
+	for _, r := range s {
 		switch {
 		case strings.ContainsRune("\\`*_[]()<>!", r):
 			b.WriteByte('\\')
@@ -287,12 +299,7 @@ func markdownLink(title, rawURL string) string {
 			b.WriteRune(r)
 		}
 	}
-	text := b.String()
-	u, err := url.Parse(rawURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return text
-	}
-	return "[" + text + "](" + linkEscaper.Replace(u.String()) + ")"
+	return b.String()
 }
 
 // linkEscaper percent-encodes what could end a markdown link destination
@@ -490,7 +497,8 @@ func (a *app) sorted(o owner) []bookmark {
 }
 
 // cardPage is the page shown in the tool card's iframe. It tells the card
-// its height so the iframe fits the content.
+// its height whenever that changes, so the iframe fits the content as it
+// grows and shrinks: "Show details" opens a block below the link.
 var cardPage = template.Must(template.New("card").Parse(`<!doctype html>
 <html lang="en">
 <head>
@@ -503,6 +511,11 @@ var cardPage = template.Must(template.New("card").Parse(`<!doctype html>
   .title { font-size: 16px; font-weight: 600; }
   .url { color: #57606a; word-break: break-all; }
   .tag { display: inline-block; margin: 6px 4px 0 0; padding: 1px 8px; border-radius: 10px; background: #ddf4ff; color: #0969da; font-size: 12px; }
+  button { margin-top: 8px; font: inherit; font-size: 12px; }
+  /* Not on [hidden]: a display of its own would show it anyway. */
+  dl:not([hidden]) { margin: 8px 0 0; display: grid; grid-template-columns: max-content 1fr; gap: 2px 12px; }
+  dt { color: #57606a; }
+  dd { margin: 0; word-break: break-all; }
 </style>
 </head>
 <body>
@@ -510,16 +523,49 @@ var cardPage = template.Must(template.New("card").Parse(`<!doctype html>
   <div class="title"><a href="{{.URL}}" target="_blank" rel="noopener noreferrer">{{.Title}}</a></div>
   <div class="url">{{.URL}}</div>
   {{range .Tags}}<span class="tag">{{.}}</span>{{end}}
+  <div><button type="button" id="toggle" aria-expanded="false" aria-controls="details">Show details</button></div>
+  <dl id="details" hidden>
+    <dt>Id</dt><dd>{{.ID}}</dd>
+    <dt>Saved</dt><dd><time datetime="{{.Saved}}">{{.SavedText}}</time></dd>
+    <dt>Tags</dt><dd>{{range $i, $t := .Tags}}{{if $i}}, {{end}}{{$t}}{{else}}none{{end}}</dd>
+    <dt>Address</dt><dd>{{.URL}}</dd>
+  </dl>
 </div>
 <script>
+  // The html element's own height, not its scrollHeight: scrollHeight is
+  // never less than the iframe's viewport, so once the card had grown it
+  // could not shrink again when the details are hidden.
   function postHeight() {
-    window.parent.postMessage({__kazzle_height: document.documentElement.scrollHeight}, "*");
+    const h = Math.ceil(document.documentElement.getBoundingClientRect().height);
+    // Any origin: the height is not a secret, and the card embedding this
+    // page may be on any site (an app's chat, the playground). The card
+    // trusts the message only because it comes from its own iframe.
+    window.parent.postMessage({__kazzle_height: h}, "*");
   }
+  // The observer calls once when observing starts, then on every change
+  // in size: details opened or closed, fonts loaded, the iframe made
+  // narrower. Load posts once more, for a parent that listened late.
+  new ResizeObserver(postHeight).observe(document.documentElement);
   window.addEventListener("load", postHeight);
+
+  const toggle = document.getElementById("toggle");
+  const details = document.getElementById("details");
+  toggle.addEventListener("click", () => {
+    details.hidden = !details.hidden;
+    toggle.setAttribute("aria-expanded", String(!details.hidden));
+    toggle.textContent = details.hidden ? "Show details" : "Hide details";
+  });
 </script>
 </body>
 </html>
 `))
+
+// cardView is what the card page shows of a bookmark.
+type cardView struct {
+	bookmark
+	Saved     string // RFC 3339, for the <time> element
+	SavedText string // for people
+}
 
 func (a *app) card(w http.ResponseWriter, r *http.Request) {
 	o, ok := a.cardOwner(r)
@@ -533,7 +579,8 @@ func (a *app) card(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := cardPage.Execute(w, b); err != nil {
+	view := cardView{bookmark: b, Saved: b.saved.Format(time.RFC3339), SavedText: b.saved.Format("2 Jan 2006 15:04 MST")}
+	if err := cardPage.Execute(w, view); err != nil {
 		log.Printf("card %s: %v", b.ID, err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -316,8 +317,15 @@ func TestCard(t *testing.T) {
 		"&lt;script&gt;alert(1)&lt;/script&gt;",
 		`href="https://example.com/?a=1&amp;b=2"`,
 		"x&lt;y",
-		"__kazzle_height: document.documentElement.scrollHeight",
-		"window.parent.postMessage",
+		// The height follows the content, not only its first layout.
+		"new ResizeObserver(postHeight).observe(document.documentElement)",
+		`window.addEventListener("load", postHeight)`,
+		"window.parent.postMessage({__kazzle_height: h}, \"*\")",
+		// What grows: a details block, hidden until the button opens it.
+		`<button type="button" id="toggle" aria-expanded="false" aria-controls="details">Show details</button>`,
+		`<dl id="details" hidden>`,
+		"<dt>Id</dt><dd>b1</dd>",
+		"<dt>Tags</dt><dd>x&lt;y</dd>",
 	} {
 		if !strings.Contains(a.body, want) {
 			t.Errorf("card does not hold %q:\n%s", want, a.body)
@@ -325,6 +333,29 @@ func TestCard(t *testing.T) {
 	}
 	if strings.Contains(a.body, "<script>alert(1)") {
 		t.Errorf("card holds the title unescaped:\n%s", a.body)
+	}
+	// Saved a moment ago, in both forms.
+	m := regexp.MustCompile(`<time datetime="([^"]+)">([^<]+)</time>`).FindStringSubmatch(a.body)
+	if m == nil {
+		t.Fatalf("card has no saved time:\n%s", a.body)
+	}
+	saved, err := time.Parse(time.RFC3339, m[1])
+	if err != nil || time.Since(saved) > time.Minute || time.Since(saved) < -time.Second {
+		t.Errorf("saved %q (%v), want about now", m[1], err)
+	}
+	if want := saved.Format("2 Jan 2006 15:04 MST"); m[2] != want || !strings.HasSuffix(want, " UTC") {
+		t.Errorf("saved shown as %q, want %q in UTC", m[2], want)
+	}
+}
+
+// TestCardDetailsWithoutTags checks the details block of a bookmark with
+// no tags says so rather than showing an empty row.
+func TestCardDetailsWithoutTags(t *testing.T) {
+	e := newEnv(t)
+	e.save(t, `{"url":"https://go.dev","title":"Go"}`)
+	a := e.send(t, "GET", e.cardPath(t, e.token, "b1"), "", nil)
+	if !strings.Contains(a.body, "<dt>Tags</dt><dd>none</dd>") || strings.Contains(a.body, `class="tag"`) {
+		t.Errorf("card of an untagged bookmark:\n%s", a.body)
 	}
 }
 
