@@ -1,8 +1,10 @@
 // Command bookmarks is a small app component for the toolgate quick start.
 // It keeps bookmarks in memory and answers tool calls in each of the result
 // channels a handler may use: plain text, content + markdown, content +
-// embedUrl, domain errors, and an action-required card that pauses the call
-// until the user confirms (clear_bookmarks). Beside the standard library it
+// embedUrl (a card page that resizes as it grows), domain errors, and
+// action-required cards that pause the call until the user confirms
+// (clear_bookmarks) or until one device answers (open_on_device).
+// share_bookmark takes a nested input. Beside the standard library it
 // uses only toolgate's apptools package, which verifies the identity token
 // toolgate signs for each call, so it shows what any HTTP server has to do
 // to sit behind toolgate.
@@ -25,6 +27,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,6 +35,7 @@ import (
 	"syscall"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/golang-jwt/jwt/v5"
 
@@ -203,6 +207,8 @@ func (a *app) routes() http.Handler {
 	tool("GET /bookmarks", a.list)
 	tool("GET /bookmarks/{id}", a.show)
 	tool("DELETE /bookmarks/{id}", a.delete)
+	tool("POST /bookmarks/{id}/share", a.share)
+	tool("POST /bookmarks/{id}/open", a.askOpen)
 	tool("POST /bookmarks/clear", a.askClear)
 	// Not a tool of its own: the target of the clear card's "delete"
 	// button, which toolgate runs with the call's identity and thread.
@@ -293,7 +299,7 @@ func markdownText(s string) string {
 		case strings.ContainsRune("\\`*_[]()<>!", r):
 			b.WriteByte('\\')
 			b.WriteRune(r)
-		case unicode.IsControl(r) || r == '\u2028' || r == '\u2029':
+		case isBreakOrControl(r):
 			b.WriteByte(' ')
 		default:
 			b.WriteRune(r)
@@ -393,6 +399,191 @@ func (a *app) delete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	apptools.WriteResult(w, http.StatusOK, apptools.Result{Content: "Deleted " + id + "."})
+}
+
+// shareRequest is share_bookmark's input: the recipient is an object of
+// its own, to show a nested input schema.
+type shareRequest struct {
+	ID   string `json:"id"`
+	With struct {
+		Email string `json:"email"`
+		Note  string `json:"note"`
+	} `json:"with"`
+	Permission    string `json:"permission"`
+	ExpiresInDays *int   `json:"expiresInDays"`
+	Notify        *bool  `json:"notify"`
+}
+
+// emailRE is what an HTML <input type=email> accepts (WHATWG's "valid
+// e-mail address"): no quotes, spaces, brackets or parentheses, which the
+// JSON Schema "email" format allows in a quoted local part or an address
+// literal. maxEmail is the longest address SMTP carries (RFC 5321).
+var emailRE = regexp.MustCompile("^[a-zA-Z0-9.!#$%&'*+/=?^_`{|}~-]+@[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(?:\\.[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)*$")
+
+const (
+	maxEmail    = 254
+	maxNote     = 200 // characters, as the schema's maxLength counts them
+	maxDuration = 90  // days
+)
+
+// share shares one bookmark with a person by email. The example sends no
+// mail and keeps nothing: it shows a nested input and a mailto link; an
+// app would send the invitation here.
+func (a *app) share(w http.ResponseWriter, r *http.Request) {
+	var in shareRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		apptools.WriteError(w, http.StatusBadRequest, "invalid",
+			"the body must be a JSON object {id?, with: {email, note?}, permission?, expiresInDays?, notify?}: "+err.Error())
+		return
+	}
+	// toolgate has checked the input against the schema; these checks are
+	// for callers that skip it, and the email's is stricter than the
+	// schema's because the address is shown and made a link.
+	if in.Permission == "" {
+		in.Permission = "view" // the schema's default
+	}
+	var problem string
+	switch id := r.PathValue("id"); {
+	case in.ID != "" && in.ID != id:
+		problem = fmt.Sprintf("id %q does not match the path's %q", in.ID, id)
+	case in.With.Email == "":
+		problem = "with.email is required"
+	case len(in.With.Email) > maxEmail || !emailRE.MatchString(in.With.Email):
+		problem = fmt.Sprintf("with.email %q must be a plain address such as name@example.com", in.With.Email)
+	case utf8.RuneCountInString(in.With.Note) > maxNote:
+		problem = fmt.Sprintf("with.note must be at most %d characters", maxNote)
+	case in.Permission != "view" && in.Permission != "comment":
+		problem = fmt.Sprintf("permission %q must be \"view\" or \"comment\"", in.Permission)
+	case in.ExpiresInDays != nil && (*in.ExpiresInDays < 1 || *in.ExpiresInDays > maxDuration):
+		problem = fmt.Sprintf("expiresInDays must be from 1 to %d", maxDuration)
+	}
+	if problem != "" {
+		apptools.WriteError(w, http.StatusBadRequest, "invalid", problem)
+		return
+	}
+
+	o, ok := ownerOf(w, r)
+	if !ok {
+		return
+	}
+	b, ok := a.lookup(w, r, o)
+	if !ok {
+		return
+	}
+	// "view, expires in 7 days, notified", leaving out what was not given.
+	parts := []string{in.Permission}
+	switch {
+	case in.ExpiresInDays == nil:
+	case *in.ExpiresInDays == 1:
+		parts = append(parts, "expires in 1 day")
+	default:
+		parts = append(parts, fmt.Sprintf("expires in %d days", *in.ExpiresInDays))
+	}
+	switch {
+	case in.Notify == nil:
+	case *in.Notify:
+		parts = append(parts, "notified")
+	default:
+		parts = append(parts, "not notified")
+	}
+	if in.With.Note != "" {
+		parts = append(parts, "note: "+strconv.Quote(in.With.Note))
+	}
+	apptools.WriteResult(w, http.StatusOK, apptools.Result{
+		Content: fmt.Sprintf("Shared %s (%s) with %s: %s", b.ID, b.Title, in.With.Email, strings.Join(parts, ", ")),
+		Markdown: "Shared **" + markdownLink(b.Title, b.URL) + "** with " + mailtoLink(in.With.Email) +
+			" (" + in.Permission + ")",
+	})
+}
+
+// mailtoLink writes [addr](mailto:addr) for an address emailRE accepts:
+// the text escaped as markdownLink escapes a title, the address
+// percent-encoded so that none of the characters it may hold (? # % ' `
+// and the like) can end the destination or add headers to the mailto URL.
+func mailtoLink(addr string) string {
+	return "[" + markdownText(addr) + "](mailto:" + url.PathEscape(addr) + ")"
+}
+
+// openRequest is open_on_device's input.
+type openRequest struct {
+	ID         string `json:"id"`
+	ComputerID string `json:"computerId"`
+}
+
+// maxComputerID is the schema's maxLength for computerId.
+const maxComputerID = 64
+
+// askOpen asks one device to open a bookmark: on a thread call it answers
+// an action-required card assigned to that device, so toolgate lets only a
+// client that says it is that device press "Open" or "Not now" (any client
+// may still skip or cancel). Neither button has a target: its input is the
+// result. The example opens nothing itself; an app's client on that
+// device would open the link when its user presses "Open". An api call
+// has no one to ask, so it gets a domain error.
+func (a *app) askOpen(w http.ResponseWriter, r *http.Request) {
+	var in openRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		apptools.WriteError(w, http.StatusBadRequest, "invalid", "the body must be a JSON object {id?, computerId}: "+err.Error())
+		return
+	}
+	// The device's name is shown in the card's title and decides who may
+	// press its buttons: no line breaks or other controls.
+	var problem string
+	switch id := r.PathValue("id"); {
+	case in.ID != "" && in.ID != id:
+		problem = fmt.Sprintf("id %q does not match the path's %q", in.ID, id)
+	case in.ComputerID == "":
+		problem = "computerId is required"
+	case utf8.RuneCountInString(in.ComputerID) > maxComputerID:
+		problem = fmt.Sprintf("computerId must be at most %d characters", maxComputerID)
+	case strings.ContainsFunc(in.ComputerID, isBreakOrControl):
+		problem = "computerId must not hold control characters or line breaks"
+	}
+	if problem != "" {
+		apptools.WriteError(w, http.StatusBadRequest, "invalid", problem)
+		return
+	}
+
+	o, ok := ownerOf(w, r)
+	if !ok {
+		return
+	}
+	b, ok := a.lookup(w, r, o)
+	if !ok {
+		return
+	}
+	opened, err := json.Marshal(apptools.Result{Content: "Opened " + b.ID + " on " + in.ComputerID + "."})
+	if err != nil {
+		apptools.WriteError(w, http.StatusInternalServerError, "internal", err.Error())
+		return
+	}
+	card := apptools.Card{
+		Title:       "Open “" + b.Title + "” on " + in.ComputerID + "?",
+		Description: "Opens " + markdownLink(b.Title, b.URL) + " in a browser on " + markdownText(in.ComputerID) + ".",
+		Assignee:    &apptools.Assignee{ComputerID: in.ComputerID},
+		Elements: []apptools.Button{
+			{Type: "button", ID: "open", Label: "Open", Variant: "primary", Input: opened},
+			{Type: "button", ID: "later", Label: "Not now", Input: json.RawMessage(`{"content":"Not opened."}`)},
+		},
+	}
+	switch err := apptools.WriteCard(w, r, card); {
+	case errors.Is(err, apptools.ErrNotThread):
+		apptools.WriteError(w, http.StatusConflict, "confirmation_required",
+			"opening a bookmark on a device needs a person there to confirm; call it from a conversation")
+	case err != nil:
+		// An invalid card is a bug here, not the caller's doing.
+		log.Printf("open card: %v", err)
+		apptools.WriteError(w, http.StatusInternalServerError, "internal", "could not build the card")
+	}
+}
+
+// isBreakOrControl reports the runes markdownText turns into spaces.
+func isBreakOrControl(r rune) bool {
+	return unicode.IsControl(r) || r == '\u2028' || r == '\u2029'
 }
 
 // askClear asks the user to confirm before deleting every bookmark: on a
