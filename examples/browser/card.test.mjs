@@ -82,7 +82,7 @@ before(async () => {
 				secret toolgate-example-page-secret-not-for-production
 				issuer bookmarks
 				audience toolgate-pages
-				origins ${host}
+				origins http://127.0.0.1:${appPort} ${host}
 			}`,
   });
   gate = stack.gate;
@@ -280,7 +280,8 @@ test("an assignee's card: other devices may only skip or cancel, and the gateway
   await liar.getByText(/continue on laptop: only that device may press/).waitFor();
   const err = (await events(page)).find((e) => e.type === "toolgate.card.error");
   assert.equal(err?.detail.status, 403);
-  assert.equal(typeof err.detail.code, "string");
+  assert.equal(err.detail.code, "forbidden");
+  assert.match(err.detail.message, /^continue on laptop/);
   assert.ok(await liar.getByRole("button", { name: "Open" }).isEnabled(), "buttons enabled again after a refusal");
 
   // The laptop itself resolves it.

@@ -444,11 +444,13 @@ export class ToolgateCard extends Base {
       // Not JSON: the message below says what came back.
     }
     if (res.ok && data && typeof data === "object" && typeof data.status === "string") return { answer: data };
+    // The gateway's errors are {"error": {"code", "message"}}.
+    const e = data?.error;
     return {
       error: {
         status: res.status,
-        code: typeof data?.code === "string" ? data.code : "http_" + res.status,
-        message: typeof data?.error === "string" ? data.error : `the gateway answered ${res.status}`,
+        code: typeof e?.code === "string" ? e.code : `http_${res.status}`,
+        message: typeof e?.message === "string" ? e.message : `the gateway answered ${res.status}`,
       },
     };
   }
