@@ -1,8 +1,10 @@
 // Command bookmarks is a small app component for the toolgate quick start.
 // It keeps bookmarks in memory and answers tool calls in each of the result
 // channels a handler may use: plain text, content + markdown, content +
-// embedUrl, domain errors, and an action-required card that pauses the call
-// until the user confirms (clear_bookmarks). Beside the standard library it
+// embedUrl (a card page that resizes as it grows), domain errors, and
+// action-required cards that pause the call until the user confirms
+// (clear_bookmarks) or until one device answers (open_on_device).
+// share_bookmark takes a nested input. Beside the standard library it
 // uses only toolgate's apptools package, which verifies the identity token
 // toolgate signs for each call, so it shows what any HTTP server has to do
 // to sit behind toolgate.
@@ -25,6 +27,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,6 +35,7 @@ import (
 	"syscall"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/golang-jwt/jwt/v5"
 
@@ -119,6 +123,7 @@ type bookmark struct {
 	Title string   `json:"title"`
 	Tags  []string `json:"tags,omitempty"`
 	seq   int
+	saved time.Time // shown in the card's details
 }
 
 // absoluteHTTP reports whether s is an absolute http(s) URL.
@@ -202,6 +207,8 @@ func (a *app) routes() http.Handler {
 	tool("GET /bookmarks", a.list)
 	tool("GET /bookmarks/{id}", a.show)
 	tool("DELETE /bookmarks/{id}", a.delete)
+	tool("POST /bookmarks/{id}/share", a.share)
+	tool("POST /bookmarks/{id}/open", a.askOpen)
 	tool("POST /bookmarks/clear", a.askClear)
 	// Not a tool of its own: the target of the clear card's "delete"
 	// button, which toolgate runs with the call's identity and thread.
@@ -258,7 +265,7 @@ func (a *app) save(w http.ResponseWriter, r *http.Request) {
 	a.mu.Lock()
 	sh := a.shelf(o)
 	sh.next++
-	b := &bookmark{ID: "b" + strconv.Itoa(sh.next), URL: in.URL, Title: in.Title, Tags: in.Tags, seq: sh.next}
+	b := &bookmark{ID: "b" + strconv.Itoa(sh.next), URL: in.URL, Title: in.Title, Tags: in.Tags, seq: sh.next, saved: time.Now().UTC()}
 	sh.items[b.ID] = b
 	a.mu.Unlock()
 
@@ -275,24 +282,30 @@ func (a *app) save(w http.ResponseWriter, r *http.Request) {
 // start a block. Only an http(s) URL becomes a link, with the characters
 // that could end it percent-encoded; any other is left out.
 func markdownLink(title, rawURL string) string {
-	var b strings.Builder
-	for _, r := range title {
-		switch {
-		case strings.ContainsRune("\\`*_[]()<>!", r):
-			b.WriteByte('\\')
-			b.WriteRune(r)
-		case unicode.IsControl(r) || r == '\u2028' || r == '\u2029':
-			b.WriteByte(' ')
-		default:
-			b.WriteRune(r)
-		}
-	}
-	text := b.String()
+	text := markdownText(title)
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return text
 	}
 	return "[" + text + "](" + linkEscaper.Replace(u.String()) + ")"
+}
+
+// markdownText is s as markdown text that shows s and nothing else, as
+// markdownLink's title: metacharacters escaped, line breaks made spaces.
+func markdownText(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case strings.ContainsRune("\\`*_[]()<>!", r):
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case isBreakOrControl(r):
+			b.WriteByte(' ')
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // linkEscaper percent-encodes what could end a markdown link destination
@@ -386,6 +399,191 @@ func (a *app) delete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	apptools.WriteResult(w, http.StatusOK, apptools.Result{Content: "Deleted " + id + "."})
+}
+
+// shareRequest is share_bookmark's input: the recipient is an object of
+// its own, to show a nested input schema.
+type shareRequest struct {
+	ID   string `json:"id"`
+	With struct {
+		Email string `json:"email"`
+		Note  string `json:"note"`
+	} `json:"with"`
+	Permission    string `json:"permission"`
+	ExpiresInDays *int   `json:"expiresInDays"`
+	Notify        *bool  `json:"notify"`
+}
+
+// emailRE is what an HTML <input type=email> accepts (WHATWG's "valid
+// e-mail address"): no quotes, spaces, brackets or parentheses, which the
+// JSON Schema "email" format allows in a quoted local part or an address
+// literal. maxEmail is the longest address SMTP carries (RFC 5321).
+var emailRE = regexp.MustCompile("^[a-zA-Z0-9.!#$%&'*+/=?^_`{|}~-]+@[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(?:\\.[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)*$")
+
+const (
+	maxEmail    = 254
+	maxNote     = 200 // characters, as the schema's maxLength counts them
+	maxDuration = 90  // days
+)
+
+// share shares one bookmark with a person by email. The example sends no
+// mail and keeps nothing: it shows a nested input and a mailto link; an
+// app would send the invitation here.
+func (a *app) share(w http.ResponseWriter, r *http.Request) {
+	var in shareRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		apptools.WriteError(w, http.StatusBadRequest, "invalid",
+			"the body must be a JSON object {id?, with: {email, note?}, permission?, expiresInDays?, notify?}: "+err.Error())
+		return
+	}
+	// toolgate has checked the input against the schema; these checks are
+	// for callers that skip it, and the email's is stricter than the
+	// schema's because the address is shown and made a link.
+	if in.Permission == "" {
+		in.Permission = "view" // the schema's default
+	}
+	var problem string
+	switch id := r.PathValue("id"); {
+	case in.ID != "" && in.ID != id:
+		problem = fmt.Sprintf("id %q does not match the path's %q", in.ID, id)
+	case in.With.Email == "":
+		problem = "with.email is required"
+	case len(in.With.Email) > maxEmail || !emailRE.MatchString(in.With.Email):
+		problem = fmt.Sprintf("with.email %q must be a plain address such as name@example.com", in.With.Email)
+	case utf8.RuneCountInString(in.With.Note) > maxNote:
+		problem = fmt.Sprintf("with.note must be at most %d characters", maxNote)
+	case in.Permission != "view" && in.Permission != "comment":
+		problem = fmt.Sprintf("permission %q must be \"view\" or \"comment\"", in.Permission)
+	case in.ExpiresInDays != nil && (*in.ExpiresInDays < 1 || *in.ExpiresInDays > maxDuration):
+		problem = fmt.Sprintf("expiresInDays must be from 1 to %d", maxDuration)
+	}
+	if problem != "" {
+		apptools.WriteError(w, http.StatusBadRequest, "invalid", problem)
+		return
+	}
+
+	o, ok := ownerOf(w, r)
+	if !ok {
+		return
+	}
+	b, ok := a.lookup(w, r, o)
+	if !ok {
+		return
+	}
+	// "view, expires in 7 days, notified", leaving out what was not given.
+	parts := []string{in.Permission}
+	switch {
+	case in.ExpiresInDays == nil:
+	case *in.ExpiresInDays == 1:
+		parts = append(parts, "expires in 1 day")
+	default:
+		parts = append(parts, fmt.Sprintf("expires in %d days", *in.ExpiresInDays))
+	}
+	switch {
+	case in.Notify == nil:
+	case *in.Notify:
+		parts = append(parts, "notified")
+	default:
+		parts = append(parts, "not notified")
+	}
+	if in.With.Note != "" {
+		parts = append(parts, "note: "+strconv.Quote(in.With.Note))
+	}
+	apptools.WriteResult(w, http.StatusOK, apptools.Result{
+		Content: fmt.Sprintf("Shared %s (%s) with %s: %s", b.ID, b.Title, in.With.Email, strings.Join(parts, ", ")),
+		Markdown: "Shared **" + markdownLink(b.Title, b.URL) + "** with " + mailtoLink(in.With.Email) +
+			" (" + in.Permission + ")",
+	})
+}
+
+// mailtoLink writes [addr](mailto:addr) for an address emailRE accepts:
+// the text escaped as markdownLink escapes a title, the address
+// percent-encoded so that none of the characters it may hold (? # % ' `
+// and the like) can end the destination or add headers to the mailto URL.
+func mailtoLink(addr string) string {
+	return "[" + markdownText(addr) + "](mailto:" + url.PathEscape(addr) + ")"
+}
+
+// openRequest is open_on_device's input.
+type openRequest struct {
+	ID         string `json:"id"`
+	ComputerID string `json:"computerId"`
+}
+
+// maxComputerID is the schema's maxLength for computerId.
+const maxComputerID = 64
+
+// askOpen asks one device to open a bookmark: on a thread call it answers
+// an action-required card assigned to that device, so toolgate lets only a
+// client that says it is that device press "Open" or "Not now" (any client
+// may still skip or cancel). Neither button has a target: its input is the
+// result. The example opens nothing itself; an app's client on that
+// device would open the link when its user presses "Open". An api call
+// has no one to ask, so it gets a domain error.
+func (a *app) askOpen(w http.ResponseWriter, r *http.Request) {
+	var in openRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		apptools.WriteError(w, http.StatusBadRequest, "invalid", "the body must be a JSON object {id?, computerId}: "+err.Error())
+		return
+	}
+	// The device's name is shown in the card's title and decides who may
+	// press its buttons: no line breaks or other controls.
+	var problem string
+	switch id := r.PathValue("id"); {
+	case in.ID != "" && in.ID != id:
+		problem = fmt.Sprintf("id %q does not match the path's %q", in.ID, id)
+	case in.ComputerID == "":
+		problem = "computerId is required"
+	case utf8.RuneCountInString(in.ComputerID) > maxComputerID:
+		problem = fmt.Sprintf("computerId must be at most %d characters", maxComputerID)
+	case strings.ContainsFunc(in.ComputerID, isBreakOrControl):
+		problem = "computerId must not hold control characters or line breaks"
+	}
+	if problem != "" {
+		apptools.WriteError(w, http.StatusBadRequest, "invalid", problem)
+		return
+	}
+
+	o, ok := ownerOf(w, r)
+	if !ok {
+		return
+	}
+	b, ok := a.lookup(w, r, o)
+	if !ok {
+		return
+	}
+	opened, err := json.Marshal(apptools.Result{Content: "Opened " + b.ID + " on " + in.ComputerID + "."})
+	if err != nil {
+		apptools.WriteError(w, http.StatusInternalServerError, "internal", err.Error())
+		return
+	}
+	card := apptools.Card{
+		Title:       "Open “" + b.Title + "” on " + in.ComputerID + "?",
+		Description: "Opens " + markdownLink(b.Title, b.URL) + " in a browser on " + markdownText(in.ComputerID) + ".",
+		Assignee:    &apptools.Assignee{ComputerID: in.ComputerID},
+		Elements: []apptools.Button{
+			{Type: "button", ID: "open", Label: "Open", Variant: "primary", Input: opened},
+			{Type: "button", ID: "later", Label: "Not now", Input: json.RawMessage(`{"content":"Not opened."}`)},
+		},
+	}
+	switch err := apptools.WriteCard(w, r, card); {
+	case errors.Is(err, apptools.ErrNotThread):
+		apptools.WriteError(w, http.StatusConflict, "confirmation_required",
+			"opening a bookmark on a device needs a person there to confirm; call it from a conversation")
+	case err != nil:
+		// An invalid card is a bug here, not the caller's doing.
+		log.Printf("open card: %v", err)
+		apptools.WriteError(w, http.StatusInternalServerError, "internal", "could not build the card")
+	}
+}
+
+// isBreakOrControl reports the runes markdownText turns into spaces.
+func isBreakOrControl(r rune) bool {
+	return unicode.IsControl(r) || r == '\u2028' || r == '\u2029'
 }
 
 // askClear asks the user to confirm before deleting every bookmark: on a
@@ -490,7 +688,8 @@ func (a *app) sorted(o owner) []bookmark {
 }
 
 // cardPage is the page shown in the tool card's iframe. It tells the card
-// its height so the iframe fits the content.
+// its height whenever that changes, so the iframe fits the content as it
+// grows and shrinks: "Show details" opens a block below the link.
 var cardPage = template.Must(template.New("card").Parse(`<!doctype html>
 <html lang="en">
 <head>
@@ -503,6 +702,11 @@ var cardPage = template.Must(template.New("card").Parse(`<!doctype html>
   .title { font-size: 16px; font-weight: 600; }
   .url { color: #57606a; word-break: break-all; }
   .tag { display: inline-block; margin: 6px 4px 0 0; padding: 1px 8px; border-radius: 10px; background: #ddf4ff; color: #0969da; font-size: 12px; }
+  button { margin-top: 8px; font: inherit; font-size: 12px; }
+  /* Not on [hidden]: a display of its own would show it anyway. */
+  dl:not([hidden]) { margin: 8px 0 0; display: grid; grid-template-columns: max-content 1fr; gap: 2px 12px; }
+  dt { color: #57606a; }
+  dd { margin: 0; word-break: break-all; }
 </style>
 </head>
 <body>
@@ -510,16 +714,49 @@ var cardPage = template.Must(template.New("card").Parse(`<!doctype html>
   <div class="title"><a href="{{.URL}}" target="_blank" rel="noopener noreferrer">{{.Title}}</a></div>
   <div class="url">{{.URL}}</div>
   {{range .Tags}}<span class="tag">{{.}}</span>{{end}}
+  <div><button type="button" id="toggle" aria-expanded="false" aria-controls="details">Show details</button></div>
+  <dl id="details" hidden>
+    <dt>Id</dt><dd>{{.ID}}</dd>
+    <dt>Saved</dt><dd><time datetime="{{.Saved}}">{{.SavedText}}</time></dd>
+    <dt>Tags</dt><dd>{{range $i, $t := .Tags}}{{if $i}}, {{end}}{{$t}}{{else}}none{{end}}</dd>
+    <dt>Address</dt><dd>{{.URL}}</dd>
+  </dl>
 </div>
 <script>
+  // The html element's own height, not its scrollHeight: scrollHeight is
+  // never less than the iframe's viewport, so once the card had grown it
+  // could not shrink again when the details are hidden.
   function postHeight() {
-    window.parent.postMessage({__kazzle_height: document.documentElement.scrollHeight}, "*");
+    const h = Math.ceil(document.documentElement.getBoundingClientRect().height);
+    // Any origin: the height is not a secret, and the card embedding this
+    // page may be on any site (an app's chat, the playground). The card
+    // trusts the message only because it comes from its own iframe.
+    window.parent.postMessage({__kazzle_height: h}, "*");
   }
+  // The observer calls once when observing starts, then on every change
+  // in size: details opened or closed, fonts loaded, the iframe made
+  // narrower. Load posts once more, for a parent that listened late.
+  new ResizeObserver(postHeight).observe(document.documentElement);
   window.addEventListener("load", postHeight);
+
+  const toggle = document.getElementById("toggle");
+  const details = document.getElementById("details");
+  toggle.addEventListener("click", () => {
+    details.hidden = !details.hidden;
+    toggle.setAttribute("aria-expanded", String(!details.hidden));
+    toggle.textContent = details.hidden ? "Show details" : "Hide details";
+  });
 </script>
 </body>
 </html>
 `))
+
+// cardView is what the card page shows of a bookmark.
+type cardView struct {
+	bookmark
+	Saved     string // RFC 3339, for the <time> element
+	SavedText string // for people
+}
 
 func (a *app) card(w http.ResponseWriter, r *http.Request) {
 	o, ok := a.cardOwner(r)
@@ -533,7 +770,8 @@ func (a *app) card(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := cardPage.Execute(w, b); err != nil {
+	view := cardView{bookmark: b, Saved: b.saved.Format(time.RFC3339), SavedText: b.saved.Format("2 Jan 2006 15:04 MST")}
+	if err := cardPage.Execute(w, view); err != nil {
 		log.Printf("card %s: %v", b.ID, err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -269,12 +270,14 @@ func (e *env) cardPath(t *testing.T, token, id string) string {
 
 func TestNotFound(t *testing.T) {
 	e := newEnv(t)
-	for _, tt := range []struct{ method, path string }{
-		{"GET", "/bookmarks/b9"},
-		{"DELETE", "/bookmarks/b9"},
-		{"GET", "/bookmarks/b9/card"},
+	for _, tt := range []struct{ method, path, body string }{
+		{"GET", "/bookmarks/b9", ""},
+		{"DELETE", "/bookmarks/b9", ""},
+		{"GET", "/bookmarks/b9/card", ""},
+		{"POST", "/bookmarks/b9/share", `{"id":"b9","with":{"email":"x@example.com"}}`},
+		{"POST", "/bookmarks/b9/open", `{"id":"b9","computerId":"laptop"}`},
 	} {
-		a := e.do(t, tt.method, tt.path, "")
+		a := e.do(t, tt.method, tt.path, tt.body)
 		if a.status != http.StatusNotFound {
 			t.Errorf("%s %s: status %d, want 404", tt.method, tt.path, a.status)
 			continue
@@ -316,8 +319,15 @@ func TestCard(t *testing.T) {
 		"&lt;script&gt;alert(1)&lt;/script&gt;",
 		`href="https://example.com/?a=1&amp;b=2"`,
 		"x&lt;y",
-		"__kazzle_height: document.documentElement.scrollHeight",
-		"window.parent.postMessage",
+		// The height follows the content, not only its first layout.
+		"new ResizeObserver(postHeight).observe(document.documentElement)",
+		`window.addEventListener("load", postHeight)`,
+		"window.parent.postMessage({__kazzle_height: h}, \"*\")",
+		// What grows: a details block, hidden until the button opens it.
+		`<button type="button" id="toggle" aria-expanded="false" aria-controls="details">Show details</button>`,
+		`<dl id="details" hidden>`,
+		"<dt>Id</dt><dd>b1</dd>",
+		"<dt>Tags</dt><dd>x&lt;y</dd>",
 	} {
 		if !strings.Contains(a.body, want) {
 			t.Errorf("card does not hold %q:\n%s", want, a.body)
@@ -325,6 +335,29 @@ func TestCard(t *testing.T) {
 	}
 	if strings.Contains(a.body, "<script>alert(1)") {
 		t.Errorf("card holds the title unescaped:\n%s", a.body)
+	}
+	// Saved a moment ago, in both forms.
+	m := regexp.MustCompile(`<time datetime="([^"]+)">([^<]+)</time>`).FindStringSubmatch(a.body)
+	if m == nil {
+		t.Fatalf("card has no saved time:\n%s", a.body)
+	}
+	saved, err := time.Parse(time.RFC3339, m[1])
+	if err != nil || time.Since(saved) > time.Minute || time.Since(saved) < -time.Second {
+		t.Errorf("saved %q (%v), want about now", m[1], err)
+	}
+	if want := saved.Format("2 Jan 2006 15:04 MST"); m[2] != want || !strings.HasSuffix(want, " UTC") {
+		t.Errorf("saved shown as %q, want %q in UTC", m[2], want)
+	}
+}
+
+// TestCardDetailsWithoutTags checks the details block of a bookmark with
+// no tags says so rather than showing an empty row.
+func TestCardDetailsWithoutTags(t *testing.T) {
+	e := newEnv(t)
+	e.save(t, `{"url":"https://go.dev","title":"Go"}`)
+	a := e.send(t, "GET", e.cardPath(t, e.token, "b1"), "", nil)
+	if !strings.Contains(a.body, "<dt>Tags</dt><dd>none</dd>") || strings.Contains(a.body, `class="tag"`) {
+		t.Errorf("card of an untagged bookmark:\n%s", a.body)
 	}
 }
 
@@ -402,6 +435,8 @@ func TestToolsNeedAVerifiedToken(t *testing.T) {
 		{"DELETE", "/bookmarks/b1", ""},
 		{"POST", "/bookmarks/clear", ""},
 		{"POST", "/bookmarks/clear/confirm", ""},
+		{"POST", "/bookmarks/b1/share", `{"id":"b1","with":{"email":"x@example.com"}}`},
+		{"POST", "/bookmarks/b1/open", `{"id":"b1","computerId":"laptop"}`},
 		{"GET", "/whoami", ""},
 	}
 	for _, tok := range tokens {
@@ -683,8 +718,36 @@ func TestManifest(t *testing.T) {
 		t.Fatal(err)
 	}
 	mux := newApp(testPublic, "bookmarks", apptools.NewVerifier("http://127.0.0.1:1/jwks", "toolgate", "bookmarks")).routes().(*http.ServeMux)
+	// The playground's test drives share_bookmark by these property names,
+	// and open_on_device's computerId is the card's assignee.
+	exact := map[string]struct{ displayName, method, path, schema string }{
+		"share_bookmark": {"Share bookmark", "POST", "/bookmarks/${input.id}/share",
+			`{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{` +
+				`"id":{"type":"string","pattern":"^b[0-9]+$"},` +
+				`"with":{"type":"object","properties":{"email":{"type":"string","format":"email"},"note":{"type":"string","maxLength":200}},"required":["email"],"additionalProperties":false},` +
+				`"permission":{"type":"string","enum":["view","comment"],"default":"view"},` +
+				`"expiresInDays":{"type":"integer","minimum":1,"maximum":90},` +
+				`"notify":{"type":"boolean"}},` +
+				`"required":["id","with"],"additionalProperties":false}`},
+		"open_on_device": {"Open on device", "POST", "/bookmarks/${input.id}/open",
+			`{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{` +
+				`"id":{"type":"string","pattern":"^b[0-9]+$"},` +
+				`"computerId":{"type":"string","minLength":1,"maxLength":64}},` +
+				`"required":["id","computerId"],"additionalProperties":false}`},
+	}
 	seen := false
 	for _, tool := range m.Tools {
+		if want, ok := exact[tool.Name]; ok {
+			delete(exact, tool.Name)
+			tg := tool.Target
+			if tool.DisplayName != want.displayName || tool.Description == "" || tg.Method != want.method || tg.Path != want.path ||
+				string(tg.Body) != `"${input}"` || tg.Query != nil || tool.Annotations != nil {
+				t.Errorf("%s: %+v", tool.Name, tool)
+			}
+			if got := compactJSON(t, tool.InputSchema); got != want.schema {
+				t.Errorf("%s: input_schema\n%s\nwant\n%s", tool.Name, got, want.schema)
+			}
+		}
 		tg := tool.Target
 		if tg.Type == "kazzle" {
 			// Run by the example page, which the page test covers.
@@ -718,6 +781,9 @@ func TestManifest(t *testing.T) {
 	}
 	if !seen {
 		t.Error("no clear_bookmarks tool")
+	}
+	for name := range exact {
+		t.Errorf("no %s tool", name)
 	}
 }
 
@@ -844,6 +910,14 @@ func TestBookmarksPerUser(t *testing.T) {
 					t.Errorf("%s b1: %d %s", m, a.status, a.body)
 				}
 			}
+			for path, body := range map[string]string{
+				"/bookmarks/b1/share": `{"id":"b1","with":{"email":"x@example.com"}}`,
+				"/bookmarks/b1/open":  `{"id":"b1","computerId":"laptop"}`,
+			} {
+				if a := e.as(t, tok, "POST", path, body); a.status != http.StatusNotFound || !strings.Contains(a.body, "no bookmark b1") {
+					t.Errorf("POST %s: %d %s", path, a.status, a.body)
+				}
+			}
 			if a := e.as(t, tok, "POST", "/bookmarks/clear", ""); a.status != http.StatusOK || !strings.Contains(a.body, "There are no bookmarks to clear.") {
 				t.Errorf("clear: %d %s", a.status, a.body)
 			}
@@ -964,5 +1038,270 @@ func TestMarkdownLinkSchemes(t *testing.T) {
 	}
 	if got := markdownLink("T", "HTTPS://go.dev"); got != "[T](https://go.dev)" {
 		t.Errorf("upper-case scheme: %q", got)
+	}
+}
+
+func TestShare(t *testing.T) {
+	e := newEnv(t)
+	e.save(t, `{"url":"https://go.dev","title":"Go"}`)
+	tests := []struct {
+		name, body  string
+		content, md string
+	}{
+		{"everything", `{"id":"b1","with":{"email":"x@example.com"},"permission":"view","expiresInDays":7,"notify":true}`,
+			"Shared b1 (Go) with x@example.com: view, expires in 7 days, notified",
+			"Shared **[Go](https://go.dev)** with [x@example.com](mailto:x@example.com) (view)"},
+		{"only the email", `{"id":"b1","with":{"email":"x@example.com"}}`,
+			"Shared b1 (Go) with x@example.com: view",
+			"Shared **[Go](https://go.dev)** with [x@example.com](mailto:x@example.com) (view)"},
+		{"no id in the body", `{"with":{"email":"x@example.com"}}`,
+			"Shared b1 (Go) with x@example.com: view",
+			"Shared **[Go](https://go.dev)** with [x@example.com](mailto:x@example.com) (view)"},
+		{"comment, one day, not notified, a note",
+			`{"id":"b1","with":{"email":"ana.m+go@mail.example.org","note":"For Friday's \"talk\"."},"permission":"comment","expiresInDays":1,"notify":false}`,
+			`Shared b1 (Go) with ana.m+go@mail.example.org: comment, expires in 1 day, not notified, note: "For Friday's \"talk\"."`,
+			"Shared **[Go](https://go.dev)** with [ana.m+go@mail.example.org](mailto:ana.m+go@mail.example.org) (comment)"},
+		{"longest note and expiry", `{"id":"b1","with":{"email":"x@example.com","note":"` + strings.Repeat("é", 200) + `"},"expiresInDays":90}`,
+			`Shared b1 (Go) with x@example.com: view, expires in 90 days, note: "` + strings.Repeat("é", 200) + `"`,
+			"Shared **[Go](https://go.dev)** with [x@example.com](mailto:x@example.com) (view)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := e.do(t, "POST", "/bookmarks/b1/share", tt.body)
+			if a.status != http.StatusOK {
+				t.Fatalf("status %d, body %s", a.status, a.body)
+			}
+			m := decodeStrict(t, a, "content", "markdown")
+			if m["content"] != tt.content {
+				t.Errorf("content\n%s\nwant\n%s", m["content"], tt.content)
+			}
+			if m["markdown"] != tt.md {
+				t.Errorf("markdown\n%s\nwant\n%s", m["markdown"], tt.md)
+			}
+		})
+	}
+	// Sharing keeps nothing and changes nothing.
+	if a := e.do(t, "GET", "/bookmarks", ""); a.body != "b1 Go https://go.dev\n" {
+		t.Errorf("list after sharing:\n%s", a.body)
+	}
+}
+
+func TestShareInvalid(t *testing.T) {
+	tests := []struct {
+		name, body, want string
+	}{
+		{"not json", `{`, "JSON object"},
+		{"unknown field", `{"id":"b1","with":{"email":"x@example.com"},"x":1}`, `unknown field "x"`},
+		{"unknown field in with", `{"id":"b1","with":{"email":"x@example.com","cc":"y@example.com"}}`, `unknown field "cc"`},
+		{"with not an object", `{"id":"b1","with":"x@example.com"}`, "JSON object"},
+		{"no with", `{"id":"b1"}`, "with.email is required"},
+		{"no email", `{"id":"b1","with":{"note":"hi"}}`, "with.email is required"},
+		{"display name", `{"id":"b1","with":{"email":"X <x@example.com>"}}`, "plain address"},
+		{"quoted local part", `{"id":"b1","with":{"email":"\"a b\"@example.com"}}`, "plain address"},
+		{"address literal", `{"id":"b1","with":{"email":"x@[127.0.0.1]"}}`, "plain address"},
+		{"closes a link", `{"id":"b1","with":{"email":"x@example.com) [y](javascript:alert(1)"}}`, "plain address"},
+		{"two addresses", `{"id":"b1","with":{"email":"x@example.com,y@example.com"}}`, "plain address"},
+		{"header", `{"id":"b1","with":{"email":"x@example.com?bcc=y@example.com"}}`, "plain address"},
+		{"line break", `{"id":"b1","with":{"email":"x@example.com\nBcc: y@example.com"}}`, "plain address"},
+		{"no domain", `{"id":"b1","with":{"email":"x@"}}`, "plain address"},
+		{"too long", `{"id":"b1","with":{"email":"` + strings.Repeat("x", 250) + `@e.io"}}`, "plain address"},
+		{"note too long", `{"id":"b1","with":{"email":"x@example.com","note":"` + strings.Repeat("é", 201) + `"}}`, "at most 200 characters"},
+		{"permission", `{"id":"b1","with":{"email":"x@example.com"},"permission":"edit"}`, `permission "edit"`},
+		{"expiry zero", `{"id":"b1","with":{"email":"x@example.com"},"expiresInDays":0}`, "from 1 to 90"},
+		{"expiry too long", `{"id":"b1","with":{"email":"x@example.com"},"expiresInDays":91}`, "from 1 to 90"},
+		{"expiry not an integer", `{"id":"b1","with":{"email":"x@example.com"},"expiresInDays":1.5}`, "JSON object"},
+		{"notify not a boolean", `{"id":"b1","with":{"email":"x@example.com"},"notify":"yes"}`, "JSON object"},
+		{"another id", `{"id":"b2","with":{"email":"x@example.com"}}`, `id "b2" does not match the path's "b1"`},
+	}
+	e := newEnv(t)
+	e.save(t, `{"url":"https://go.dev","title":"Go"}`)
+	e.save(t, `{"url":"https://caddyserver.com","title":"Caddy"}`)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := e.do(t, "POST", "/bookmarks/b1/share", tt.body)
+			if a.status != http.StatusBadRequest {
+				t.Fatalf("status %d, want 400 (body %s)", a.status, a.body)
+			}
+			m := decodeStrict(t, a, "code", "error")
+			if m["code"] != "invalid" || !strings.Contains(m["error"], tt.want) {
+				t.Errorf("got %s, want code invalid and error holding %q", a.body, tt.want)
+			}
+		})
+	}
+}
+
+// TestShareMarkdownEscapes checks that the share answer's markdown,
+// rendered by a CommonMark (GFM) renderer, holds exactly two links, the
+// bookmark's and a mailto link to the address as given, whatever
+// characters the address may hold.
+func TestShareMarkdownEscapes(t *testing.T) {
+	md := goldmark.New(goldmark.WithExtensions(extension.GFM))
+	tests := []struct {
+		name, email string
+		wantHref    string // after mailto:
+		wantText    string // the link's text as rendered
+	}{
+		{"plain", "x@example.com", "x@example.com", "x@example.com"},
+		{"emphasis", "*a*_b_@example.com", "%2Aa%2A_b_@example.com", "*a*_b_@example.com"},
+		{"code", "`a`@example.com", "%60a%60@example.com", "`a`@example.com"},
+		{"quote", "o'brien@example.com", "o%27brien@example.com", "o'brien@example.com"},
+		{"percent", "a%41@example.com", "a%2541@example.com", "a%41@example.com"},
+		{"fragment", "a#b@example.com", "a%23b@example.com", "a#b@example.com"},
+		{"query", "a?b=c@example.com", "a%3Fb=c@example.com", "a?b=c@example.com"},
+		{"entity", "a&amp@example.com", "a&amp;amp@example.com", "a&amp;amp@example.com"},
+		{"braces and bang", "{a}|!b~@example.com", "%7Ba%7D%7C%21b~@example.com", "{a}|!b~@example.com"},
+	}
+	e := newEnv(t)
+	e.save(t, `{"url":"https://go.dev","title":"![x](https://evil.example/leak)"}`)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body, _ := json.Marshal(map[string]any{"id": "b1", "with": map[string]string{"email": tt.email}})
+			a := e.do(t, "POST", "/bookmarks/b1/share", string(body))
+			if a.status != http.StatusOK {
+				t.Fatalf("status %d, body %s", a.status, a.body)
+			}
+			m := decodeStrict(t, a, "content", "markdown")
+			var out bytes.Buffer
+			if err := md.Convert([]byte(m["markdown"]), &out); err != nil {
+				t.Fatal(err)
+			}
+			want := `<p>Shared <strong><a href="https://go.dev">![x](https://evil.example/leak)</a></strong> with ` +
+				`<a href="mailto:` + tt.wantHref + `">` + tt.wantText + "</a> (view)</p>\n"
+			if out.String() != want {
+				t.Errorf("markdown %q renders\n%s\nwant\n%s", m["markdown"], out.String(), want)
+			}
+		})
+	}
+}
+
+// TestOpenAsksTheDevice checks the card open_on_device answers on a
+// thread: assigned to the device named, with the bookmark as a link.
+func TestOpenAsksTheDevice(t *testing.T) {
+	e := newEnv(t)
+	e.save(t, `{"url":"https://go.dev","title":"Go"}`)
+	e.save(t, `{"url":"https://example.com/a)b","title":"*Bold* [x](javascript:alert(1))"}`)
+	tests := []struct {
+		name, path, body string
+		title, desc      string
+		opened           string
+	}{
+		{"plain", "/bookmarks/b1/open", `{"id":"b1","computerId":"laptop"}`,
+			"Open “Go” on laptop?", "Opens [Go](https://go.dev) in a browser on laptop.", "Opened b1 on laptop."},
+		{"markup in the title and the device", "/bookmarks/b2/open", `{"id":"b2","computerId":"<b>*pc*</b>"}`,
+			"Open “*Bold* [x](javascript:alert(1))” on <b>*pc*</b>?",
+			`Opens [\*Bold\* \[x\]\(javascript:alert\(1\)\)](https://example.com/a%29b) in a browser on \<b\>\*pc\*\</b\>.`,
+			"Opened b2 on <b>*pc*</b>."},
+		{"no id in the body", "/bookmarks/b1/open", `{"computerId":"Ana’s phone"}`,
+			"Open “Go” on Ana’s phone?", "Opens [Go](https://go.dev) in a browser on Ana’s phone.", "Opened b1 on Ana’s phone."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := e.as(t, e.token, "POST", tt.path, tt.body)
+			c := decodeCard(t, a)
+			if c.Type != "action_required" || c.Title != tt.title || c.Description != tt.desc {
+				t.Errorf("card %q / %q, want %q / %q", c.Title, c.Description, tt.title, tt.desc)
+			}
+			var device struct{ ComputerID string }
+			json.Unmarshal([]byte(tt.body), &device)
+			if c.Assignee == nil || c.Assignee.ComputerID != device.ComputerID {
+				t.Errorf("assignee %+v, want %q", c.Assignee, device.ComputerID)
+			}
+			if len(c.Elements) != 2 {
+				t.Fatalf("%d buttons, want 2: %s", len(c.Elements), a.body)
+			}
+			open, later := c.Elements[0], c.Elements[1]
+			if open.Type != "button" || open.ID != "open" || open.Label != "Open" || open.Variant != "primary" || open.Target != nil {
+				t.Errorf("open button %+v", open)
+			}
+			var input map[string]string
+			if err := json.Unmarshal(open.Input, &input); err != nil || len(input) != 1 || input["content"] != tt.opened {
+				t.Errorf("open input %s, want content %q", open.Input, tt.opened)
+			}
+			if later.Type != "button" || later.ID != "later" || later.Label != "Not now" || later.Variant != "" || later.Target != nil {
+				t.Errorf("later button %+v", later)
+			}
+			if got := compactJSON(t, later.Input); got != `{"content":"Not opened."}` {
+				t.Errorf("later input %s", got)
+			}
+		})
+	}
+}
+
+// TestOpenDescriptionRenders checks the card's description, rendered as
+// the card renders markdown, links the bookmark and nothing else.
+func TestOpenDescriptionRenders(t *testing.T) {
+	e := newEnv(t)
+	e.save(t, `{"url":"https://go.dev","title":"![x](https://evil.example/leak)"}`)
+	c := decodeCard(t, e.as(t, e.token, "POST", "/bookmarks/b1/open", `{"id":"b1","computerId":"[pc](https://evil.example) <img src=x onerror=alert(1)>"}`))
+	var out bytes.Buffer
+	if err := goldmark.New(goldmark.WithExtensions(extension.GFM)).Convert([]byte(c.Description), &out); err != nil {
+		t.Fatal(err)
+	}
+	want := `<p>Opens <a href="https://go.dev">![x](https://evil.example/leak)</a> in a browser on ` +
+		"[pc](https://evil.example) &lt;img src=x onerror=alert(1)&gt;.</p>\n"
+	if out.String() != want {
+		t.Errorf("description %q renders\n%s\nwant\n%s", c.Description, out.String(), want)
+	}
+}
+
+func TestOpenInvalid(t *testing.T) {
+	tests := []struct {
+		name, body, want string
+	}{
+		{"not json", `{`, "JSON object"},
+		{"unknown field", `{"id":"b1","computerId":"laptop","x":1}`, `unknown field "x"`},
+		{"no computerId", `{"id":"b1"}`, "computerId is required"},
+		{"empty computerId", `{"id":"b1","computerId":""}`, "computerId is required"},
+		{"too long", `{"id":"b1","computerId":"` + strings.Repeat("é", 65) + `"}`, "at most 64 characters"},
+		{"line break", `{"id":"b1","computerId":"laptop\nphone"}`, "control characters or line breaks"},
+		{"line separator", `{"id":"b1","computerId":"laptop\u2028phone"}`, "control characters or line breaks"},
+		{"nul", `{"id":"b1","computerId":"laptop\u0000"}`, "control characters or line breaks"},
+		{"another id", `{"id":"b2","computerId":"laptop"}`, `id "b2" does not match the path's "b1"`},
+	}
+	e := newEnv(t)
+	e.save(t, `{"url":"https://go.dev","title":"Go"}`)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := e.as(t, e.token, "POST", "/bookmarks/b1/open", tt.body)
+			if a.status != http.StatusBadRequest {
+				t.Fatalf("status %d, want 400 (body %s)", a.status, a.body)
+			}
+			m := decodeStrict(t, a, "code", "error")
+			if m["code"] != "invalid" || !strings.Contains(m["error"], tt.want) {
+				t.Errorf("got %s, want code invalid and error holding %q", a.body, tt.want)
+			}
+		})
+	}
+	// The longest name is fine.
+	if a := e.as(t, e.token, "POST", "/bookmarks/b1/open", `{"id":"b1","computerId":"`+strings.Repeat("é", 64)+`"}`); a.status != http.StatusOK {
+		t.Errorf("64 characters: %d %s", a.status, a.body)
+	}
+}
+
+// TestOpenNeedsAThread checks that a call with no conversation to ask in
+// gets a domain error, as clear_bookmarks does.
+func TestOpenNeedsAThread(t *testing.T) {
+	e := newEnv(t)
+	e.save(t, `{"url":"https://go.dev","title":"Go"}`)
+	for _, tt := range []struct{ name, context string }{
+		{"api", apiContext},
+		{"no context", ""},
+		{"malformed context", `{"source":"thread"}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := http.Header{"Authorization": {"Bearer " + e.token}}
+			if tt.context != "" {
+				h.Set("Kazzle-Tool-Context", tt.context)
+			}
+			a := e.send(t, "POST", "/bookmarks/b1/open", `{"id":"b1","computerId":"laptop"}`, h)
+			if a.status != http.StatusConflict {
+				t.Fatalf("status %d, want 409 (body %s)", a.status, a.body)
+			}
+			m := decodeStrict(t, a, "code", "error")
+			if m["code"] != "confirmation_required" ||
+				m["error"] != "opening a bookmark on a device needs a person there to confirm; call it from a conversation" {
+				t.Errorf("body %s", a.body)
+			}
+		})
 	}
 }

@@ -84,7 +84,7 @@ test("tools/list gives every tool with its schema, title and annotations", async
   const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
   assert.deepEqual(
     Object.keys(byName).sort(),
-    ["clear_bookmarks", "delete_bookmark", "find_by_tag", "list_bookmarks", "read_draft", "save_bookmark", "show_bookmark", "whoami"],
+    ["clear_bookmarks", "delete_bookmark", "find_by_tag", "list_bookmarks", "open_on_device", "read_draft", "save_bookmark", "share_bookmark", "show_bookmark", "whoami"],
   );
 
   const save = byName.save_bookmark;

@@ -1,0 +1,474 @@
+// <toolgate-card>: a tool call's answer as a person sees it (SPEC §5–6).
+//
+//   import "https://gateway.example/toolgate/card.js";
+//   const card = document.createElement("toolgate-card");
+//   card.gateway = "https://gateway.example/toolgate";
+//   card.getToken = async () => callerToken;   // optional
+//   card.identity = { user, install };         // optional, without a token
+//   card.device = "laptop";                    // optional
+//   card.answer = await (await fetch(...)).json();
+//
+// A done answer shows its card channel: markdown rendered with raw HTML
+// escaped and only absolute http(s) and mailto links, or the embed in a
+// sandboxed iframe sized by its {__kazzle_height} messages, or the content
+// as text. An action-required card shows its buttons, Skip and Cancel, and
+// resumes the call when one is pressed. A call still running is polled
+// until it settles. The element fires toolgate.card.resolved (detail: the
+// done answer it obtained) and toolgate.card.error (detail: {status, code,
+// message}), both bubbling out of the shadow root.
+//
+// It renders into an open shadow root. Theme it with the custom properties
+// below (--toolgate-card-*) and the parts: card, title, body, markdown,
+// content, error, embed, progress, notice, actions, button (and the
+// button's variant, e.g. button danger).
+import { Marked } from "./marked.js";
+
+/** The share of the viewport an embed may take, at most (SPEC §6). */
+export const EMBED_MAX_SHARE = 0.7;
+
+/** The polling delays for a call in flight, in ms: from first to last. */
+const POLL_FIRST = 500;
+const POLL_MAX = 5000;
+
+const escapes = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
+
+/** escapeHTML makes text safe in HTML text and quoted attributes. */
+export function escapeHTML(s) {
+  return String(s).replace(/[&<>"']/g, (c) => escapes[c]);
+}
+
+const linkSchemes = new Set(["http:", "https:", "mailto:"]);
+
+/**
+ * safeURL returns the URL as a link may carry it, or "" when it may not be
+ * a link: only absolute http, https and mailto URLs are (a relative URL
+ * would resolve against whatever page shows the card).
+ */
+export function safeURL(href) {
+  let u;
+  try {
+    u = new URL(String(href));
+  } catch {
+    return "";
+  }
+  if (!linkSchemes.has(u.protocol)) return "";
+  if (u.protocol !== "mailto:" && !u.host) return "";
+  return u.href;
+}
+
+/**
+ * The markdown renderer: CommonMark with GitHub's extensions, raw HTML
+ * shown as text, links only to safe URLs (in a new tab, without opener or
+ * referrer), images as links to them (a card loads nothing by itself).
+ */
+const markdown = new Marked({
+  gfm: true,
+  async: false,
+  renderer: {
+    html({ text }) {
+      return escapeHTML(text);
+    },
+    link({ href, title, tokens }) {
+      const text = this.parser.parseInline(tokens);
+      const url = safeURL(href);
+      if (!url) return text;
+      const t = title ? ` title="${escapeHTML(title)}"` : "";
+      return `<a href="${escapeHTML(url)}"${t} target="_blank" rel="noopener noreferrer">${text}</a>`;
+    },
+    image({ href, text }) {
+      const url = safeURL(href);
+      const alt = escapeHTML(text || href);
+      if (!url) return alt;
+      return `<a href="${escapeHTML(url)}" target="_blank" rel="noopener noreferrer">${alt}</a>`;
+    },
+  },
+});
+
+/** markdownHTML renders markdown to HTML by the rules above. */
+export function markdownHTML(src) {
+  return markdown.parse(String(src ?? ""));
+}
+
+// What the renderer writes, and nothing else: a second line of defence, on
+// the parsed DOM, should the library ever write a tag or attribute it was
+// not asked to.
+const allowedTags = new Set([
+  "A", "P", "BR", "HR", "EM", "STRONG", "DEL", "CODE", "PRE", "BLOCKQUOTE", "UL", "OL", "LI",
+  "H1", "H2", "H3", "H4", "H5", "H6", "TABLE", "THEAD", "TBODY", "TR", "TH", "TD", "INPUT",
+]);
+const allowedAttrs = {
+  A: ["href", "title", "target", "rel"],
+  CODE: ["class"],
+  OL: ["start"],
+  TH: ["align"],
+  TD: ["align"],
+  INPUT: ["type", "checked", "disabled"],
+};
+
+/** sanitize keeps only allowed elements and attributes under root. */
+function sanitize(root) {
+  for (const el of [...root.querySelectorAll("*")]) {
+    if (!allowedTags.has(el.tagName) || (el.tagName === "INPUT" && el.getAttribute("type") !== "checkbox")) {
+      el.replaceWith(document.createTextNode(el.textContent));
+      continue;
+    }
+    const keep = allowedAttrs[el.tagName] ?? [];
+    for (const a of [...el.attributes]) {
+      if (!keep.includes(a.name)) el.removeAttribute(a.name);
+    }
+    if (el.tagName === "A") {
+      const url = safeURL(el.getAttribute("href"));
+      if (!url) {
+        el.replaceWith(...el.childNodes);
+        continue;
+      }
+      el.setAttribute("target", "_blank");
+      el.setAttribute("rel", "noopener noreferrer");
+    }
+    if (el.tagName === "INPUT") el.setAttribute("disabled", "");
+  }
+}
+
+/** renderMarkdown returns a fragment of the markdown, safe to insert. */
+export function renderMarkdown(src) {
+  const t = document.createElement("template");
+  t.innerHTML = markdownHTML(src);
+  sanitize(t.content);
+  return t.content;
+}
+
+/**
+ * embedHeight is the height an embed gets for the height it asked for:
+ * at most share of the viewport, at least 1 px; null for a request that
+ * is no finite number.
+ */
+export function embedHeight(asked, viewport, share = EMBED_MAX_SHARE) {
+  if (typeof asked !== "number" || !Number.isFinite(asked)) return null;
+  const cap = Math.max(1, Math.floor(viewport * share));
+  return Math.min(cap, Math.max(1, Math.round(asked)));
+}
+
+const style = `
+:host { display: block; font: var(--toolgate-card-font, 14px/1.45 system-ui, sans-serif);
+  color: var(--toolgate-card-color, #1f2328); }
+.card { border: 1px solid var(--toolgate-card-border, #d0d7de); border-radius: var(--toolgate-card-radius, 8px);
+  background: var(--toolgate-card-background, #fff); padding: 10px 12px; }
+.card.error { border-color: var(--toolgate-card-danger, #cf222e); }
+.title { font-size: 1.05em; font-weight: 600; margin: 0 0 6px; }
+.content { white-space: pre-wrap; overflow-wrap: anywhere; margin: 0; }
+.error-text { color: var(--toolgate-card-danger, #cf222e); white-space: pre-wrap; margin: 0; }
+.markdown > :first-child { margin-top: 0; } .markdown > :last-child { margin-bottom: 0; }
+.markdown a { color: var(--toolgate-card-accent, #0969da); }
+.markdown pre { overflow: auto; background: #f6f8fa; padding: 8px; border-radius: 6px; }
+iframe { display: block; width: 100%; border: 0; height: 150px; }
+.actions { display: flex; flex-wrap: wrap; gap: 6px; margin-top: 10px; }
+button { font: inherit; padding: 4px 12px; border-radius: 6px; cursor: pointer;
+  border: 1px solid var(--toolgate-card-border, #d0d7de); background: var(--toolgate-card-button, #f6f8fa); color: inherit; }
+button.primary { background: var(--toolgate-card-accent, #0969da); border-color: transparent; color: #fff; }
+button.danger { background: var(--toolgate-card-danger, #cf222e); border-color: transparent; color: #fff; }
+button:disabled { opacity: .5; cursor: not-allowed; }
+.notice, .progress { color: var(--toolgate-card-muted, #57606a); margin: 8px 0 0; }
+.notice.failed { color: var(--toolgate-card-danger, #cf222e); }
+`;
+
+const Base = globalThis.HTMLElement ?? class {};
+
+export class ToolgateCard extends Base {
+  #answer = null;
+  #device = "";
+  #generation = 0; // bumped by every render: late replies to an old one are dropped
+  #timer = 0;
+  #embed = null; // {frame, asked}
+  #root;
+
+  // gateway (the gateway's base URL), getToken (optional async () =>
+  // caller token) and identity (optional {user, install}, sent when there
+  // is no token) are plain properties: no field initializers, which would
+  // overwrite the values a page set before the element was upgraded.
+
+  constructor() {
+    super();
+    this.#root = this.attachShadow({ mode: "open" });
+    this.onMessage = this.onMessage.bind(this);
+    this.onResize = this.onResize.bind(this);
+    // answer and device, set before the upgrade, shadow their accessors.
+    for (const name of ["device", "answer"]) {
+      if (Object.hasOwn(this, name)) {
+        const v = this[name];
+        delete this[name];
+        this[name] = v;
+      }
+    }
+  }
+
+  connectedCallback() {
+    window.addEventListener("message", this.onMessage);
+    window.addEventListener("resize", this.onResize);
+    if (this.#answer && !this.#timer && inFlight(this.#answer)) this.#poll(this.#generation, POLL_FIRST);
+  }
+
+  disconnectedCallback() {
+    window.removeEventListener("message", this.onMessage);
+    window.removeEventListener("resize", this.onResize);
+    clearTimeout(this.#timer);
+    this.#timer = 0;
+  }
+
+  get answer() {
+    return this.#answer;
+  }
+
+  set answer(a) {
+    this.#answer = a ?? null;
+    this.#render();
+  }
+
+  get device() {
+    return this.#device;
+  }
+
+  set device(d) {
+    this.#device = d ?? "";
+    if (this.#answer?.status === "action_required") this.#render();
+  }
+
+  /** The height messages of this card's embed, from its window only. */
+  onMessage(e) {
+    const embed = this.#embed;
+    if (!embed || e.source !== embed.frame.contentWindow) return;
+    const d = e.data;
+    if (d === null || typeof d !== "object" || !Object.hasOwn(d, "__kazzle_height")) return;
+    const h = embedHeight(d.__kazzle_height, window.innerHeight);
+    if (h === null) return;
+    embed.asked = d.__kazzle_height;
+    embed.frame.style.height = `${h}px`;
+  }
+
+  onResize() {
+    const embed = this.#embed;
+    if (!embed || embed.asked === null) return;
+    embed.frame.style.height = `${embedHeight(embed.asked, window.innerHeight)}px`;
+  }
+
+  #render() {
+    const gen = ++this.#generation;
+    clearTimeout(this.#timer);
+    this.#timer = 0;
+    this.#embed = null;
+    const root = this.#root;
+    root.replaceChildren();
+    const a = this.#answer;
+    if (!a) return;
+
+    const sheet = document.createElement("style");
+    sheet.textContent = style;
+    const card = el("section", { part: "card", class: "card", role: "region", "aria-labelledby": "title" });
+    root.append(sheet, card);
+    const title = el("h3", { part: "title", class: "title", id: "title" });
+    card.append(title);
+    const body = el("div", { part: "body", class: "body" });
+    card.append(body);
+
+    if (a.status === "action_required" && a.card && typeof a.card === "object") {
+      title.textContent = String(a.card.title ?? a.tool ?? "");
+      this.#renderCard(card, body, a);
+      return;
+    }
+    title.textContent = String(a.tool ?? "");
+    if (inFlight(a)) {
+      body.append(el("p", { part: "progress", class: "progress", role: "status" },
+        a.status === "awaiting_client" ? "Waiting for the page to run it…" : "Running…"));
+      card.setAttribute("aria-busy", "true");
+      if (this.isConnected) this.#poll(gen, POLL_FIRST);
+      return;
+    }
+    if (a.isError) {
+      card.classList.add("error");
+      body.append(el("p", { part: "error", class: "error-text" }, String(a.content ?? "")));
+      return;
+    }
+    if (a.card === "embed" && safeURL(a.embedUrl).startsWith("http")) {
+      const frame = el("iframe", {
+        part: "embed",
+        sandbox: "allow-scripts allow-forms allow-popups",
+        referrerpolicy: "no-referrer",
+        title: String(a.tool ?? "embed"),
+        src: safeURL(a.embedUrl),
+      });
+      this.#embed = { frame, asked: null };
+      body.append(frame);
+      return;
+    }
+    if (a.card === "markdown" && typeof a.markdown === "string") {
+      const m = el("div", { part: "markdown", class: "markdown" });
+      m.append(renderMarkdown(a.markdown));
+      body.append(m);
+      return;
+    }
+    body.append(el("p", { part: "content", class: "content" }, String(a.content ?? "")));
+  }
+
+  #renderCard(card, body, a) {
+    const c = a.card;
+    if (typeof c.description === "string" && c.description) {
+      const m = el("div", { part: "markdown", class: "markdown" });
+      m.append(renderMarkdown(c.description));
+      body.append(m);
+    }
+    const computer = c.assignee && typeof c.assignee === "object" ? c.assignee.computerId : undefined;
+    const elsewhere = typeof computer === "string" && computer !== "" && computer !== this.#device;
+    const actions = el("div", { part: "actions", class: "actions" });
+    const buttons = [];
+    for (const b of Array.isArray(c.elements) ? c.elements : []) {
+      if (!b || b.type !== "button" || typeof b.id !== "string") continue;
+      const variant = typeof b.variant === "string" && /^[a-z][a-z0-9-]{0,31}$/.test(b.variant) ? b.variant : "";
+      const btn = el("button", { type: "button", part: variant ? `button ${variant}` : "button", class: variant },
+        String(b.label ?? b.id));
+      btn.disabled = elsewhere;
+      btn.addEventListener("click", () => this.#resume({ buttonId: b.id }, buttons, notice));
+      buttons.push(btn);
+    }
+    for (const [action, label] of [["skip", "Skip"], ["cancel", "Cancel"]]) {
+      const btn = el("button", { type: "button", part: `button ${action}`, class: action }, label);
+      btn.addEventListener("click", () => this.#resume({ action }, buttons, notice));
+      buttons.push(btn);
+    }
+    actions.append(...buttons);
+    card.append(actions);
+    const notice = el("p", { part: "notice", class: "notice", role: "status" });
+    if (elsewhere) notice.textContent = `Continue on ${computer}`;
+    card.append(notice);
+    // Remember which were disabled for another device: a failed press
+    // enables only the others again.
+    for (const b of buttons) b.dataset.held = b.disabled ? "1" : "";
+  }
+
+  async #resume(choice, buttons, notice) {
+    const a = this.#answer;
+    const gen = this.#generation;
+    for (const b of buttons) b.disabled = true;
+    notice.classList.remove("failed");
+    const body = { ...choice };
+    if (this.#device) body.device = this.#device;
+    const r = await this.#request("POST", `calls/${encodeURIComponent(a.callId)}/resume`, body);
+    if (gen !== this.#generation) return;
+    if (r.answer) {
+      this.#settled(r.answer);
+      return;
+    }
+    for (const b of buttons) b.disabled = b.dataset.held === "1";
+    notice.classList.add("failed");
+    notice.textContent = r.error.message;
+    this.#fail(r.error);
+  }
+
+  #poll(gen, delay) {
+    this.#timer = setTimeout(async () => {
+      this.#timer = 0;
+      const a = this.#answer;
+      const r = await this.#request("GET", `calls/${encodeURIComponent(a.callId)}`);
+      if (gen !== this.#generation || !this.isConnected) return;
+      if (r.answer) {
+        if (inFlight(r.answer)) {
+          this.#poll(gen, Math.min(POLL_MAX, delay * 1.5));
+          return;
+        }
+        this.#settled(r.answer);
+        return;
+      }
+      if (r.error.status === 0) {
+        // The network failed, not the call: try again, later.
+        this.#poll(gen, POLL_MAX);
+        return;
+      }
+      const p = this.#root.querySelector(".progress");
+      if (p) {
+        p.classList.add("failed");
+        p.textContent = r.error.message;
+      }
+      this.#root.querySelector(".card")?.removeAttribute("aria-busy");
+      this.#fail(r.error);
+    }, delay);
+  }
+
+  /** settled shows an answer the gateway gave, and tells when it is final. */
+  #settled(answer) {
+    this.answer = answer;
+    if (answer.status === "done") {
+      this.dispatchEvent(new CustomEvent("toolgate.card.resolved", { detail: answer, bubbles: true, composed: true }));
+    }
+  }
+
+  #fail(detail) {
+    this.dispatchEvent(new CustomEvent("toolgate.card.error", { detail, bubbles: true, composed: true }));
+  }
+
+  /**
+   * request calls the gateway and returns {answer} for a call's answer, or
+   * {error: {status, code, message}}: the gateway's JSON error, or status
+   * 0 when the network failed.
+   */
+  async #request(method, path, body) {
+    const headers = {};
+    let token = "";
+    if (typeof this.getToken === "function") {
+      try {
+        token = String((await this.getToken()) ?? "");
+      } catch (e) {
+        return { error: { status: 0, code: "no_token", message: `no caller token: ${e?.message ?? e}` } };
+      }
+    }
+    let url = String(this.gateway ?? "").replace(/\/+$/, "") + "/" + path;
+    if (token) {
+      headers.Authorization = `Bearer ${token}`;
+    } else if (this.identity?.user) {
+      if (method === "GET") {
+        const q = new URLSearchParams({ user: this.identity.user });
+        if (this.identity.install) q.set("install", this.identity.install);
+        url += `?${q}`;
+      } else {
+        body = { ...body, identity: { user: this.identity.user, install: this.identity.install || undefined } };
+      }
+    }
+    if (body) headers["Content-Type"] = "application/json";
+    let res;
+    try {
+      res = await fetch(url, { method, headers, body: body ? JSON.stringify(body) : undefined });
+    } catch (e) {
+      return { error: { status: 0, code: "network", message: `the gateway could not be reached: ${e?.message ?? e}` } };
+    }
+    let data = null;
+    try {
+      data = await res.json();
+    } catch {
+      // Not JSON: the message below says what came back.
+    }
+    if (res.ok && data && typeof data === "object" && typeof data.status === "string") return { answer: data };
+    return {
+      error: {
+        status: res.status,
+        code: typeof data?.code === "string" ? data.code : "http_" + res.status,
+        message: typeof data?.error === "string" ? data.error : `the gateway answered ${res.status}`,
+      },
+    };
+  }
+}
+
+/** inFlight reports whether an answer is of a call not yet settled. */
+function inFlight(a) {
+  return a?.status === "running" || a?.status === "awaiting_client";
+}
+
+/** el makes an element with attributes and text. */
+function el(tag, attrs = {}, text) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v !== undefined && v !== "") e.setAttribute(k, v);
+  }
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+if (globalThis.customElements && !customElements.get("toolgate-card")) {
+  customElements.define("toolgate-card", ToolgateCard);
+}
