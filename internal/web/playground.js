@@ -50,7 +50,6 @@ async function request(method, path, body) {
     method,
     headers,
     body: body === undefined ? undefined : JSON.stringify(body),
-    credentials: "omit", // the token is the only credential the page means to send
   });
   let json;
   try {
