@@ -1,0 +1,268 @@
+/**
+ * The playground (GET /playground): every tool the caller may call, a form
+ * for its input, its answer in a <toolgate-card>, the calls made from the
+ * page, and what POST /page-context renders for a few name/value rows.
+ *
+ * The page is served under the gateway's own path, so every URL here is
+ * relative to it; the gateway's Content-Security-Policy allows scripts from
+ * itself only, so there is no inline script or handler anywhere. Tool names,
+ * descriptions and schemas come from the gateway and are put into the page
+ * as text (textContent, setAttribute), never as markup.
+ * @module toolgate/playground
+ */
+import "./card.js";
+import { buildForm } from "./form.js";
+
+/** The gateway's base URL: the folder this page is in. */
+const gateway = new URL(".", location.href);
+
+const $ = (id) => document.getElementById(id);
+
+/** el makes an element with text children (strings become text nodes). */
+function el(tag, attrs = {}, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  e.append(...children);
+  return e;
+}
+
+const settings = {
+  token: () => $("token").value.trim(),
+  identity: () => ({ user: $("user").value, install: $("install").value }),
+  context: () => {
+    const threadId = $("thread").value.trim();
+    return threadId === "" ? { source: "api" } : { source: "thread", threadId };
+  },
+  device: () => $("device").value.trim(),
+};
+
+/**
+ * request sends one request to the gateway, with the caller token when one
+ * is typed. It resolves to the status and the JSON body (undefined when the
+ * body is not JSON); it rejects only when nothing came back.
+ */
+async function request(method, path, body) {
+  const headers = {};
+  const token = settings.token();
+  if (token !== "") headers.Authorization = `Bearer ${token}`;
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const r = await fetch(new URL(path, gateway), {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  let json;
+  try {
+    json = await r.json();
+  } catch {
+    json = undefined;
+  }
+  return { status: r.status, json };
+}
+
+/**
+ * problem says what went wrong with a request, from the gateway's error
+ * body ({"error":{"code","message"}}, or a domain error {"code","error"}).
+ */
+function problem(status, json) {
+  const e = json?.error;
+  let text;
+  if (e && typeof e === "object") text = `${e.code}: ${e.message}`;
+  else if (typeof json?.code === "string") text = `${json.code}: ${e}`;
+  else text = `the gateway answered ${status}`;
+  if (status === 401) text += " (type a caller token)";
+  return text;
+}
+
+// ---- tools ----
+
+let tools = [];
+let chosen; // { tool, form }
+let formSeq = 0;
+
+async function loadTools() {
+  const list = $("tools");
+  const error = $("tools-error");
+  list.replaceChildren();
+  error.textContent = "";
+  let res;
+  try {
+    res = await request("GET", "tools");
+  } catch (e) {
+    error.textContent = `the gateway could not be reached: ${e.message}`;
+    return;
+  }
+  if (res.status !== 200 || !Array.isArray(res.json)) {
+    error.textContent = problem(res.status, res.json);
+    return;
+  }
+  tools = res.json;
+  for (const tool of tools) {
+    const b = el("button", { type: "button", "aria-pressed": "false" }, String(tool.displayName || tool.name));
+    b.addEventListener("click", () => choose(tool, b));
+    list.append(el("li", {}, b));
+  }
+}
+
+function choose(tool, button) {
+  for (const b of $("tools").querySelectorAll("button")) b.setAttribute("aria-pressed", String(b === button));
+  $("tool-heading").textContent = String(tool.displayName || tool.name);
+  $("tool-name").textContent = String(tool.name);
+  $("tool-description").textContent = String(tool.description ?? "");
+  const form = buildForm(tool.input_schema, { document, idPrefix: `in${++formSeq}` });
+  $("tool-fields").replaceChildren(form.element);
+  $("run-error").textContent = "";
+  $("tool-form").hidden = false;
+  chosen = { tool, form };
+}
+
+/** newCallId is a fresh call id: "pg_" and 96 random bits in hex. */
+function newCallId() {
+  // getRandomValues, not randomUUID: it works on a plain-http host too.
+  const bytes = crypto.getRandomValues(new Uint8Array(12));
+  return "pg_" + Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+async function run(event) {
+  event.preventDefault(); // the browser checked the fields' constraints already
+  if (!chosen) return;
+  const { tool, form } = chosen;
+  const error = $("run-error");
+  error.textContent = "";
+  let input;
+  try {
+    input = form.read();
+  } catch (e) {
+    error.textContent = e.message; // nothing is sent
+    return;
+  }
+  const callId = newCallId();
+  const envelope = { input, callId, context: settings.context() };
+  // With a caller token the identity is the token's; the gateway ignores the envelope's.
+  if (settings.token() === "") envelope.identity = settings.identity();
+  const entry = addCall(tool.name, callId);
+  let res;
+  try {
+    res = await request("POST", `tools/${encodeURIComponent(tool.name)}`, envelope);
+  } catch (e) {
+    error.textContent = `the gateway could not be reached: ${e.message}`;
+    entry.set("not sent");
+    return;
+  }
+  if (res.json && typeof res.json === "object" && typeof res.json.callId === "string") {
+    entry.set(statusOf(res.json));
+    showCard(tool, res.json, entry);
+    return;
+  }
+  error.textContent = problem(res.status, res.json);
+  entry.set(`refused (${res.status})`);
+}
+
+/** statusOf is an answer's status as the Calls list shows it. */
+function statusOf(answer) {
+  return answer.isError ? `${answer.status}, error` : String(answer.status);
+}
+
+function showCard(tool, answer, entry) {
+  const card = document.createElement("toolgate-card");
+  card.gateway = gateway.href;
+  if (settings.token() !== "") {
+    // Read when the card needs it, so a token typed anew is the one used.
+    card.getToken = async () => settings.token();
+  } else {
+    card.identity = settings.identity();
+  }
+  const device = settings.device();
+  if (device !== "") card.device = device;
+  card.addEventListener("toolgate.card.resolved", (e) => entry.set(statusOf(e.detail)));
+  const caption = el("p", { class: "caption" }, `${tool.name} · ${answer.callId}`);
+  $("cards").prepend(el("div", { class: "entry" }, caption, card));
+  card.answer = answer;
+}
+
+// ---- calls ----
+
+/** addCall adds an entry to the Calls list; set(status) updates it. */
+function addCall(tool, callId) {
+  const status = el("span", { class: "status" }, "sending");
+  const li = el("li", {}, el("span", { class: "tool" }, tool), " ", el("span", { class: "id" }, callId), " ", status);
+  $("call-list").prepend(li);
+  return { set: (s) => (status.textContent = s) };
+}
+
+// ---- page context ----
+
+function addRow() {
+  const row = el("div", { class: "row" });
+  const name = el("input", { type: "text", class: "name", autocomplete: "off" });
+  const value = el("input", { type: "text", class: "value", autocomplete: "off" });
+  const remove = el("button", { type: "button" });
+  remove.addEventListener("click", () => {
+    row.remove();
+    numberRows();
+  });
+  row.append(el("label"), name, el("label"), value, remove);
+  $("pc-rows").append(row);
+  numberRows();
+}
+
+// Labels carry the row's number, so each field has a name of its own.
+function numberRows() {
+  $("pc-rows").querySelectorAll(".row").forEach((row, i) => {
+    const n = i + 1;
+    const [nameLabel, name, valueLabel, value, remove] = row.children;
+    name.id = `pc-name-${n}`;
+    value.id = `pc-value-${n}`;
+    nameLabel.htmlFor = name.id;
+    valueLabel.htmlFor = value.id;
+    nameLabel.textContent = `Name ${n}`;
+    valueLabel.textContent = `Value ${n}`;
+    remove.textContent = `Remove row ${n}`;
+  });
+}
+
+/** pageValue is a row's value: its text as JSON when it is JSON, else the text. */
+function pageValue(text) {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+async function renderPageContext() {
+  const error = $("pc-error");
+  error.textContent = "";
+  $("pc-text").textContent = "";
+  $("pc-dropped").textContent = "";
+  const items = [];
+  for (const row of $("pc-rows").querySelectorAll(".row")) {
+    const name = row.querySelector(".name").value;
+    const value = row.querySelector(".value").value;
+    if (name === "" && value === "") continue; // a row nobody filled in
+    items.push({ name, value: pageValue(value) });
+  }
+  let res;
+  try {
+    res = await request("POST", "page-context", { items });
+  } catch (e) {
+    error.textContent = `the gateway could not be reached: ${e.message}`;
+    return;
+  }
+  if (res.status !== 200 || typeof res.json?.text !== "string") {
+    error.textContent = problem(res.status, res.json);
+    return;
+  }
+  $("pc-text").textContent = res.json.text;
+  const dropped = Array.isArray(res.json.dropped) ? res.json.dropped : [];
+  if (dropped.length > 0) $("pc-dropped").textContent = `Dropped: ${dropped.join(", ")}`;
+}
+
+// ---- start ----
+
+$("tool-form").addEventListener("submit", run);
+$("token").addEventListener("change", loadTools);
+$("pc-add").addEventListener("click", addRow);
+$("pc-render").addEventListener("click", renderPageContext);
+addRow();
+loadTools();
