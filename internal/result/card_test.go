@@ -95,7 +95,13 @@ func sameCardAsV1(t *testing.T, body []byte) {
 		}
 		return
 	}
-	exact, _ := json.Marshal(read)
+	// Without HTML escapes: json.Marshal would write a raw target's "&"
+	// as \u0026, the same string but other bytes than ParseCard keeps.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(read)
+	exact := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	want, wantErr := result.ParseCard(exact)
 	if !reflect.DeepEqual(got, want) || fmt.Sprint(err) != fmt.Sprint(wantErr) {
 		t.Fatalf("ParseCard(%q) = %+v, %v; encoding/json read %s, which gives %+v, %v", body, got, err, exact, want, wantErr)
