@@ -63,7 +63,14 @@ done
 
 cat <<'EOF'
 
-toolgate is starting on http://127.0.0.1:8080. In another terminal, try:
+toolgate is starting on http://127.0.0.1:8080. Open the playground, where
+every tool can be run and every card seen (set "Thread id" to th_1 for the
+cards that pause a conversation, and "Device" to the computerId you give
+open_on_device to press its buttons):
+
+  http://127.0.0.1:8080/toolgate/playground
+
+In another terminal, try:
 
   curl -s http://127.0.0.1:8080/toolgate/tools
   curl -s http://127.0.0.1:8080/toolgate/tools/save_bookmark -H 'Content-Type: application/json' -d '{"input":{"url":"https://go.dev","title":"Go"},"identity":{"user":"u_1","install":"in_1"}}'

@@ -570,15 +570,7 @@ func (a *app) askOpen(w http.ResponseWriter, r *http.Request) {
 			{Type: "button", ID: "later", Label: "Not now", Input: json.RawMessage(`{"content":"Not opened."}`)},
 		},
 	}
-	switch err := apptools.WriteCard(w, r, card); {
-	case errors.Is(err, apptools.ErrNotThread):
-		apptools.WriteError(w, http.StatusConflict, "confirmation_required",
-			"opening a bookmark on a device needs a person there to confirm; call it from a conversation")
-	case err != nil:
-		// An invalid card is a bug here, not the caller's doing.
-		log.Printf("open card: %v", err)
-		apptools.WriteError(w, http.StatusInternalServerError, "internal", "could not build the card")
-	}
+	writeCard(w, r, card, "opening a bookmark on a device needs a person there to confirm")
 }
 
 // isBreakOrControl reports the runes markdownText turns into spaces.
@@ -638,13 +630,18 @@ func (a *app) askClear(w http.ResponseWriter, r *http.Request) {
 			{Type: "button", ID: "keep", Label: "Keep them", Input: json.RawMessage(`{"content":"Kept all bookmarks."}`)},
 		},
 	}
+	writeCard(w, r, card, "clearing bookmarks needs a person to confirm")
+}
+
+// writeCard answers a card on a thread call. An api call has no one to
+// ask, so it gets the domain error confirmation_required, saying why.
+func writeCard(w http.ResponseWriter, r *http.Request, card apptools.Card, why string) {
 	switch err := apptools.WriteCard(w, r, card); {
 	case errors.Is(err, apptools.ErrNotThread):
-		apptools.WriteError(w, http.StatusConflict, "confirmation_required",
-			"clearing bookmarks needs a person to confirm; call it from a conversation")
+		apptools.WriteError(w, http.StatusConflict, "confirmation_required", why+"; call it from a conversation")
 	case err != nil:
 		// An invalid card is a bug here, not the caller's doing.
-		log.Printf("clear card: %v", err)
+		log.Printf("card %q: %v", card.Title, err)
 		apptools.WriteError(w, http.StatusInternalServerError, "internal", "could not build the confirmation card")
 	}
 }

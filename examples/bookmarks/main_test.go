@@ -134,6 +134,19 @@ func (e *env) send(t *testing.T, method, path, body string, header http.Header) 
 }
 
 // decodeStrict decodes a JSON object and fails on any key outside want.
+// wantInvalid checks a refusal of the body: 400, code invalid, and an
+// error holding want.
+func wantInvalid(t *testing.T, a answer, want string) {
+	t.Helper()
+	if a.status != http.StatusBadRequest {
+		t.Fatalf("status %d, want 400 (body %s)", a.status, a.body)
+	}
+	m := decodeStrict(t, a, "code", "error")
+	if m["code"] != "invalid" || !strings.Contains(m["error"], want) {
+		t.Errorf("got %s, want code invalid and error holding %q", a.body, want)
+	}
+}
+
 func decodeStrict(t *testing.T, a answer, want ...string) map[string]string {
 	t.Helper()
 	if a.contentType != "application/json" {
@@ -195,14 +208,7 @@ func TestSaveInvalid(t *testing.T) {
 	e := newEnv(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a := e.do(t, "POST", "/bookmarks", tt.body)
-			if a.status != http.StatusBadRequest {
-				t.Fatalf("status %d, want 400 (body %s)", a.status, a.body)
-			}
-			m := decodeStrict(t, a, "code", "error")
-			if m["code"] != "invalid" || !strings.Contains(m["error"], tt.want) {
-				t.Errorf("got %s, want code invalid and error holding %q", a.body, tt.want)
-			}
+			wantInvalid(t, e.do(t, "POST", "/bookmarks", tt.body), tt.want)
 		})
 	}
 	if a := e.do(t, "GET", "/bookmarks", ""); a.body != "No bookmarks." {
@@ -1118,14 +1124,7 @@ func TestShareInvalid(t *testing.T) {
 	e.save(t, `{"url":"https://caddyserver.com","title":"Caddy"}`)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a := e.do(t, "POST", "/bookmarks/b1/share", tt.body)
-			if a.status != http.StatusBadRequest {
-				t.Fatalf("status %d, want 400 (body %s)", a.status, a.body)
-			}
-			m := decodeStrict(t, a, "code", "error")
-			if m["code"] != "invalid" || !strings.Contains(m["error"], tt.want) {
-				t.Errorf("got %s, want code invalid and error holding %q", a.body, tt.want)
-			}
+			wantInvalid(t, e.do(t, "POST", "/bookmarks/b1/share", tt.body), tt.want)
 		})
 	}
 }
@@ -1262,14 +1261,7 @@ func TestOpenInvalid(t *testing.T) {
 	e.save(t, `{"url":"https://go.dev","title":"Go"}`)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a := e.as(t, e.token, "POST", "/bookmarks/b1/open", tt.body)
-			if a.status != http.StatusBadRequest {
-				t.Fatalf("status %d, want 400 (body %s)", a.status, a.body)
-			}
-			m := decodeStrict(t, a, "code", "error")
-			if m["code"] != "invalid" || !strings.Contains(m["error"], tt.want) {
-				t.Errorf("got %s, want code invalid and error holding %q", a.body, tt.want)
-			}
+			wantInvalid(t, e.as(t, e.token, "POST", "/bookmarks/b1/open", tt.body), tt.want)
 		})
 	}
 	// The longest name is fine.

@@ -8,9 +8,8 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { createServer } from "node:http";
 import { startStack, freePort } from "../stack.mjs";
-import { chromium } from "playwright-core";
+import { launchChromium } from "./chromium.mjs";
 
-const chromiumPath = process.env.CHROMIUM || "/usr/bin/chromium";
 const callerSecret = "card-test-caller-secret-0123456789-abcdef";
 const viewport = { width: 900, height: 800 }; // embeds get at most 560 px
 
@@ -86,13 +85,7 @@ before(async () => {
 			}`,
   });
   gate = stack.gate;
-  browser = await chromium.launch({
-    executablePath: chromiumPath,
-    args: [
-      "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-      "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    ],
-  });
+  browser = await launchChromium();
 });
 
 after(async () => {
@@ -251,6 +244,19 @@ test("a card resumed by its button, by Skip and by Cancel", async () => {
     assert.equal(resolved.detail.content, content);
     assert.equal(resolved.detail.isError, isError);
   }
+  // A second card of the skipped call, pressed after: the gateway's 409 is
+  // shown on it, and nothing runs.
+  const stale = await invoke("clear_bookmarks", { user: "u_skip", thread: "th_u_skip", callId: "clr_u_skip" });
+  assert.equal(stale.content, "The user skipped this step.");
+  const open = { callId: "clr_u_skip", tool: "clear_bookmarks", status: "action_required", card: (await clearCard("u_late", "clr_u_late")).card };
+  await mount(page, open, { id: "stale", token: callerToken({ sub: "u_skip" }) });
+  const card = page.locator("#stale").getByRole("region", { name: "Delete all 2 bookmarks?" });
+  await card.getByRole("button", { name: "Delete all" }).click();
+  await card.getByText(/was already answered \(skip/).waitFor();
+  const conflict = (await events(page)).find((e) => e.type === "toolgate.card.error" && e.detail.status === 409);
+  assert.equal(conflict?.detail.code, "conflict");
+  assert.equal((await invoke("list_bookmarks", { user: "u_skip" })).content.split("\n").filter(Boolean).length, 2);
+
   // The button's target ran: u_btn has nothing left.
   assert.equal((await invoke("list_bookmarks", { user: "u_btn" })).content, "No bookmarks.");
   await page.close();

@@ -4,9 +4,8 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { startStack } from "../stack.mjs";
-import { chromium } from "playwright-core";
+import { launchChromium } from "./chromium.mjs";
 
-const chromiumPath = process.env.CHROMIUM || "/usr/bin/chromium";
 
 let stack, browser, gatePort, appPort;
 
@@ -40,13 +39,7 @@ before(async () => {
 			}`,
   });
   ({ gatePort, appPort } = stack);
-  browser = await chromium.launch({
-    executablePath: chromiumPath,
-    args: [
-      "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-      "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    ],
-  });
+  browser = await launchChromium();
 });
 
 after(async () => {

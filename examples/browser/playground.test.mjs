@@ -8,22 +8,15 @@ import assert from "node:assert/strict";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { startStack } from "../stack.mjs";
-import { chromium } from "playwright-core";
+import { launchChromium } from "./chromium.mjs";
 
-const chromiumPath = process.env.CHROMIUM || "/usr/bin/chromium";
 const screenshots = join(import.meta.dirname, "screenshots");
 
 let stack, browser;
 
 before(async () => {
   stack = await startStack({ name: "playground" });
-  browser = await chromium.launch({
-    executablePath: chromiumPath,
-    args: [
-      "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-      "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    ],
-  });
+  browser = await launchChromium();
 });
 
 after(async () => {
