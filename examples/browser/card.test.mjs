@@ -296,6 +296,10 @@ test("an assignee's card: other devices may only skip or cancel, and the gateway
   assert.equal(await laptop.getByText("Continue on").count(), 0);
   await laptop.getByRole("button", { name: "Open" }).click();
   await page.locator("#laptop").getByText("Opened b1 on laptop.").waitFor();
+  // What a person saw: kept by the run in screenshots/cards.png.
+  const dir = join(import.meta.dirname, "screenshots");
+  mkdirSync(dir, { recursive: true });
+  await page.screenshot({ path: join(dir, "cards.png"), fullPage: true });
   await page.close();
 });
 
@@ -328,9 +332,6 @@ test("a call in flight settles on its own", async () => {
   assert.equal(resolved?.detail.content, ans.content);
   assert.equal(await card.getAttribute("aria-busy"), null);
 
-  const dir = join(import.meta.dirname, "screenshots");
-  mkdirSync(dir, { recursive: true });
-  await page.screenshot({ path: join(dir, "card.png"), fullPage: true });
   await app.close();
   await page.close();
 });
