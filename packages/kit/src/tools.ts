@@ -1,0 +1,17 @@
+// '@toolgate/kit/tools': what a tools.ts file and a tool's handler import,
+// as the seed's '@kazzle/app/tools' (the tool types, toolContext and
+// isThreadToolInvocation).
+
+export type {
+  Annotations,
+  AppTarget,
+  KazzleTarget,
+  KazzleTool,
+  Method,
+  RequestSpec,
+  Target,
+  Tool,
+  ToolContext,
+  UrlTarget,
+} from './types.js';
+export { isThreadToolInvocation, toolContext } from './context.js';
