@@ -1,0 +1,156 @@
+package caddymodule
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/caddytest"
+
+	"github.com/toolgate/toolgate/internal/apitest"
+)
+
+// tsConfig serves the tools of the manifest at path, on a component
+// upstream.
+func tsConfig(t *testing.T, path, upstream string) string {
+	return testGlobals(dataDir(t)) + `http://127.0.0.1:9080 {
+	bind 127.0.0.1
+	handle_path /toolgate/* {
+		toolgate {
+			manifest ` + path + `
+			component api ` + upstream + `
+			ledger off
+		}
+	}
+}`
+}
+
+// kitProject makes a folder outside the repository for a tools.ts that
+// resolves zod and finds toolgate-tools as an app would: through its own
+// node_modules (a link to the repository's, where `npm ci` installed the
+// kit). Without node or that install it skips, but not in CI, which
+// installs both.
+func kitProject(t *testing.T) string {
+	t.Helper()
+	modules, err := filepath.Abs(filepath.Join("..", "node_modules"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, noNode := exec.LookPath("node")
+	_, noKit := os.Stat(filepath.Join(modules, ".bin", "toolgate-tools"))
+	if noNode != nil || noKit != nil {
+		msg := "the TypeScript manifest needs node and the kit (npm ci at the repository root)"
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s: %v %v", msg, noNode, noKit)
+		}
+		t.Skip(msg)
+	}
+	dir := t.TempDir()
+	if err := os.Symlink(modules, filepath.Join(dir, "node_modules")); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The seed's style: Zod input schemas, a shared target, satisfies.
+const toolsTS = `import { z } from 'zod';
+import type { KazzleTool } from '@toolgate/kit/tools';
+
+const api = { type: 'app', component: 'api' } as const;
+
+export const tools = [
+  {
+    name: 'save_note',
+    displayName: 'Save note',
+    description: 'Save a note for the user.',
+    input: z.object({
+      title: z.string().min(1).max(80),
+      tags: z.array(z.string()).max(3).optional(),
+    }).strict(),
+    target: { ...api, method: 'POST', path: '/notes/${input.title}', body: '${input}' },
+  },
+  // EXTRA
+] as const satisfies readonly KazzleTool[];
+`
+
+// TestManifestTypeScript loads `manifest tools.ts` with the real compiler,
+// calls its tool end to end, reloads after tools.ts changed (the reload
+// compiles again), and fails a reload whose tools.ts breaks a rule, naming
+// the file and the tool, while the running config keeps serving.
+func TestManifestTypeScript(t *testing.T) {
+	dir := kitProject(t)
+	tools := filepath.Join(dir, "tools.ts")
+	writeFile(t, tools, toolsTS)
+	rec := apitest.NewRecorder(t)
+	tc := caddytest.NewTester(t)
+	tc.InitServer(tsConfig(t, tools, rec.URL), "caddyfile")
+
+	status, a := client(tc).Invoke(t, "save_note", `{"input":{"title":"a b","tags":["x"]},`+apitest.Who+`}`)
+	if status != 200 || a.IsError || a.Content != "ok" {
+		t.Fatalf("save_note: %d %+v", status, a)
+	}
+	got := rec.Get(t, "/notes/")
+	if got.Method != "POST" || got.Path != "/notes/a%20b" || string(got.Body) != `{"title":"a b","tags":["x"]}` {
+		t.Errorf("the upstream saw %s %s %s", got.Method, got.Path, got.Body)
+	}
+	// The schema is Zod's: strict, min 1, at most 3 tags.
+	for _, input := range []string{`{"title":""}`, `{"title":"a","x":1}`, `{"title":"a","tags":["1","2","3","4"]}`} {
+		if status, a := client(tc).Invoke(t, "save_note", `{"input":`+input+`,`+apitest.Who+`}`); status != 200 || !a.IsError || !strings.HasPrefix(a.Content, "invalid input:") {
+			t.Errorf("input %s: %d %+v, want invalid", input, status, a)
+		}
+	}
+
+	writeFile(t, tools, strings.Replace(toolsTS, "// EXTRA", `{
+    name: 'ping', description: 'Ping.', input: z.object({}).strict(),
+    target: { ...api, method: 'GET', path: '/ping' },
+  },`, 1))
+	tc.InitServer(tsConfig(t, tools, rec.URL), "caddyfile")
+	if status, a := client(tc).Invoke(t, "ping", `{"input":{},`+apitest.Who+`}`); status != 200 || a.IsError || a.Content != "ok" {
+		t.Fatalf("ping after the reload: %d %+v", status, a)
+	}
+
+	writeFile(t, tools, strings.Replace(toolsTS, "// EXTRA", `{
+    name: 'leak', description: 'Leak.', input: z.object({}).strict(),
+    target: { ...api, method: 'GET', path: '/leak', headers: { Authorization: 'x' } },
+  },`, 1))
+	caddytest.AssertLoadError(t, tsConfig(t, tools, rec.URL), "caddyfile",
+		`manifest `+tools+`: tool \"leak\": target: app target: header \"Authorization\" belongs to the gateway`)
+	if status, a := client(tc).Invoke(t, "ping", `{"input":{},`+apitest.Who+`}`); status != 200 || a.IsError {
+		t.Errorf("ping after a failed reload: %d %+v", status, a)
+	}
+}
+
+// A tools.ts the compiler refuses: the config error is the compiler's,
+// naming the file and the tool.
+func TestManifestTypeScriptCompilerError(t *testing.T) {
+	dir := kitProject(t)
+	tools := filepath.Join(dir, "tools.ts")
+	writeFile(t, tools, strings.Replace(toolsTS, "// EXTRA", `{
+    name: 'loose', description: 'No schema.', input: { type: 'object' },
+    target: { ...api, method: 'GET', path: '/x' },
+  } as any,`, 1))
+	caddytest.AssertLoadError(t, tsConfig(t, tools, "http://127.0.0.1:1"), "caddyfile",
+		`manifest `+tools+`: toolgate-tools: `)
+	caddytest.AssertLoadError(t, tsConfig(t, tools, "http://127.0.0.1:1"), "caddyfile", `tool \"loose\": input`)
+}
+
+// Without node on PATH, `manifest tools.ts` is a config error that says
+// how to do without it.
+func TestManifestTypeScriptWithoutNode(t *testing.T) {
+	tools := filepath.Join(t.TempDir(), "tools.ts")
+	writeFile(t, tools, toolsTS)
+	t.Setenv("PATH", t.TempDir())
+	json := strings.TrimSuffix(tools, ".ts") + ".json"
+	caddytest.AssertLoadError(t, tsConfig(t, tools, "http://127.0.0.1:1"), "caddyfile",
+		"manifest "+tools+": a TypeScript manifest is compiled with Node.js, and node is not on PATH; "+
+			"compile it ahead with `npx toolgate-tools build "+tools+" -o "+json+"` and use `manifest "+json+"`")
+}
