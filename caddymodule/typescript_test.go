@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,7 +77,7 @@ export const tools = [
       title: z.string().min(1).max(80),
       tags: z.array(z.string()).max(3).optional(),
     }).strict(),
-    target: { ...api, method: 'POST', path: '/notes/${input.title}', body: '${input}' },
+    target: { ...api, method: 'POST', path: '/items/${input.title}', body: '${input}' },
   },
   // EXTRA
 ] as const satisfies readonly KazzleTool[];
@@ -98,8 +99,13 @@ func TestManifestTypeScript(t *testing.T) {
 	if status != 200 || a.IsError || a.Content != "ok" {
 		t.Fatalf("save_note: %d %+v", status, a)
 	}
-	got := rec.Get(t, "/notes/")
-	if got.Method != "POST" || got.Path != "/notes/a%20b" || string(got.Body) != `{"title":"a b","tags":["x"]}` {
+	got := rec.Get(t, "/items/")
+	var body struct {
+		Title string
+		Tags  []string
+	}
+	if err := json.Unmarshal(got.Body, &body); err != nil || got.Method != "POST" || got.Path != "/items/a%20b" ||
+		body.Title != "a b" || len(body.Tags) != 1 || body.Tags[0] != "x" {
 		t.Errorf("the upstream saw %s %s %s", got.Method, got.Path, got.Body)
 	}
 	// The schema is Zod's: strict, min 1, at most 3 tags.
@@ -149,8 +155,8 @@ func TestManifestTypeScriptWithoutNode(t *testing.T) {
 	tools := filepath.Join(t.TempDir(), "tools.ts")
 	writeFile(t, tools, toolsTS)
 	t.Setenv("PATH", t.TempDir())
-	json := strings.TrimSuffix(tools, ".ts") + ".json"
+	out := strings.TrimSuffix(tools, ".ts") + ".json"
 	caddytest.AssertLoadError(t, tsConfig(t, tools, "http://127.0.0.1:1"), "caddyfile",
 		"manifest "+tools+": a TypeScript manifest is compiled with Node.js, and node is not on PATH; "+
-			"compile it ahead with `npx toolgate-tools build "+tools+" -o "+json+"` and use `manifest "+json+"`")
+			"compile it ahead with `npx toolgate-tools build "+tools+" -o "+out+"` and use `manifest "+out+"`")
 }
