@@ -5,9 +5,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddytest"
 
 	"github.com/toolgate/toolgate/internal/apitest"
@@ -159,4 +161,70 @@ func TestManifestTypeScriptWithoutNode(t *testing.T) {
 	caddytest.AssertLoadError(t, tsConfig(t, tools, "http://127.0.0.1:1"), "caddyfile",
 		"manifest "+tools+": a TypeScript manifest is compiled with Node.js, and node is not on PATH; "+
 			"compile it ahead with `npx toolgate-tools build "+tools+" -o "+out+"` and use `manifest "+out+"`")
+}
+
+// `caddy validate` (and `toolgate validate`) provisions the handler, so it
+// compiles a TypeScript manifest too, from the JSON config as from the
+// Caddyfile. The compiler here is a shell script standing in for
+// toolgate-tools, so this runs without Node.
+func TestValidateCompilesTypeScript(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("a shell script stands in for the compiler")
+	}
+	dir := t.TempDir()
+	pathDir := filepath.Join(dir, "bin")
+	bin := filepath.Join(dir, "node_modules", ".bin")
+	for _, d := range []string{pathDir, bin} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(pathDir, "node"), []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", pathDir)
+	tools := filepath.Join(dir, "tools.ts")
+	writeFile(t, tools, "export const tools = []\n")
+	ran := filepath.Join(dir, "ran")
+	compiler := func(body string) {
+		t.Helper()
+		script := "#!/bin/sh\necho \"$*\" >> " + ran + "\n" + body + "\n"
+		if err := os.WriteFile(filepath.Join(bin, "toolgate-tools"), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	config, err := json.Marshal(map[string]any{
+		"admin":   map[string]any{"disabled": true},
+		"storage": map[string]any{"module": "file_system", "root": filepath.Join(dir, "storage")},
+		"apps": map[string]any{"http": map[string]any{"servers": map[string]any{"s": map[string]any{
+			"listen": []string{"127.0.0.1:0"},
+			"routes": []any{map[string]any{"handle": []any{map[string]any{
+				"handler": "toolgate", "manifests": []string{tools}, "ledger": map[string]any{"backend": "off"},
+			}}}},
+		}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	validate := func() error {
+		var cfg caddy.Config
+		if err := json.Unmarshal(config, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		return caddy.Validate(&cfg)
+	}
+
+	compiler(`echo '{"tools":[{"name":"where","description":"Where the page is.","input_schema":{"type":"object"},"target":{"type":"kazzle","name":"where"}}]}'`)
+	if err := validate(); err != nil {
+		t.Fatalf("validate: %v", err)
+	}
+	if got, _ := os.ReadFile(ran); string(got) != "build "+tools+"\n" {
+		t.Fatalf("the compiler ran as %q", got)
+	}
+
+	compiler(`echo 'toolgate-tools: tools.ts: tool "where": input: not a Zod schema' >&2; exit 1`)
+	err = validate()
+	if want := "manifest " + tools + `: toolgate-tools: tools.ts: tool "where": input: not a Zod schema`; err == nil || !strings.HasSuffix(err.Error(), want) {
+		t.Fatalf("validate: %v\nwant it to end with %s", err, want)
+	}
 }
