@@ -192,8 +192,12 @@ test("verifyIdentity accepts the gateway's token and refuses another audience", 
   assert.equal(id.claims.iss, ISSUER);
   assert.equal(id.claims.aud, COMPONENT);
 
-  await assert.rejects(verifyIdentity(req, { jwksUrl, issuer: ISSUER, audience: "another" }));
-  await assert.rejects(verifyIdentity(req, { jwksUrl, issuer: "https://other.test", audience: COMPONENT }));
+  // Refused for what is wrong, not for a failure on the way (the key set
+  // fetched, the token read): the audience, then the issuer.
+  await assert.rejects(verifyIdentity(req, { jwksUrl, issuer: ISSUER, audience: "another" }),
+    { name: "IdentityError", code: "invalid_token", message: /audience/ });
+  await assert.rejects(verifyIdentity(req, { jwksUrl, issuer: "https://other.test", audience: COMPONENT }),
+    { name: "IdentityError", code: "invalid_token", message: /issuer/ });
 });
 
 function verdict(ok) {
