@@ -26,7 +26,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
 //
 //	toolgate {
-//		manifest <file>
+//		manifest <file.json | file.ts>
 //		component <name> <base_url> {
 //			env <key> <value>
 //		}

@@ -41,8 +41,13 @@ func init() {
 // no other web origin than the site's own or one of the pages origins.
 // Every POST body must be sent as application/json.
 type Handler struct {
-	// Manifests are JSON files declaring tools:
-	// {"tools": [{"name", "displayName", "description", "input_schema", "target"}]}.
+	// Manifests are files declaring tools: JSON,
+	// {"tools": [{"name", "displayName", "description", "input_schema", "target"}]},
+	// or TypeScript (.ts, .mts) with Zod schemas, compiled each time the
+	// config loads by the kit's toolgate-tools: the nearest
+	// node_modules/.bin/toolgate-tools in the file's folder or a parent,
+	// else the one on PATH. A TypeScript manifest needs node on PATH; it is
+	// the author's code, run as the gateway's user with its environment.
 	Manifests []string `json:"manifests,omitempty"`
 
 	// Tools are declared inline, in the same shape as a manifest's tools.

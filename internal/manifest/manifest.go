@@ -60,10 +60,24 @@ type Source struct {
 	Tools []Tool
 }
 
-// ReadFile reads a manifest. Unknown fields are errors: a misspelled field
-// must not silently drop a rule.
+// MaxSize is the largest manifest read, a JSON file or a compiler's
+// output: 8 MiB holds thousands of tools, and a file that is not a manifest
+// (a log, a disk image named by mistake) is refused before it is held in
+// memory.
+const MaxSize = 8 << 20
+
+// ReadFile reads a manifest: a JSON file, or a TypeScript one (.ts, .mts)
+// compiled by the kit's compiler (see FindCompiler). Unknown fields are
+// errors: a misspelled field must not silently drop a rule. Errors name
+// path as given, never a file the compiler wrote.
 func ReadFile(path string) (Source, error) {
-	data, err := os.ReadFile(path)
+	var data []byte
+	var err error
+	if IsTypeScript(path) {
+		data, err = compileTypeScript(path)
+	} else {
+		data, err = readLimited(path)
+	}
 	if err != nil {
 		return Source{}, fmt.Errorf("manifest %s: %w", path, err)
 	}
@@ -72,6 +86,22 @@ func ReadFile(path string) (Source, error) {
 		return Source{}, fmt.Errorf("manifest %s: %w", path, err)
 	}
 	return Source{Name: "manifest " + path, Tools: f.Tools}, nil
+}
+
+func readLimited(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxSize {
+		return nil, fmt.Errorf("larger than %d bytes", MaxSize)
+	}
+	return data, nil
 }
 
 // Parse decodes a manifest document strictly.
