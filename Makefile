@@ -18,9 +18,9 @@ FUZZ := \
 	./internal/ledger:FuzzInputDigest \
 	./internal/pagecontext:FuzzRender
 
-.PHONY: test check unit js browser mcp bench-build faults fuzz tools build
+.PHONY: test check unit js kit browser mcp bench-build faults fuzz tools build npm
 
-test: check unit js browser mcp bench-build faults fuzz
+test: check unit js kit browser mcp bench-build faults fuzz
 
 tools:
 	@command -v xcaddy >/dev/null || go install github.com/caddyserver/xcaddy/cmd/xcaddy@v0.4.5
@@ -34,7 +34,12 @@ check:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
 
-unit: tools
+# The root npm workspace (packages/*): the TypeScript kit and its compiler,
+# which the Go tests of `manifest tools.ts` run for real.
+npm:
+	npm ci --no-audit --no-fund
+
+unit: tools npm
 	go test -race -timeout 20m ./...
 
 # The browser client's own rules, in Node's test runner.
@@ -48,6 +53,11 @@ browser: tools
 # MCP with the official TypeScript SDK client.
 mcp:
 	cd examples/mcp && npm ci --no-audit --no-fund && node --test
+
+# The TypeScript kit: the compiler, toolContext, verifyIdentity, cards, and
+# the parity of Zod and the gateway on the same inputs (it builds toolgate).
+kit: npm
+	npm test -w @toolgate/kit
 
 # The load harness is run by hand (bench/run.sh); CI only builds it.
 bench-build:
