@@ -44,10 +44,11 @@ async function waitFor(url, proc) {
 
 /**
  * startStack builds and starts the stack. `toolgate` holds extra lines for
- * the toolgate block, given the component's port. It returns the ports,
- * toolgate's base URL and stop().
+ * the toolgate block, given the component's port; `site` extra lines for
+ * the site block (more routes beside /toolgate/ and /app/). It returns the
+ * ports, toolgate's base URL and stop().
  */
-export async function startStack({ name, toolgate = () => "" }) {
+export async function startStack({ name, toolgate = () => "", site = "" }) {
   const dir = mkdtempSync(join(tmpdir(), `toolgate-${name}-`));
   const procs = [];
   execFileSync("go", ["build", "-o", join(dir, "toolgate"), "./cmd/toolgate"], { cwd: root, stdio: "inherit" });
@@ -72,6 +73,7 @@ ${toolgate(appPort)}
 	handle_path /app/* {
 		reverse_proxy 127.0.0.1:${appPort}
 	}
+${site}
 }
 `);
   const component = start(procs, join(dir, "bookmarks"), [

@@ -1,0 +1,14 @@
+// React bindings for toolgate's page client (SPEC §7–8) and its cards
+// (SPEC §5–6), on top of the <toolgate-client> and <toolgate-card> elements,
+// which this import defines (unless the page defined them already).
+import "./elements.js";
+
+export { ToolgateClient, ToolgateProvider, useToolgateTool, useToolgateReadable } from "./client.js";
+export type { ToolgateClientProps } from "./client.js";
+export { ToolgateCard } from "./card.js";
+export type { ToolgateCardProps } from "./card.js";
+export type { ToolHandler } from "./registry.js";
+export type {
+  Answer, CardError, ClientOptions, ClientToolCall, GetToken, Identity, ToolChange, ToolgateCardElement,
+  ToolgateClientElement, ToolgateLog,
+} from "./elements.js";
