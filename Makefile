@@ -18,9 +18,9 @@ FUZZ := \
 	./internal/ledger:FuzzInputDigest \
 	./internal/pagecontext:FuzzRender
 
-.PHONY: test check unit js kit browser mcp bench-build faults fuzz tools build npm
+.PHONY: test check unit js kit react browser mcp bench-build faults fuzz tools build npm
 
-test: check unit js kit browser mcp bench-build faults fuzz
+test: check unit js kit react browser mcp bench-build faults fuzz
 
 tools:
 	@command -v xcaddy >/dev/null || go install github.com/caddyserver/xcaddy/cmd/xcaddy@v0.4.5
@@ -34,8 +34,9 @@ check:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
 
-# The root npm workspace (packages/*): the TypeScript kit and its compiler,
-# which the Go tests of `manifest tools.ts` run for real.
+# The root npm workspace (packages/*, the examples in TypeScript): the
+# TypeScript kit and its compiler, which the Go tests of `manifest tools.ts`
+# run for real, and the React bindings.
 npm:
 	npm ci --no-audit --no-fund
 
@@ -46,8 +47,15 @@ unit: tools npm
 js:
 	cd internal/web && node --test
 
-# The example page in headless Chromium (Debian's chromium, playwright-core).
-browser: tools
+# The React bindings (Vitest in jsdom), and the lesson page the browser
+# tests open, built with Vite.
+react: npm
+	npm test -w @toolgate/react
+	npm run build -w examples/lesson
+
+# The example pages, <toolgate-card> and the playground in headless
+# Chromium (Debian's chromium, playwright-core).
+browser: tools react
 	cd examples/browser && npm ci --no-audit --no-fund && node --test
 
 # MCP with the official TypeScript SDK client.
