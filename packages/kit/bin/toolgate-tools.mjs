@@ -1,0 +1,103 @@
+#!/usr/bin/env node
+// toolgate-tools build <tools.ts> [-o <manifest.json>] [--check]
+//
+// Compiles a tools.ts file into toolgate's JSON manifest: to stdout, to
+// the -o file, or (with --check) compared with the -o file, for CI.
+// Exit status: 0 done (or up to date), 1 a compile error or drift, 2 a
+// usage error.
+
+import { readFile, rename, unlink, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+
+import { compile, CompileError } from '../compiler/compile.mjs';
+
+const USAGE = 'usage: toolgate-tools build <tools.ts> [-o <manifest.json>] [--check]';
+
+// Stack traces of a throw in tools.ts name its own lines, not the bundle's.
+process.setSourceMapsEnabled(true);
+
+// exit leaves once stdout and stderr are flushed (process.exit alone can
+// cut a piped manifest short), even if tools.ts left a timer running.
+function exit(code, out = '', err = '') {
+  let pending = 2;
+  const done = () => {
+    if (--pending === 0) process.exit(code);
+  };
+  process.stdout.write(out, done);
+  process.stderr.write(err, done);
+}
+
+function lines(msgs) {
+  return msgs.map((m) => `toolgate-tools: ${m}\n`).join('');
+}
+
+async function main(argv) {
+  let args;
+  try {
+    args = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: {
+        output: { type: 'string', short: 'o' },
+        check: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    });
+  } catch (err) {
+    return exit(2, '', lines([err.message]) + USAGE + '\n');
+  }
+  const { values, positionals } = args;
+  if (values.help) return exit(0, USAGE + '\n');
+  if (positionals[0] !== 'build' || positionals.length !== 2) return exit(2, '', USAGE + '\n');
+  if (values.check && values.output === undefined) return exit(2, '', lines(['--check needs -o <manifest.json> to compare with']) + USAGE + '\n');
+  const file = positionals[1];
+
+  let text;
+  try {
+    text = await compile(file);
+  } catch (err) {
+    if (err instanceof CompileError) return exit(1, '', lines(err.lines));
+    return exit(1, '', lines([`${file}: ${err?.stack ?? err}`]));
+  }
+
+  const out = values.output;
+  if (out === undefined) return exit(0, text);
+  if (values.check) {
+    let have;
+    try {
+      have = await readFile(out, 'utf8');
+    } catch (err) {
+      return exit(1, '', lines([`${out}: ${err.code === 'ENOENT' ? 'does not exist' : err.message}; run: toolgate-tools build ${file} -o ${out}`]));
+    }
+    if (have === text) return exit(0);
+    return exit(1, '', lines([`${out} is out of date with ${file} (${drift(have, text)}); run: toolgate-tools build ${file} -o ${out}`]));
+  }
+  // Written beside and renamed over, so a reader (a gateway reloading)
+  // never sees half a manifest.
+  const tmp = path.join(path.dirname(out), `.${path.basename(out)}.${process.pid}.tmp`);
+  try {
+    await writeFile(tmp, text, { flag: 'wx' });
+    await rename(tmp, out);
+  } catch (err) {
+    await unlink(tmp).catch(() => {});
+    return exit(1, '', lines([`${out}: ${err.message}`]));
+  }
+  return exit(0);
+}
+
+// drift names the first line where the file and the compiled manifest
+// part, enough to see what changed without a diff tool.
+function drift(have, want) {
+  const a = have.split('\n');
+  const b = want.split('\n');
+  for (let i = 0; i < Math.max(a.length, b.length); i++) {
+    if (a[i] !== b[i]) {
+      const show = (s) => (s === undefined ? 'end of file' : JSON.stringify(s.trim()));
+      return `line ${i + 1}: the file has ${show(a[i])}, tools.ts gives ${show(b[i])}`;
+    }
+  }
+  return 'they differ';
+}
+
+main(process.argv.slice(2));

@@ -1,0 +1,138 @@
+// The shapes of the toolgate contract (SPEC.md §1, §2, §5, §6): what a
+// tools.ts declares and what a component answers.
+
+import type { $ZodObject } from 'zod/v4/core';
+
+/** The HTTP methods a target may use. */
+export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+/**
+ * The request fields an `app` or `url` target shares. Strings in `query`
+ * and `headers` values and anywhere in `body` may hold references:
+ * `${input}`, `${input.a.b}`, `${env.NAME}`; `$${…}` is a literal `${…}`.
+ * No body is sent unless `body` is set: `body: '${input}'` sends the whole
+ * typed input as JSON.
+ */
+export type RequestSpec = {
+  method: Method;
+  query?: Record<string, string>;
+  headers?: Record<string, string>;
+  body?: unknown;
+};
+
+/**
+ * A target on one of the app's own components. toolgate knows the
+ * component's base URL and sends the identity token in `Authorization`,
+ * which `headers` may therefore not set.
+ */
+export type AppTarget = RequestSpec & {
+  type: 'app';
+  component: string;
+  /** Below the component's base URL; starts with "/". */
+  path: string;
+};
+
+/** A target on an external endpoint. */
+export type UrlTarget = RequestSpec & {
+  type: 'url';
+  /** Absolute http(s) URL; references may fill path segments and query values only. */
+  url: string;
+  /** A component whose env `${env.NAME}` references read. */
+  component?: string;
+  /** An expression mapping the answer {status, headers, body} into the channels. */
+  result?: string;
+};
+
+/** A client tool, run in the user's page. */
+export type KazzleTarget = {
+  type: 'kazzle';
+  name: string;
+};
+
+/** Where a call (or a card's button) goes. */
+export type Target = AppTarget | UrlTarget | KazzleTarget;
+
+/**
+ * Hints for MCP clients. toolgate's manifest knows these four only; a
+ * tool's title is its displayName.
+ */
+export type Annotations = {
+  readOnlyHint?: boolean;
+  destructiveHint?: boolean;
+  idempotentHint?: boolean;
+  openWorldHint?: boolean;
+};
+
+/** One tool of a tools.ts file, compiled by `toolgate-tools build`. */
+export type Tool = {
+  /** How the model calls the tool: ^[a-zA-Z0-9_-]{1,64}$, unique. */
+  name: string;
+  /** A short human label for cards and UIs. */
+  displayName: string;
+  /** Tells the model what the tool does and when to call it. */
+  description: string;
+  /**
+   * The input, a Zod 4 object schema (classic `z.object` or `zod/mini`);
+   * `.strict()` refuses unknown keys, `.describe()` texts reach the model.
+   */
+  input: $ZodObject;
+  target: Target;
+  annotations?: Annotations;
+  /** A policy expression (expr-lang) over {claims, user, install, tool, context, input}. */
+  allow?: string;
+};
+
+/** The seed's name for a Tool. */
+export type KazzleTool = Tool;
+
+/** A tool result's channels (SPEC.md §5). */
+export type Result = {
+  /** The plain result the model reads. Required. */
+  content: string;
+  /** A short rich summary for the tool card; raw HTML is escaped, links must be absolute. */
+  markdown?: string;
+  /** The absolute http(s) URL of a page shown in the card's iframe; wins over markdown on the card. */
+  embedUrl?: string;
+};
+
+/** A failure the model reads and may act on, answered with a 4xx or 5xx status. */
+export type DomainError = {
+  code: string;
+  error: string;
+};
+
+/**
+ * One of a card's buttons. Without a target its `input` becomes the tool
+ * result when pressed; with one, toolgate runs the target with `${input}`
+ * the button's input. The target is an app target on the component that
+ * answers the card, with `${input…}` references only.
+ */
+export type Button = {
+  type: 'button';
+  id: string;
+  label: string;
+  /** A class for the button, e.g. "primary" or "danger": ^[a-z][a-z0-9-]{0,31}$. */
+  variant?: string;
+  input?: unknown;
+  target?: AppTarget;
+};
+
+/** The device that must press a card's buttons. */
+export type Assignee = {
+  computerId: string;
+};
+
+/** An action-required card: the call pauses until a person answers it (SPEC.md §6). */
+export type Card = {
+  type: 'action_required';
+  title: string;
+  description?: string;
+  assignee?: Assignee;
+  elements: Button[];
+};
+
+/** What a handler may answer: plain text, the channels, or a card. */
+export type Answer = string | Result | Card;
+
+/** Where a call came from, as the Kazzle-Tool-Context header says. */
+export type ToolContext = { source: 'thread'; threadId: string } | { source: 'api' };
