@@ -5,7 +5,8 @@
 // before (or without) `npm run build`.
 
 import { randomBytes } from 'node:crypto';
-import { stat, unlink, writeFile } from 'node:fs/promises';
+import { stat } from 'node:fs/promises';
+import { register } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
@@ -46,13 +47,30 @@ export async function compile(file) {
   return JSON.stringify(manifest(file, tools, toJSONSchema), null, 2) + '\n';
 }
 
+// HOOKS serve one module, the bundle, from memory at a file: URL beside
+// tools.ts (module.register, Node 20.6+); every other import resolves and
+// loads as usual.
+const HOOKS =
+  'data:text/javascript,' +
+  encodeURIComponent(`
+let url, source;
+export function initialize(data) { url = data.url; source = data.source; }
+export async function resolve(specifier, context, next) {
+  return specifier === url ? { url, shortCircuit: true } : next(specifier, context);
+}
+export async function load(u, context, next) {
+  return u === url ? { format: 'module', source, shortCircuit: true } : next(u, context);
+}
+`);
+
 // load bundles file with esbuild and imports it. Everything file imports
 // from a package (zod, @toolgate/kit, …) is left external, so Node resolves
-// it from file's own folder at import; the bundle is written beside file
-// for that reason (as Vite does with vite.config.ts), under a name no one
-// else picks, and removed once imported. The toJSONSchema it returns comes
-// from the zod that file's folder resolves: the instance that built the
-// schemas, whose registry holds their .describe() texts.
+// it at import as if the bundle were a module beside file: the bundle is
+// served from memory under such a URL by a module hook, so nothing is
+// written and a read-only folder (a config directory) compiles too. The
+// toJSONSchema it returns comes from the zod that file's folder resolves:
+// the instance that built the schemas, whose registry holds their
+// .describe() texts.
 export async function load(file) {
   const abs = path.resolve(file);
   const dir = path.dirname(abs);
@@ -68,7 +86,9 @@ export async function load(file) {
     if (err instanceof CompileError) throw err;
     throw new CompileError([`${file}: ${err.code === 'ENOENT' ? 'no such file' : err.message}`]);
   }
-  const tmp = path.join(dir, `.${path.basename(abs)}.toolgate-${randomBytes(8).toString('hex')}.mjs`);
+  // A name no file beside tools.ts has, so the hook serves only this.
+  const virtual = path.join(dir, `.${path.basename(abs)}.toolgate-${randomBytes(8).toString('hex')}.mjs`);
+  const virtualURL = pathToFileURL(virtual).href;
   // 'zod/v4/core' is the same module zod 4's 'zod' (and zod 3.25's
   // 'zod/v4') is built on, so its toJSONSchema is z.toJSONSchema.
   const entry =
@@ -83,7 +103,7 @@ export async function load(file) {
       platform: 'node',
       format: 'esm',
       target: 'node20',
-      outfile: tmp,
+      outfile: virtual,
       write: false,
       sourcemap: 'inline',
       logLevel: 'silent',
@@ -92,15 +112,12 @@ export async function load(file) {
     if (!Array.isArray(err.errors)) throw err;
     throw new CompileError(err.errors.map((e) => buildMessage(file, abs, e)));
   }
+  register(HOOKS, { data: { url: virtualURL, source: out.outputFiles[0].text } });
   let ns;
   try {
-    // 'wx': never write through a file (or link) that is already there.
-    await writeFile(tmp, out.outputFiles[0].contents, { flag: 'wx', mode: 0o600 });
-    ns = await import(pathToFileURL(tmp).href);
+    ns = await import(virtualURL);
   } catch (err) {
-    throw new CompileError([runtimeMessage(file, abs, tmp, err)]);
-  } finally {
-    await unlink(tmp).catch(() => {});
+    throw new CompileError([runtimeMessage(file, abs, virtual, err)]);
   }
   const mod = ns.module;
   let tools = mod.tools;
@@ -129,10 +146,10 @@ function buildMessage(file, abs, e) {
 // runtimeMessage tells what failed while tools.ts ran (a throw, a missing
 // package), at its line in tools.ts when the stack shows one (the bin
 // enables source maps, so frames name tools.ts, not the bundle), and never
-// by the bundle's temporary name.
-function runtimeMessage(file, abs, tmp, err) {
-  const tmpURL = pathToFileURL(tmp).href;
-  const clean = (s) => String(s).split(tmpURL).join(file).split(tmp).join(file);
+// by the bundle's virtual name.
+function runtimeMessage(file, abs, virtual, err) {
+  const virtualURL = pathToFileURL(virtual).href;
+  const clean = (s) => String(s).split(virtualURL).join(file).split(virtual).join(file);
   const message = err instanceof Error ? err.message : String(err);
   // A frame ends "(<file>:<line>:<col>)" or "at <file>:<line>:<col>";
   // source-mapped frames name a path, others a file: URL.

@@ -1,4 +1,25 @@
-// @toolgate/kit: the component's half of the toolgate contract for
-// Node, and the types a tools.ts file declares its tools with.
+// @toolgate/kit: the component's half of the toolgate contract for Node
+// (SPEC.md §4–6), and the types a tools.ts file declares its tools with.
 
 export type * from './types.js';
+export { CONTEXT_HEADER, ToolContextError, isThreadToolInvocation, toolContext } from './context.js';
+export type { RequestLike } from './context.js';
+export { DEFAULT_ISSUER, IdentityError, bearerToken, identityVerifier, verifyIdentity } from './verify.js';
+export type { Identity, Verifier, VerifyOptions } from './verify.js';
+export {
+  AnswerError,
+  NotThreadError,
+  button,
+  card,
+  cardAnswer,
+  cardResponse,
+  domainError,
+  errorResponse,
+  result,
+  resultResponse,
+  writeCard,
+  writeError,
+  writeResult,
+  writeText,
+} from './card.js';
+export type { ButtonInit, CardInit, CardOptions } from './card.js';

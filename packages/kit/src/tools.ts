@@ -1,5 +1,6 @@
 // '@toolgate/kit/tools': what a tools.ts file and a tool's handler import,
-// as the seed's '@kazzle/app/tools'.
+// as the seed's '@kazzle/app/tools' (the tool types, toolContext and
+// isThreadToolInvocation).
 
 export type {
   Annotations,
@@ -10,5 +11,7 @@ export type {
   RequestSpec,
   Target,
   Tool,
+  ToolContext,
   UrlTarget,
 } from './types.js';
+export { isThreadToolInvocation, toolContext } from './context.js';

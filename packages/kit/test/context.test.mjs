@@ -1,0 +1,139 @@
+// toolContext and isThreadToolInvocation on the three kinds of request a
+// component may have: Node's IncomingMessage, a Fetch Request, and an
+// Express-style request.
+
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import { test } from 'node:test';
+
+import { isThreadToolInvocation, toolContext, ToolContextError } from '@toolgate/kit';
+import * as tools from '@toolgate/kit/tools';
+
+// incoming sends the headers (name, value pairs; a name may repeat) to a
+// real node:http server and returns the IncomingMessage it got.
+async function incoming(pairs) {
+  const server = http.createServer();
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  try {
+    const got = new Promise((resolve) =>
+      server.once('request', (req, res) => {
+        resolve(req);
+        res.end();
+      }),
+    );
+    const req = http.request({ host: '127.0.0.1', port: server.address().port, headers: ['Host', 'component.test', ...pairs.flat()], agent: false });
+    req.end();
+    const r = await got;
+    await new Promise((resolve) => req.once('response', (res) => res.resume().once('end', resolve)));
+    return r;
+  } finally {
+    server.closeAllConnections();
+    server.close();
+  }
+}
+
+function fetchRequest(pairs) {
+  const headers = new Headers();
+  for (const [k, v] of pairs) headers.append(k, v);
+  return new Request('http://component.test/tools/x', { method: 'POST', headers });
+}
+
+// Express reads req.get(name) from the lower-cased headers object; a
+// framework may offer only get() or header(), so those alone are tried.
+function expressStyle(pairs) {
+  const h = {};
+  for (const [k, v] of pairs) {
+    const key = k.toLowerCase();
+    h[key] = h[key] === undefined ? v : [].concat(h[key], v);
+  }
+  return { get: (name) => h[name.toLowerCase()] };
+}
+function headerStyle(pairs) {
+  const { get } = expressStyle(pairs);
+  return { header: get };
+}
+
+const kinds = {
+  'IncomingMessage': incoming,
+  'Fetch Request': async (pairs) => fetchRequest(pairs),
+  'req.get': async (pairs) => expressStyle(pairs),
+  'req.header': async (pairs) => headerStyle(pairs),
+};
+
+const H = 'Kazzle-Tool-Context';
+
+test('both shapes of the header, from every kind of request', async (t) => {
+  for (const [kind, make] of Object.entries(kinds)) {
+    await t.test(kind, async () => {
+      const thread = await make([[H, '{"source":"thread","threadId":"th_1"}']]);
+      assert.deepEqual(toolContext(thread), { source: 'thread', threadId: 'th_1' });
+      assert.equal(isThreadToolInvocation(thread), true);
+      assert.equal(isThreadToolInvocation(toolContext(thread)), true);
+
+      const api = await make([[H, ' {"source": "api"} ']]);
+      assert.deepEqual(toolContext(api), { source: 'api' });
+      assert.equal(isThreadToolInvocation(api), false);
+      assert.equal(isThreadToolInvocation(toolContext(api)), false);
+
+      // The header's name in any case.
+      const lower = await make([['kazzle-tool-context', '{"threadId":"t","source":"thread"}']]);
+      assert.deepEqual(toolContext(lower), { source: 'thread', threadId: 't' });
+    });
+  }
+});
+
+test('the seed\'s import path has toolContext and isThreadToolInvocation', () => {
+  assert.equal(tools.toolContext, toolContext);
+  assert.equal(tools.isThreadToolInvocation, isThreadToolInvocation);
+});
+
+test('refused: absent, twice, and anything toolgate would not send', async (t) => {
+  const cases = [
+    ['absent', [], 'missing', /^no Kazzle-Tool-Context header$/],
+    ['sent twice', [[H, '{"source":"api"}'], [H, '{"source":"api"}']], 'malformed', /sent 2 times|not a JSON object/],
+    ['not JSON', [[H, 'thread']], 'malformed', /not a JSON object/],
+    ['an array', [[H, '[{"source":"api"}]']], 'malformed', /not a JSON object/],
+    ['a string', [[H, '"api"']], 'malformed', /not a JSON object/],
+    ['two objects', [[H, '{"source":"api"}{"source":"api"}']], 'malformed', /not a JSON object/],
+    ['empty object', [[H, '{}']], 'malformed', /source is missing/],
+    ['unknown source', [[H, '{"source":"cron"}']], 'malformed', /source "cron" is neither "thread" nor "api"/],
+    ['source in another case', [[H, '{"Source":"api"}']], 'malformed', /unknown field "Source"/],
+    ['unknown field', [[H, '{"source":"api","user":"u1"}']], 'malformed', /unknown field "user"/],
+    ['null source', [[H, '{"source":null}']], 'malformed', /source must be a string/],
+    ['numeric threadId', [[H, '{"source":"thread","threadId":7}']], 'malformed', /threadId must be a string/],
+    ['thread without threadId', [[H, '{"source":"thread"}']], 'malformed', /a "thread" context needs a threadId/],
+    ['thread with empty threadId', [[H, '{"source":"thread","threadId":""}']], 'malformed', /a "thread" context needs a threadId/],
+    ['api with threadId', [[H, '{"source":"api","threadId":"t"}']], 'malformed', /an "api" context has no threadId/],
+    ['api with empty threadId', [[H, '{"source":"api","threadId":""}']], 'malformed', /an "api" context has no threadId/],
+    // JSON.parse would keep the last: "thread" would win over "api".
+    ['duplicate source', [[H, '{"source":"api","source":"thread","threadId":"t"}']], 'malformed', /"source" is given twice/],
+    ['duplicate by escape', [[H, '{"source":"thread","threadId":"a","thread\\u0049d":"b"}']], 'malformed', /"threadId" is given twice/],
+    ['__proto__', [[H, '{"source":"api","__proto__":"x"}']], 'malformed', /unknown field "__proto__"/],
+    ['over 4 KiB', [[H, `{"source":"thread","threadId":"${'t'.repeat(4100)}"}`]], 'malformed', /longer than 4096 bytes/],
+  ];
+  for (const [kind, make] of Object.entries(kinds)) {
+    await t.test(kind, async () => {
+      for (const [name, pairs, code, message] of cases) {
+        const req = await make(pairs);
+        assert.throws(
+          () => toolContext(req),
+          (err) => err instanceof ToolContextError && err.code === code && message.test(err.message),
+          `${kind}: ${name}`,
+        );
+        assert.equal(isThreadToolInvocation(req), false, `${kind}: ${name}`);
+      }
+    });
+  }
+});
+
+test('a thread context of exactly 4 KiB is read', () => {
+  const head = '{"source":"thread","threadId":"';
+  const value = head + 't'.repeat(4096 - head.length - 2) + '"}';
+  assert.equal(value.length, 4096);
+  assert.equal(toolContext(fetchRequest([[H, value]])).source, 'thread');
+});
+
+test('not a request is a TypeError, not a refusal', () => {
+  assert.throws(() => toolContext({}), TypeError);
+  assert.throws(() => isThreadToolInvocation({}), TypeError);
+});
