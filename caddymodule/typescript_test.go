@@ -2,12 +2,16 @@ package caddymodule
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddytest"
 
 	"github.com/toolgate/toolgate/internal/apitest"
@@ -83,17 +87,20 @@ export const tools = [
 ] as const satisfies readonly KazzleTool[];
 `
 
-// TestManifestTypeScript loads `manifest tools.ts` with the real compiler,
-// calls its tool end to end, reloads after tools.ts changed (the reload
-// compiles again), and fails a reload whose tools.ts breaks a rule, naming
-// the file and the tool, while the running config keeps serving.
+// TestManifestTypeScript loads `manifest tools.ts` with the real compiler
+// and calls its tool end to end. tools.ts then changes: a reload of the
+// same config is skipped by Caddy ("config is unchanged"), a forced one
+// (`caddy reload --force`) compiles it again; a forced reload of a tools.ts
+// that breaks a rule only the gateway can check (its components) fails
+// naming the file and the tool, and the running config keeps serving.
 func TestManifestTypeScript(t *testing.T) {
 	dir := kitProject(t)
 	tools := filepath.Join(dir, "tools.ts")
 	writeFile(t, tools, toolsTS)
 	rec := apitest.NewRecorder(t)
+	cfg := tsConfig(t, tools, rec.URL)
 	tc := caddytest.NewTester(t)
-	tc.InitServer(tsConfig(t, tools, rec.URL), "caddyfile")
+	tc.InitServer(cfg, "caddyfile")
 
 	status, a := client(tc).Invoke(t, "save_note", `{"input":{"title":"a b","tags":["x"]},`+apitest.Who+`}`)
 	if status != 200 || a.IsError || a.Content != "ok" {
@@ -116,23 +123,55 @@ func TestManifestTypeScript(t *testing.T) {
 	}
 
 	writeFile(t, tools, strings.Replace(toolsTS, "// EXTRA", `{
-    name: 'ping', description: 'Ping.', input: z.object({}).strict(),
+    name: 'ping', displayName: 'Ping', description: 'Ping.', input: z.object({}).strict(),
     target: { ...api, method: 'GET', path: '/ping' },
   },`, 1))
-	tc.InitServer(tsConfig(t, tools, rec.URL), "caddyfile")
+	if status, body := adminLoad(t, cfg, false); status != 200 {
+		t.Fatalf("reload: %d %s", status, body)
+	}
+	if status, _ := client(tc).Invoke(t, "ping", `{"input":{},`+apitest.Who+`}`); status != 404 {
+		t.Errorf("ping after an unforced reload of the same config: %d, want 404 (Caddy skips it)", status)
+	}
+	if status, body := adminLoad(t, cfg, true); status != 200 {
+		t.Fatalf("forced reload: %d %s", status, body)
+	}
 	if status, a := client(tc).Invoke(t, "ping", `{"input":{},`+apitest.Who+`}`); status != 200 || a.IsError || a.Content != "ok" {
-		t.Fatalf("ping after the reload: %d %+v", status, a)
+		t.Fatalf("ping after the forced reload: %d %+v", status, a)
 	}
 
 	writeFile(t, tools, strings.Replace(toolsTS, "// EXTRA", `{
-    name: 'leak', description: 'Leak.', input: z.object({}).strict(),
-    target: { ...api, method: 'GET', path: '/leak', headers: { Authorization: 'x' } },
+    name: 'elsewhere', displayName: 'Elsewhere', description: 'On a component the config lacks.',
+    input: z.object({}).strict(), target: { type: 'app', component: 'nowhere', method: 'GET', path: '/' },
   },`, 1))
-	caddytest.AssertLoadError(t, tsConfig(t, tools, rec.URL), "caddyfile",
-		`manifest `+tools+`: tool \"leak\": target: app target: header \"Authorization\" belongs to the gateway`)
+	status, msg := adminLoad(t, cfg, true)
+	if want := `manifest ` + tools + `: tool \"elsewhere\": target: app target: component \"nowhere\" is not declared`; status != 400 || !strings.Contains(msg, want) {
+		t.Errorf("a reload with a broken tools.ts: %d %s\nwant 400 and %s", status, msg, want)
+	}
 	if status, a := client(tc).Invoke(t, "ping", `{"input":{},`+apitest.Who+`}`); status != 200 || a.IsError {
 		t.Errorf("ping after a failed reload: %d %+v", status, a)
 	}
+}
+
+// adminLoad posts a Caddyfile to the admin API's /load, as `caddy reload`
+// does; force is its --force (Cache-Control: must-revalidate), without
+// which Caddy skips a config equal to the running one.
+func adminLoad(t *testing.T, caddyfile string, force bool) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest("POST", "http://localhost:2999/load", strings.NewReader(caddyfile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "text/caddyfile")
+	if force {
+		req.Header.Set("Cache-Control", "must-revalidate")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
 
 // A tools.ts the compiler refuses: the config error is the compiler's,
@@ -141,12 +180,11 @@ func TestManifestTypeScriptCompilerError(t *testing.T) {
 	dir := kitProject(t)
 	tools := filepath.Join(dir, "tools.ts")
 	writeFile(t, tools, strings.Replace(toolsTS, "// EXTRA", `{
-    name: 'loose', description: 'No schema.', input: { type: 'object' },
+    name: 'loose', displayName: 'Loose', description: 'No schema.', input: { type: 'object' },
     target: { ...api, method: 'GET', path: '/x' },
   } as any,`, 1))
 	caddytest.AssertLoadError(t, tsConfig(t, tools, "http://127.0.0.1:1"), "caddyfile",
-		`manifest `+tools+`: toolgate-tools: `)
-	caddytest.AssertLoadError(t, tsConfig(t, tools, "http://127.0.0.1:1"), "caddyfile", `tool \"loose\": input`)
+		`manifest `+tools+`: toolgate-tools: `+tools+`: tool \"loose\": input`)
 }
 
 // Without node on PATH, `manifest tools.ts` is a config error that says
@@ -159,4 +197,70 @@ func TestManifestTypeScriptWithoutNode(t *testing.T) {
 	caddytest.AssertLoadError(t, tsConfig(t, tools, "http://127.0.0.1:1"), "caddyfile",
 		"manifest "+tools+": a TypeScript manifest is compiled with Node.js, and node is not on PATH; "+
 			"compile it ahead with `npx toolgate-tools build "+tools+" -o "+out+"` and use `manifest "+out+"`")
+}
+
+// `caddy validate` (and `toolgate validate`) provisions the handler, so it
+// compiles a TypeScript manifest too, from the JSON config as from the
+// Caddyfile. The compiler here is a shell script standing in for
+// toolgate-tools, so this runs without Node.
+func TestValidateCompilesTypeScript(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("a shell script stands in for the compiler")
+	}
+	dir := t.TempDir()
+	pathDir := filepath.Join(dir, "bin")
+	bin := filepath.Join(dir, "node_modules", ".bin")
+	for _, d := range []string{pathDir, bin} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(pathDir, "node"), []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", pathDir)
+	tools := filepath.Join(dir, "tools.ts")
+	writeFile(t, tools, "export const tools = []\n")
+	ran := filepath.Join(dir, "ran")
+	compiler := func(body string) {
+		t.Helper()
+		script := "#!/bin/sh\necho \"$*\" >> " + ran + "\n" + body + "\n"
+		if err := os.WriteFile(filepath.Join(bin, "toolgate-tools"), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	config, err := json.Marshal(map[string]any{
+		"admin":   map[string]any{"disabled": true},
+		"storage": map[string]any{"module": "file_system", "root": filepath.Join(dir, "storage")},
+		"apps": map[string]any{"http": map[string]any{"servers": map[string]any{"s": map[string]any{
+			"listen": []string{"127.0.0.1:0"},
+			"routes": []any{map[string]any{"handle": []any{map[string]any{
+				"handler": "toolgate", "manifests": []string{tools}, "ledger": map[string]any{"backend": "off"},
+			}}}},
+		}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	validate := func() error {
+		var cfg caddy.Config
+		if err := json.Unmarshal(config, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		return caddy.Validate(&cfg)
+	}
+
+	compiler(`echo '{"tools":[{"name":"where","description":"Where the page is.","input_schema":{"type":"object"},"target":{"type":"kazzle","name":"where"}}]}'`)
+	if err := validate(); err != nil {
+		t.Fatalf("validate: %v", err)
+	}
+	if got, _ := os.ReadFile(ran); string(got) != "build "+tools+"\n" {
+		t.Fatalf("the compiler ran as %q", got)
+	}
+
+	compiler(`echo 'toolgate-tools: tools.ts: tool "where": input: not a Zod schema' >&2; exit 1`)
+	err = validate()
+	if want := "manifest " + tools + `: toolgate-tools: tools.ts: tool "where": input: not a Zod schema`; err == nil || !strings.HasSuffix(err.Error(), want) {
+		t.Fatalf("validate: %v\nwant it to end with %s", err, want)
+	}
 }

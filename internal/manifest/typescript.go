@@ -86,8 +86,9 @@ func compileTypeScript(path string) ([]byte, error) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), compileTimeout)
 	defer cancel()
-	// No shell: the compiler and the file are two arguments of their own,
-	// and nothing from a request ever reaches this command line.
+	// No shell: the compiler and the file are arguments of their own, the
+	// file absolute (so never read as an option), and nothing from a
+	// request ever reaches this command line.
 	cmd := exec.CommandContext(ctx, compiler, "build", abs)
 	cmd.Dir = dir
 	stdout := &capped{max: MaxSize, over: cancel}

@@ -189,7 +189,7 @@ test('zod resolves from the folder of tools.ts', (t) => {
   assert.deepEqual(readdirSync(dir).sort(), ['node_modules', 'tools.ts']);
 });
 
-test('the seed example type-checks; a target of an unknown type does not', () => {
+test('the seed example and a handler type-check; a target of an unknown type does not', () => {
   const tsc = (file) =>
     spawnSync(
       process.execPath,
@@ -198,7 +198,7 @@ test('the seed example type-checks; a target of an unknown type does not', () =>
         path.join('test', 'fixtures', file)],
       { cwd: kit, encoding: 'utf8', timeout: 60_000 },
     );
-  for (const file of ['seed-tools.ts', 'schemas.ts']) {
+  for (const file of ['seed-tools.ts', 'schemas.ts', 'handler.ts']) {
     const r = tsc(file);
     assert.equal(r.stdout + r.stderr, '', file);
     assert.equal(r.status, 0, file);

@@ -16,9 +16,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { pathToFileURL } from "node:url";
-import { build } from "esbuild";
-import { verifyIdentity } from "@toolgate/kit";
+import { load } from "../compiler/compile.mjs";
 
 const root = resolve(import.meta.dirname, "..", "..", "..");
 const fixture = join(import.meta.dirname, "parity", "tools.ts");
@@ -179,6 +177,8 @@ test("Zod and the gateway give the same verdicts", async () => {
 });
 
 test("verifyIdentity accepts the gateway's token and refuses another audience", async () => {
+  const { verifyIdentity } = await import("@toolgate/kit");
+  assert.equal(typeof verifyIdentity, "function", "@toolgate/kit exports no verifyIdentity");
   seenAuth.length = 0;
   const status = await invoke("search", `{"q":"who","limit":1}`);
   assert.equal(status.isError, false, status.content);
@@ -192,8 +192,12 @@ test("verifyIdentity accepts the gateway's token and refuses another audience", 
   assert.equal(id.claims.iss, ISSUER);
   assert.equal(id.claims.aud, COMPONENT);
 
-  await assert.rejects(verifyIdentity(req, { jwksUrl, issuer: ISSUER, audience: "another" }));
-  await assert.rejects(verifyIdentity(req, { jwksUrl, issuer: "https://other.test", audience: COMPONENT }));
+  // Refused for what is wrong, not for a failure on the way (the key set
+  // fetched, the token read): the audience, then the issuer.
+  await assert.rejects(verifyIdentity(req, { jwksUrl, issuer: ISSUER, audience: "another" }),
+    { name: "IdentityError", code: "invalid_token", message: /audience/ });
+  await assert.rejects(verifyIdentity(req, { jwksUrl, issuer: "https://other.test", audience: COMPONENT }),
+    { name: "IdentityError", code: "invalid_token", message: /issuer/ });
 });
 
 function verdict(ok) {
@@ -229,22 +233,11 @@ async function gatewayVerdict(tool, rawInput) {
   assert.fail(`${tool} ${rawInput}: neither a call nor an input refusal: ${JSON.stringify(a)}`);
 }
 
-// loadZodTools imports tools.ts (esbuild strips the types; zod stays an
-// import, resolved from the file's own folder as the compiler does) and
-// returns each tool's Zod input schema by name.
+// loadZodTools loads tools.ts as the compiler does and returns each tool's
+// Zod input schema by name.
 async function loadZodTools(file) {
-  const out = await build({
-    entryPoints: [file], bundle: true, format: "esm", platform: "node",
-    packages: "external", write: false, logLevel: "silent",
-  });
-  const tmp = join(import.meta.dirname, "parity", `.tools-${process.pid}.mjs`);
-  writeFileSync(tmp, out.outputFiles[0].contents);
-  try {
-    const mod = await import(pathToFileURL(tmp).href);
-    return Object.fromEntries(mod.tools.map((t) => [t.name, t.input]));
-  } finally {
-    rmSync(tmp, { force: true });
-  }
+  const { tools } = await load(file);
+  return Object.fromEntries(tools.map((t) => [t.name, t.input]));
 }
 
 // startUpstream is the component: it answers every call {"content":"ok"}

@@ -9,6 +9,7 @@ const parity = { type: 'app', component: 'parity', method: 'POST', path: '/call'
 export const tools = [
   {
     name: 'contact',
+    displayName: 'Contact',
     description: 'String formats.',
     input: z.object({
       email: z.email(),
@@ -21,6 +22,7 @@ export const tools = [
   },
   {
     name: 'order',
+    displayName: 'Order',
     description: 'Numbers, arrays, enums, nested objects, nullable.',
     input: z.object({
       qty: z.int().min(1).max(10),
@@ -41,6 +43,7 @@ export const tools = [
   },
   {
     name: 'search',
+    displayName: 'Search',
     description: 'A plain (stripping) object and a default.',
     input: z.object({
       q: z.string().min(1),
