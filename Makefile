@@ -18,9 +18,9 @@ FUZZ := \
 	./internal/ledger:FuzzInputDigest \
 	./internal/pagecontext:FuzzRender
 
-.PHONY: test check unit js kit react browser mcp bench-build faults fuzz tools build npm
+.PHONY: test check unit js kit notes react browser mcp bench-build faults fuzz tools build npm
 
-test: check unit js kit react browser mcp bench-build faults fuzz
+test: check unit js kit notes react browser mcp bench-build faults fuzz
 
 tools:
 	@command -v xcaddy >/dev/null || go install github.com/caddyserver/xcaddy/cmd/xcaddy@v0.4.5
@@ -46,6 +46,11 @@ unit: tools npm
 # The browser client's own rules, in Node's test runner.
 js:
 	cd internal/web && node --test
+
+# The notes component in TypeScript: its routes, and behind a real toolgate
+# that compiles its tools.ts.
+notes: npm
+	npm test -w examples/notes
 
 # The React bindings (Vitest in jsdom), and the lesson page the browser
 # tests open, built with Vite.

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Quick start: build the bookmarks example component and toolgate, start the
-# component in the background, and run toolgate in the foreground with
-# Caddyfile.example. Run from the repository root:
+# Quick start: build the example components (bookmarks in Go, notes in
+# TypeScript) and toolgate, start the components in the background, and run
+# toolgate in the foreground with Caddyfile.example. Run from the repository
+# root (Go 1.26, Node.js 20 and npm on the machine):
 #
 #   examples/quickstart.sh
 #
-# Stop with Ctrl-C; the component is stopped with it.
+# Stop with Ctrl-C; the components are stopped with it.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -15,9 +16,10 @@ cd "$(dirname "$0")/.."
 bin=$(mktemp -d "${TMPDIR:-/tmp}/toolgate-quickstart.XXXXXX")
 
 component_pid=
+notes_pid=
 toolgate_pid=
 cleanup() {
-	for pid in $toolgate_pid $component_pid; do
+	for pid in $toolgate_pid $notes_pid $component_pid; do
 		if kill -0 "$pid" 2>/dev/null; then
 			kill "$pid" 2>/dev/null || true
 			wait "$pid" 2>/dev/null || true
@@ -44,22 +46,41 @@ echo "building the bookmarks component and toolgate into $bin ..."
 go build -o "$bin/bookmarks" ./examples/bookmarks
 go build -o "$bin/toolgate" ./cmd/toolgate
 
+# The notes component and the compiler toolgate runs for
+# `manifest examples/notes/tools.ts` come from the npm workspace at the
+# repository root: installed (npm ci) when missing or older than
+# package-lock.json, then built from TypeScript.
+if [[ ! -x node_modules/.bin/toolgate-tools || package-lock.json -nt node_modules/.package-lock.json ]]; then
+	echo "installing the npm workspace (npm ci) ..."
+	npm ci --no-audit --no-fund
+fi
+echo "building the notes component (TypeScript) and the lesson page (React) ..."
+npm run --silent build -w @toolgate/kit -w examples/notes
+npm run --silent build -w examples/lesson
+
+# wait_for NAME PID ADDR: until the component answers GET /ping on ADDR.
+wait_for() {
+	echo "waiting for the $1 component on $3 ..."
+	local tries=50
+	until curl -fsS -o /dev/null "http://$3/ping" 2>/dev/null; do
+		if ! kill -0 "$2" 2>/dev/null; then
+			echo "the $1 component exited; is $3 already in use?" >&2
+			exit 1
+		fi
+		if ((--tries == 0)); then
+			echo "the $1 component did not answer on $3 within 5s" >&2
+			exit 1
+		fi
+		sleep 0.1
+	done
+}
+
 "$bin/bookmarks" -addr 127.0.0.1:9001 -public http://127.0.0.1:8080/app &
 component_pid=$!
-
-echo "waiting for the component on 127.0.0.1:9001 ..."
-tries=50
-until curl -fsS -o /dev/null http://127.0.0.1:9001/ping 2>/dev/null; do
-	if ! kill -0 "$component_pid" 2>/dev/null; then
-		echo "the bookmarks component exited; is 127.0.0.1:9001 already in use?" >&2
-		exit 1
-	fi
-	if ((--tries == 0)); then
-		echo "the bookmarks component did not answer on 127.0.0.1:9001 within 5s" >&2
-		exit 1
-	fi
-	sleep 0.1
-done
+node examples/notes/dist/src/main.js --addr 127.0.0.1:9002 &
+notes_pid=$!
+wait_for bookmarks "$component_pid" 127.0.0.1:9001
+wait_for notes "$notes_pid" 127.0.0.1:9002
 
 cat <<'EOF'
 
@@ -69,6 +90,10 @@ cards that pause a conversation, and "Device" to the computerId you give
 open_on_device to press its buttons):
 
   http://127.0.0.1:8080/toolgate/playground
+
+The React lesson page (examples/lesson) answers its client tool from a hook:
+
+  http://127.0.0.1:8080/lesson/?thread=th_1
 
 In another terminal, try:
 
@@ -86,9 +111,15 @@ callId each time (the same one returns the recorded answer):
   curl -s 'http://127.0.0.1:8080/toolgate/calls/clear_1?user=u_1&install=in_1'
   curl -s http://127.0.0.1:8080/toolgate/calls/clear_1/resume -H 'Content-Type: application/json' -d '{"buttonId":"delete","identity":{"user":"u_1","install":"in_1"}}'
 
+The notes tools come from examples/notes/tools.ts, which toolgate compiles
+when it loads, and run on the TypeScript component on 127.0.0.1:9002:
+
+  curl -s http://127.0.0.1:8080/toolgate/tools/add_note -H 'Content-Type: application/json' -d '{"input":{"text":"Buy milk","tags":["home"]},"identity":{"user":"u_1","install":"in_1"}}'
+  curl -s http://127.0.0.1:8080/toolgate/tools/export_notes -H 'Content-Type: application/json' -d '{"input":{},"identity":{"user":"u_1","install":"in_1"}}'
+
 EOF
 
-# Not exec: the EXIT trap must survive to stop the component. toolgate runs
+# Not exec: the EXIT trap must survive to stop the components. toolgate runs
 # as a child the script waits for (its output still goes to this terminal),
 # so a signal to the script alone is handled at once, not after toolgate
 # happens to exit.

@@ -1,6 +1,7 @@
 // The example stack for the Node tests: toolgate and the bookmarks
 // component, both built from this checkout and started on free loopback
-// ports with a generated Caddyfile. Shared by browser/ and mcp/.
+// ports with a generated Caddyfile. Shared by browser/, mcp/ and notes/
+// (which adds the notes component and its tools.ts: notes: true).
 import { spawn, execFileSync } from "node:child_process";
 import { mkdtempSync, writeFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
@@ -45,17 +46,24 @@ async function waitFor(url, proc) {
 /**
  * startStack builds and starts the stack. `toolgate` holds extra lines for
  * the toolgate block, given the component's port; `site` extra lines for
- * the site block (more routes beside /toolgate/ and /app/). It returns the
- * ports, toolgate's base URL and stop().
+ * the site block (more routes beside /toolgate/ and /app/). With `notes`,
+ * the notes component (built beforehand: npm run build -w examples/notes)
+ * runs too, and toolgate loads examples/notes/tools.ts, which needs the
+ * workspace's compiler (npm ci at the root). It returns the ports,
+ * toolgate's base URL and stop().
  */
-export async function startStack({ name, toolgate = () => "", site = "" }) {
+export async function startStack({ name, toolgate = () => "", site = "", notes = false }) {
   const dir = mkdtempSync(join(tmpdir(), `toolgate-${name}-`));
   const procs = [];
   execFileSync("go", ["build", "-o", join(dir, "toolgate"), "./cmd/toolgate"], { cwd: root, stdio: "inherit" });
   execFileSync("go", ["build", "-o", join(dir, "bookmarks"), "./examples/bookmarks"], { cwd: root, stdio: "inherit" });
   const gatePort = await freePort();
   const appPort = await freePort();
+  const notesPort = notes ? await freePort() : 0;
   const gate = `http://127.0.0.1:${gatePort}/toolgate`;
+  const notesLines = notes
+    ? `\t\t\tmanifest examples/notes/tools.ts\n\t\t\tcomponent notes http://127.0.0.1:${notesPort}\n`
+    : "";
   writeFileSync(join(dir, "Caddyfile"), `{
 	admin off
 	storage file_system ${dir}/storage
@@ -67,7 +75,7 @@ http://127.0.0.1:${gatePort} {
 			manifest examples/bookmarks/tools.json
 			component bookmarks http://127.0.0.1:${appPort}
 			ledger bolt ${dir}/ledger.db
-${toolgate(appPort)}
+${notesLines}${toolgate(appPort)}
 		}
 	}
 	handle_path /app/* {
@@ -82,6 +90,13 @@ ${site}
     "-jwks", `${gate}/.well-known/jwks.json`,
     "-toolgate", gate,
   ]);
+  const notesProc = notes
+    ? start(procs, process.execPath, [
+        "examples/notes/dist/src/main.js",
+        "--addr", `127.0.0.1:${notesPort}`,
+        "--jwks", `${gate}/.well-known/jwks.json`,
+      ])
+    : null;
   const tg = start(procs, join(dir, "toolgate"), ["run", "--config", join(dir, "Caddyfile"), "--adapter", "caddyfile"], {
     XDG_DATA_HOME: dir,
     XDG_CONFIG_HOME: dir,
@@ -92,10 +107,11 @@ ${site}
   };
   try {
     await waitFor(`http://127.0.0.1:${appPort}/ping`, component);
+    if (notesProc) await waitFor(`http://127.0.0.1:${notesPort}/ping`, notesProc);
     await waitFor(`${gate}/tools`, tg);
   } catch (e) {
     stop();
     throw e;
   }
-  return { gatePort, appPort, gate, stop };
+  return { gatePort, appPort, notesPort, gate, stop };
 }

@@ -725,20 +725,26 @@ func TestManifest(t *testing.T) {
 	}
 	mux := newApp(testPublic, "bookmarks", apptools.NewVerifier("http://127.0.0.1:1/jwks", "toolgate", "bookmarks")).routes().(*http.ServeMux)
 	// The playground's test drives share_bookmark by these property names,
-	// and open_on_device's computerId is the card's assignee.
+	// and open_on_device's computerId is the card's assignee. The schemas
+	// are what toolgate-tools writes for tools.ts: Zod's own email pattern
+	// beside "format": "email" (so that the gateway refuses what Zod
+	// refuses), "default" before "type", and the .describe() texts.
 	exact := map[string]struct{ displayName, method, path, schema string }{
 		"share_bookmark": {"Share bookmark", "POST", "/bookmarks/${input.id}/share",
 			`{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{` +
-				`"id":{"type":"string","pattern":"^b[0-9]+$"},` +
-				`"with":{"type":"object","properties":{"email":{"type":"string","format":"email"},"note":{"type":"string","maxLength":200}},"required":["email"],"additionalProperties":false},` +
-				`"permission":{"type":"string","enum":["view","comment"],"default":"view"},` +
-				`"expiresInDays":{"type":"integer","minimum":1,"maximum":90},` +
-				`"notify":{"type":"boolean"}},` +
+				`"id":{"type":"string","pattern":"^b[0-9]+$","description":"The bookmark's id, such as \"b1\"."},` +
+				`"with":{"type":"object","properties":{` +
+				`"email":{"type":"string","format":"email","pattern":"^(?:[A-Za-z0-9_'+\\-]+\\.)*[A-Za-z0-9_'+\\-]*[A-Za-z0-9_+-]@(?:[A-Za-z0-9][A-Za-z0-9\\-]*\\.)+[A-Za-z]{2,}$","description":"The recipient's email address."},` +
+				`"note":{"description":"A short note to the recipient, only if the user gives one.","type":"string","maxLength":200}},` +
+				`"required":["email"],"additionalProperties":false,"description":"Whom to share with."},` +
+				`"permission":{"default":"view","description":"What the recipient may do.","type":"string","enum":["view","comment"]},` +
+				`"expiresInDays":{"description":"How many days the share lasts; leave out for no expiry.","type":"integer","minimum":1,"maximum":90},` +
+				`"notify":{"description":"Whether to email the recipient now.","type":"boolean"}},` +
 				`"required":["id","with"],"additionalProperties":false}`},
 		"open_on_device": {"Open on device", "POST", "/bookmarks/${input.id}/open",
 			`{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{` +
-				`"id":{"type":"string","pattern":"^b[0-9]+$"},` +
-				`"computerId":{"type":"string","minLength":1,"maxLength":64}},` +
+				`"id":{"type":"string","pattern":"^b[0-9]+$","description":"The bookmark's id, such as \"b1\"."},` +
+				`"computerId":{"type":"string","minLength":1,"maxLength":64,"description":"The device to open it on, such as \"laptop\"."}},` +
 				`"required":["id","computerId"],"additionalProperties":false}`},
 	}
 	seen := false

@@ -92,8 +92,9 @@ test("tools/list gives every tool with its schema, title and annotations", async
   assert.match(save.description, /^Save a web page as a bookmark/);
   assert.equal(save.inputSchema.type, "object");
   assert.deepEqual(save.inputSchema.required, ["url", "title"]);
-  assert.deepEqual(save.inputSchema.properties.url, { type: "string", format: "uri" });
-  assert.deepEqual(save.inputSchema.properties.title, { type: "string", minLength: 1 });
+  // As tools.ts declares them, .describe() texts included.
+  assert.deepEqual(save.inputSchema.properties.url, { type: "string", format: "uri", description: "The page's absolute URL." });
+  assert.deepEqual(save.inputSchema.properties.title, { type: "string", minLength: 1, description: "A short title for the bookmark." });
   assert.equal(save.inputSchema.additionalProperties, false);
 
   assert.equal(byName.delete_bookmark.annotations?.destructiveHint, true);

@@ -147,8 +147,10 @@ function selectField(base, schema) {
  * htmlPattern maps a JSON Schema pattern to an HTML pattern attribute, or
  * undefined when it does not map. A schema pattern matches anywhere in the
  * string, an HTML pattern only the whole value, so only a pattern anchored at
- * both ends means the same in both. The browser ignores a pattern it cannot
- * compile; the gateway checks it either way.
+ * both ends means the same in both. A browser compiles the attribute with
+ * the "v" flag, stricter than a schema's pattern: Zod's email pattern has
+ * an unescaped "-" in a class, which "v" refuses (and Chromium logs an error
+ * for). Such a pattern is left to the gateway, which checks it either way.
  * @param {*} p
  * @returns {string|undefined}
  */
@@ -157,7 +159,13 @@ export function htmlPattern(p) {
   // "\$" is a literal dollar, not an anchor; count the backslashes before it.
   let slashes = 0;
   for (let i = p.length - 2; i >= 0 && p[i] === "\\"; i--) slashes++;
-  return slashes % 2 === 0 ? p : undefined;
+  if (slashes % 2 !== 0) return undefined;
+  try {
+    new RegExp(`^(?:${p})$`, "v");
+  } catch {
+    return undefined;
+  }
+  return p;
 }
 
 function hintOf(schema) {
