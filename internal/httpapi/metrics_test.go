@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -255,5 +256,43 @@ func TestCallLogLine(t *testing.T) {
 				t.Errorf("log line %q holds %q", l.Message, secret)
 			}
 		}
+	}
+}
+
+// An MCP session is counted open from its initialization until it
+// closes; every tools/call is counted, the sessionless revision's too,
+// and runs through the gateway's counted path.
+func TestMetricsMCP(t *testing.T) {
+	s, reg := metricsServer(t, time.Second)
+	const sessions, mcpCalls = "caddy_toolgate_mcp_sessions", "caddy_toolgate_mcp_calls_total"
+	// The SDK may handle a notification after answering it: wait a little.
+	settled := func(want float64) float64 {
+		deadline := time.Now().Add(5 * time.Second)
+		for value(t, reg, sessions) != want && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		return value(t, reg, sessions)
+	}
+	cs := apitest.MCPClient{Endpoint: s.URL + "/mcp", Version: "2025-11-25"}.Session(t)
+	if got := settled(1); got != 1 {
+		t.Errorf("sessions %v with one open, want 1", got)
+	}
+	apitest.CallTool(t, cs, &mcp.CallToolParams{Name: "md", Meta: apitest.U1()})
+	stateless := apitest.MCPClient{Endpoint: s.URL + "/mcp"}.Session(t)
+	apitest.CallTool(t, stateless, &mcp.CallToolParams{Name: "md", Meta: apitest.U1()})
+	if got := value(t, reg, mcpCalls); got != 2 {
+		t.Errorf("mcp calls %v, want 2", got)
+	}
+	if got := value(t, reg, "caddy_toolgate_calls_total", "tool", "md", "outcome", "done"); got != 2 {
+		t.Errorf("md calls %v, want 2", got)
+	}
+	if got := value(t, reg, sessions); got != 1 {
+		t.Errorf("sessions %v after a sessionless call, want 1", got)
+	}
+	if err := cs.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := settled(0); got != 0 {
+		t.Errorf("sessions %v after closing, want 0", got)
 	}
 }
