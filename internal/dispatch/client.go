@@ -12,7 +12,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolgate/toolgate/internal/tracing"
 )
@@ -93,14 +92,14 @@ func (c *Client) WithTimeout(ctx context.Context) (context.Context, context.Canc
 // request as a toolgate.upstream span, whose traceparent it sends; without
 // one it sends none.
 func (c *Client) Do(req *http.Request) (*Response, error) {
-	ctx, span := tracing.Start(req.Context(), tracing.UpstreamSpan, trace.WithSpanKind(trace.SpanKindClient),
-		// The host only: a URL's path and query may hold the input.
-		trace.WithAttributes(attribute.String("http.request.method", req.Method), attribute.String("server.address", req.URL.Hostname())))
+	ctx, span := tracing.StartClient(req.Context(), tracing.UpstreamSpan)
 	if span == nil {
 		tracing.Inject(ctx, req.Header)
 		return c.do(req)
 	}
 	defer span.End()
+	// The host only: a URL's path and query may hold the input.
+	span.SetAttributes(attribute.String("http.request.method", req.Method), attribute.String("server.address", req.URL.Hostname()))
 	req = req.WithContext(ctx)
 	tracing.Inject(ctx, req.Header)
 	resp, err := c.do(req)

@@ -18,10 +18,11 @@ import (
 // labels are: a tool is declared in config, and no user, call id, thread,
 // input or result is ever set on a span.
 func startCall(ctx context.Context, tool *manifest.Compiled) (context.Context, trace.Span) {
-	return tracing.Start(ctx, tracing.CallSpan, trace.WithAttributes(
-		attribute.String(tracing.AttrTool, tool.Name),
-		attribute.String(tracing.AttrTargetType, tool.Target.Spec.Type),
-	))
+	ctx, span := tracing.Start(ctx, tracing.CallSpan)
+	if span != nil {
+		span.SetAttributes(attribute.String(tracing.AttrTool, tool.Name), attribute.String(tracing.AttrTargetType, tool.Target.Spec.Type))
+	}
+	return ctx, span
 }
 
 // endCall ends a call's span with how the call ended: the answer's status,

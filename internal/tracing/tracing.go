@@ -37,18 +37,31 @@ const (
 // Start starts a child span of the span in ctx, when there is one, and
 // returns ctx holding it. Without one it returns ctx and nil: a caller
 // checks for nil rather than call a no-op span, because starting even a
-// no-op span stores it in a new context, an allocation on every call.
+// no-op span stores it in a new context, an allocation on every call. For
+// the same reason Start takes no options, which would be built (and
+// allocated) before it could look: a caller sets attributes on the span
+// it got.
 //
 // Only spans that belong to a trace count (a valid span context): one
 // that is not sampled still gets children, which the SDK does not record,
 // so that the traceparent sent on says "not sampled" and the upstream
 // does not start a trace of its own.
-func Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+func Start(ctx context.Context, name string) (context.Context, trace.Span) {
+	return start(ctx, name, trace.SpanKindInternal)
+}
+
+// StartClient is Start for a request to another service, a span of kind
+// client.
+func StartClient(ctx context.Context, name string) (context.Context, trace.Span) {
+	return start(ctx, name, trace.SpanKindClient)
+}
+
+func start(ctx context.Context, name string, kind trace.SpanKind) (context.Context, trace.Span) {
 	parent := trace.SpanFromContext(ctx)
 	if !parent.SpanContext().IsValid() {
 		return ctx, nil
 	}
-	return parent.TracerProvider().Tracer(Scope).Start(ctx, name, opts...)
+	return parent.TracerProvider().Tracer(Scope).Start(ctx, name, trace.WithSpanKind(kind))
 }
 
 // traceContext is the W3C Trace Context format, traceparent and tracestate,
