@@ -47,6 +47,34 @@ func endCall(span trace.Span, a *Answer, err error) {
 	span.End()
 }
 
+// startResume starts the toolgate.resume span of a card's answer, whose
+// toolgate.action is "button", "skip" or "cancel": never the button's id,
+// which the component's card chose.
+func startResume(ctx context.Context, req ResumeRequest) (context.Context, trace.Span) {
+	ctx, span := tracing.Start(ctx, tracing.ResumeSpan)
+	if span != nil {
+		action := "button"
+		switch {
+		case req.ButtonID != "":
+		case req.Action == ActionSkip, req.Action == ActionCancel:
+			action = req.Action
+		default:
+			action = "invalid"
+		}
+		span.SetAttributes(attribute.String(tracing.AttrAction, action))
+	}
+	return ctx, span
+}
+
+// endResume is endCall for a resume, whose tool is known once its call is
+// found: the tool the ledger recorded, which was declared when it ran.
+func endResume(span trace.Span, a *Answer, err error) {
+	if a != nil {
+		span.SetAttributes(attribute.String(tracing.AttrTool, a.Tool))
+	}
+	endCall(span, a, err)
+}
+
 // tracedLedger records each operation of its ledger as a span,
 // toolgate.ledger.create, get, update or wait, under the span in the
 // operation's context. It sets no attribute: a key holds the user.

@@ -292,3 +292,41 @@ func TestNoSpanNoTraceparent(t *testing.T) {
 		t.Errorf("untraced call sent traceparent %q tracestate %q", h.Get("Traceparent"), h.Get("Tracestate"))
 	}
 }
+
+// TestResumeSpan: a card's answer is a toolgate.resume span with the tool,
+// the action (never the button's id) and the status, whose button request
+// is its toolgate.upstream child.
+func TestResumeSpan(t *testing.T) {
+	rig := newCardRig(t)
+	if a := rig.invoke(t, "a_card", "own", "card-secret"); a.Status != StatusActionRequired {
+		t.Fatalf("got %+v", a)
+	}
+	_, spans := traced(t, func(ctx context.Context) {
+		r, err := rig.gw.Resume(ctx, ResumeRequest{CallID: "card-secret", Identity: rig.me, ButtonID: "go"})
+		if err != nil || r.Status != StatusDone || r.IsError {
+			t.Fatalf("resume: %+v, %v", r, err)
+		}
+	})
+	resume := spanNamed(spans, "toolgate.resume")
+	if resume == nil {
+		t.Fatalf("no toolgate.resume in %v", spans)
+	}
+	if a := attrs(resume); a["toolgate.tool"] != "a_card" || a["toolgate.action"] != "button" || a["toolgate.status"] != "done" {
+		t.Errorf("toolgate.resume attributes %v", a)
+	}
+	if up := spanNamed(spans, "toolgate.upstream"); up == nil || up.Parent().SpanID() != resume.SpanContext().SpanID() {
+		t.Errorf("the button's request is not a child of toolgate.resume: %v", spans)
+	}
+	checkClean(t, spans, "card-secret", `"go"`, "z9", rig.me.User, rig.thread.ThreadID)
+
+	_, spans = traced(t, func(ctx context.Context) {
+		if _, err := rig.gw.Resume(ctx, ResumeRequest{CallID: "card-secret", Identity: rig.me, Action: ActionSkip}); err == nil {
+			t.Fatal("a second, other answer was not refused")
+		}
+	})
+	resume = spanNamed(spans, "toolgate.resume")
+	if a := attrs(resume); a["toolgate.action"] != "skip" || a["toolgate.status"] != "refused" || resume.Status().Description != "conflict" {
+		t.Errorf("refused resume: attributes %v, status %v", a, resume.Status())
+	}
+	checkClean(t, spans, "card-secret")
+}

@@ -21,6 +21,8 @@ const Scope = "github.com/toolgate/toolgate"
 const (
 	CallSpan     = "toolgate.call"
 	UpstreamSpan = "toolgate.upstream"
+	// ResumeSpan is a card's answer, the rest of a call.
+	ResumeSpan = "toolgate.resume"
 	// LedgerSpan is followed by the operation: toolgate.ledger.create.
 	LedgerSpan = "toolgate.ledger."
 )
@@ -32,6 +34,8 @@ const (
 	AttrTool       = "toolgate.tool"
 	AttrTargetType = "toolgate.target_type"
 	AttrStatus     = "toolgate.status"
+	// AttrAction is how a card was answered: button, skip or cancel.
+	AttrAction = "toolgate.action"
 )
 
 // Start starts a child span of the span in ctx, when there is one, and
