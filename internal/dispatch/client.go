@@ -113,8 +113,9 @@ func (c *Client) Do(req *http.Request) (*Response, error) {
 		return nil, err
 	}
 	span.SetAttributes(attribute.Int("http.response.status_code", resp.Status))
-	if resp.Status >= 500 {
-		// OpenTelemetry's HTTP client rule: a 4xx is the caller's answer.
+	if resp.Status >= 400 {
+		// OpenTelemetry's rule for HTTP client spans (a server span leaves a
+		// 4xx unset). Whether the call failed is toolgate.call's status.
 		span.SetStatus(codes.Error, "")
 	}
 	return resp, nil

@@ -19,7 +19,7 @@ import (
 
 // TestUpstreamSpan: under a span, a request is a toolgate.upstream child
 // span whose traceparent the upstream gets, with the method, the host and
-// the status and nothing of the path or query; without one, no traceparent
+// the status and nothing of the path or query, and a 4xx its Error; without one, no traceparent
 // goes out, not even one a tool's headers set.
 func TestUpstreamSpan(t *testing.T) {
 	got := make(chan http.Header, 1)
@@ -98,8 +98,8 @@ func TestUpstreamSpan(t *testing.T) {
 				t.Errorf("attribute %s = %q holds the path or the input", k, v)
 			}
 		}
-		if s.Status().Code == codes.Error {
-			t.Errorf("a 418 is the upstream's answer, not a failed request: %v", s.Status())
+		if s.Status().Code != codes.Error || s.Status().Description != "" {
+			t.Errorf("a 418 to a client span: status %v, want Error as OpenTelemetry's HTTP rules say", s.Status())
 		}
 	})
 
