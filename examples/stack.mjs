@@ -115,3 +115,23 @@ ${site}
   }
   return { gatePort, appPort, notesPort, gate, stop };
 }
+
+/**
+ * invoke calls a tool through the Tools API the way an agent runtime does
+ * in loopback mode (identity u_1/in_1, a thread context) and returns the
+ * answer; any status but 200 is an error.
+ */
+export async function invoke(gate, tool, { thread, callId, input = {} }) {
+  const r = await fetch(`${gate}/tools/${tool}`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({
+      input,
+      callId,
+      context: { source: "thread", threadId: thread },
+      identity: { user: "u_1", install: "in_1" },
+    }),
+  });
+  if (r.status !== 200) throw new Error(`invoke ${tool}: ${r.status} ${await r.text()}`);
+  return r.json();
+}

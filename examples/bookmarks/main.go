@@ -459,16 +459,7 @@ func (a *app) share(w http.ResponseWriter, r *http.Request) {
 	case in.ExpiresInDays != nil && (*in.ExpiresInDays < 1 || *in.ExpiresInDays > maxDuration):
 		problem = fmt.Sprintf("expiresInDays must be from 1 to %d", maxDuration)
 	}
-	if problem != "" {
-		apptools.WriteError(w, http.StatusBadRequest, "invalid", problem)
-		return
-	}
-
-	o, ok := ownerOf(w, r)
-	if !ok {
-		return
-	}
-	b, ok := a.lookup(w, r, o)
+	b, ok := a.checkedLookup(w, r, problem)
 	if !ok {
 		return
 	}
@@ -543,16 +534,7 @@ func (a *app) askOpen(w http.ResponseWriter, r *http.Request) {
 	case strings.ContainsFunc(in.ComputerID, isBreakOrControl):
 		problem = "computerId must not hold control characters or line breaks"
 	}
-	if problem != "" {
-		apptools.WriteError(w, http.StatusBadRequest, "invalid", problem)
-		return
-	}
-
-	o, ok := ownerOf(w, r)
-	if !ok {
-		return
-	}
-	b, ok := a.lookup(w, r, o)
+	b, ok := a.checkedLookup(w, r, problem)
 	if !ok {
 		return
 	}
@@ -771,6 +753,21 @@ func (a *app) card(w http.ResponseWriter, r *http.Request) {
 	if err := cardPage.Execute(w, view); err != nil {
 		log.Printf("card %s: %v", b.ID, err)
 	}
+}
+
+// checkedLookup answers a refused input (problem, when not "") with 400,
+// then finds the caller's bookmark named by the {id} path value, as
+// lookup does.
+func (a *app) checkedLookup(w http.ResponseWriter, r *http.Request, problem string) (bookmark, bool) {
+	if problem != "" {
+		apptools.WriteError(w, http.StatusBadRequest, "invalid", problem)
+		return bookmark{}, false
+	}
+	o, ok := ownerOf(w, r)
+	if !ok {
+		return bookmark{}, false
+	}
+	return a.lookup(w, r, o)
 }
 
 // lookup finds o's bookmark named by the {id} path value, or answers 404:

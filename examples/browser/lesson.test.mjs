@@ -8,27 +8,13 @@ import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { root, startStack } from "../stack.mjs";
+import { root, startStack, invoke as invokeTool } from "../stack.mjs";
 import { launchChromium } from "./chromium.mjs";
 
 const dist = join(root, "examples/lesson/dist");
 let stack, browser, site;
 
-/** invoke calls a tool through the Tools API, as the agent runtime does (loopback mode). */
-async function invoke(tool, { thread, callId, input = {} }) {
-  const r = await fetch(`${stack.gate}/tools/${tool}`, {
-    method: "POST",
-    headers: { "Content-Type": "application/json" },
-    body: JSON.stringify({
-      input,
-      callId,
-      context: { source: "thread", threadId: thread },
-      identity: { user: "u_1", install: "in_1" },
-    }),
-  });
-  assert.equal(r.status, 200, `invoke ${tool}`);
-  return r.json();
-}
+const invoke = (tool, opts) => invokeTool(stack.gate, tool, opts);
 
 before(async () => {
   if (!existsSync(join(dist, "index.html"))) {

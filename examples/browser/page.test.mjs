@@ -3,7 +3,7 @@
 // from this checkout. Run with `node --test` in this folder.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startStack } from "../stack.mjs";
+import { startStack, invoke as invokeTool } from "../stack.mjs";
 import { launchChromium } from "./chromium.mjs";
 
 
@@ -11,21 +11,7 @@ let stack, browser, gatePort, appPort;
 
 const gate = () => `http://127.0.0.1:${gatePort}/toolgate`;
 
-/** invoke calls a tool through the Tools API, as an agent runtime does. */
-async function invoke(tool, { thread, callId, input = {} }) {
-  const r = await fetch(`${gate()}/tools/${tool}`, {
-    method: "POST",
-    headers: { "Content-Type": "application/json" },
-    body: JSON.stringify({
-      input,
-      callId,
-      context: { source: "thread", threadId: thread },
-      identity: { user: "u_1", install: "in_1" },
-    }),
-  });
-  assert.equal(r.status, 200, `invoke ${tool}`);
-  return r.json();
-}
+const invoke = (tool, opts) => invokeTool(gate(), tool, opts);
 
 before(async () => {
   stack = await startStack({

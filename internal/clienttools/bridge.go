@@ -35,6 +35,9 @@ type Offer struct {
 	CallID string          `json:"callId"`
 	Name   string          `json:"name"`
 	Input  json.RawMessage `json:"input"`
+	// Traceparent is the W3C traceparent of the call's span, when the call
+	// is traced, so that the page's own spans join its trace.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // Outcome is what the page posted.

@@ -9,6 +9,11 @@ import (
 	"net/http"
 	"slices"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+
+	"github.com/toolgate/toolgate/internal/tracing"
 )
 
 // Defaults for a Client.
@@ -83,8 +88,40 @@ func (c *Client) WithTimeout(ctx context.Context) (context.Context, context.Canc
 }
 
 // Do sends req and reads the whole answer within the client's timeout.
-// Failures are *Error.
+// Failures are *Error. Under a span in req's context it records the
+// request as a toolgate.upstream span, whose traceparent it sends; without
+// one it sends none.
 func (c *Client) Do(req *http.Request) (*Response, error) {
+	ctx, span := tracing.StartClient(req.Context(), tracing.UpstreamSpan)
+	if span == nil {
+		tracing.Inject(ctx, req.Header)
+		return c.do(req)
+	}
+	defer span.End()
+	// The host only: a URL's path and query may hold the input.
+	span.SetAttributes(attribute.String("http.request.method", req.Method), attribute.String("server.address", req.URL.Hostname()))
+	req = req.WithContext(ctx)
+	tracing.Inject(ctx, req.Header)
+	resp, err := c.do(req)
+	if err != nil {
+		// The kind, not the message, which names the address and port.
+		kind := "error"
+		if e := (*Error)(nil); errors.As(err, &e) {
+			kind = e.Kind
+		}
+		span.SetStatus(codes.Error, kind)
+		return nil, err
+	}
+	span.SetAttributes(attribute.Int("http.response.status_code", resp.Status))
+	if resp.Status >= 400 {
+		// OpenTelemetry's rule for HTTP client spans (a server span leaves a
+		// 4xx unset). Whether the call failed is toolgate.call's status.
+		span.SetStatus(codes.Error, "")
+	}
+	return resp, nil
+}
+
+func (c *Client) do(req *http.Request) (*Response, error) {
 	ctx := req.Context()
 	if d, ok := ctx.Deadline(); !ok || time.Until(d) > c.timeout {
 		var cancel context.CancelFunc

@@ -150,7 +150,11 @@ type ResumeRequest struct {
 
 // Resume answers a card once. A repeat of the same answer gets the
 // recorded result; another answer after the first is a conflict.
-func (g *Gateway) Resume(ctx context.Context, req ResumeRequest) (*Answer, error) {
+func (g *Gateway) Resume(ctx context.Context, req ResumeRequest) (ans *Answer, err error) {
+	ctx, span := startResume(ctx, req)
+	if span != nil {
+		defer func() { endResume(span, ans, err) }()
+	}
 	if (req.ButtonID == "") == (req.Action == "") {
 		return nil, badRequest("invalid_resume", `give either "buttonId" or "action" ("skip" or "cancel")`)
 	}

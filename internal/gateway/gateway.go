@@ -27,6 +27,7 @@ import (
 	"github.com/toolgate/toolgate/internal/observe"
 	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/result"
+	"github.com/toolgate/toolgate/internal/tracing"
 )
 
 // Origin sources.
@@ -236,6 +237,7 @@ func New(c Config) *Gateway {
 	if g.ledger == nil {
 		g.ledger = ledger.Off
 	}
+	g.ledger = traceLedger(g.ledger)
 	if g.bridge == nil {
 		g.bridge = clienttools.NewBridge()
 	}
@@ -304,10 +306,14 @@ var callIDEncoding = base32.NewEncoding("0123456789abcdefghijklmnopqrstuv").With
 // (an unknown tool, a bad context, identity or call id, all checked before
 // anything is recorded); every failure of the tool itself is an Answer
 // with IsError set, whose content the model reads.
-func (g *Gateway) Invoke(ctx context.Context, call Call) (*Answer, error) {
+func (g *Gateway) Invoke(ctx context.Context, call Call) (ans *Answer, err error) {
 	tool, ok := g.tools.Lookup(call.Tool)
 	if !ok {
 		return nil, &RequestError{Code: "unknown_tool", Msg: fmt.Sprintf("no tool named %q", call.Tool), kind: ErrUnknownTool}
+	}
+	ctx, span := startCall(ctx, tool)
+	if span != nil {
+		defer func() { endCall(span, ans, err) }()
 	}
 	if err := CheckOrigin(&call.Origin); err != nil {
 		return nil, err
@@ -530,7 +536,7 @@ func (g *Gateway) runInPage(ctx context.Context, tool *manifest.Compiled, call C
 			input = buf.Bytes()
 		}
 	}
-	offer := clienttools.Offer{CallID: call.CallID, Name: tool.Target.Spec.Name, Input: input}
+	offer := clienttools.Offer{CallID: call.CallID, Name: tool.Target.Spec.Name, Input: input, Traceparent: tracing.Traceparent(ctx)}
 	g.obs.ClientTool(observe.ClientOffered, 0)
 	offered := time.Now()
 	out, err := g.bridge.Run(context.WithoutCancel(ctx), call.Identity.User, call.Origin.ThreadID, offer, g.clientWait)
