@@ -21,8 +21,9 @@ import (
 )
 
 // metricsServer serves gatewayOptions with the pages of pagesOptions, a
-// tool no one may call, and metrics on a registry of its own.
-func metricsServer(t *testing.T, clientTimeout time.Duration) (*server, *prometheus.Registry) {
+// tool no one may call, metrics on a registry of its own, and its log
+// lines from info up in logs.
+func metricsServer(t *testing.T, clientTimeout time.Duration) (*server, *prometheus.Registry, *observer.ObservedLogs) {
 	t.Helper()
 	rec := apitest.NewRecorder(t)
 	o := gatewayOptions(t, rec.URL)
@@ -47,7 +48,9 @@ func metricsServer(t *testing.T, clientTimeout time.Duration) (*server, *prometh
 		labelled = append(labelled, observe.Tool{Name: tool.Name, TargetType: tool.Target.Spec.Type})
 	}
 	o.observer = c.Observer("bolt", labelled)
-	return startServer(t, o), reg
+	core, logs := observer.New(zapcore.InfoLevel)
+	o.logger = zap.New(core)
+	return startServer(t, o), reg, logs
 }
 
 // value is one series' value, by its name and labels in order.
@@ -92,7 +95,7 @@ func value(t *testing.T, reg *prometheus.Registry, name string, labels ...string
 // timed out, and a card opened and answered three ways, are counted on
 // the registry.
 func TestMetricsAfterCalls(t *testing.T) {
-	s, reg := metricsServer(t, time.Second)
+	s, reg, logs := metricsServer(t, time.Second)
 	invoke := func(tool, body string, want int) {
 		t.Helper()
 		if status, a := s.Call(t, "POST", "/tools/"+tool, body); status != want {
@@ -169,6 +172,15 @@ func TestMetricsAfterCalls(t *testing.T) {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
 		}
 	}
+	// Each refusal has its line at info, with its reason and code.
+	var refusals []string
+	for _, l := range logs.FilterMessage("refused").All() {
+		f := l.ContextMap()
+		refusals = append(refusals, fmt.Sprint(l.Level, " ", f["reason"], " ", f["code"]))
+	}
+	if got, want := strings.Join(refusals, ", "), "info policy forbidden, info auth invalid_token, info loopback forbidden, info limits too_large"; got != want {
+		t.Errorf("refusal lines: %s, want %s", got, want)
+	}
 	// Every label value is from the config or a fixed set: no user, call
 	// id, thread or URL.
 	mfs, _ := reg.Gather()
@@ -185,7 +197,7 @@ func TestMetricsAfterCalls(t *testing.T) {
 // A ledger that fails is counted by backend, and the call refused with
 // 503 runs nothing.
 func TestMetricsLedgerError(t *testing.T) {
-	s, reg := metricsServer(t, time.Second)
+	s, reg, _ := metricsServer(t, time.Second)
 	if err := s.ledger.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +275,7 @@ func TestCallLogLine(t *testing.T) {
 // closes; every tools/call is counted, the sessionless revision's too,
 // and runs through the gateway's counted path.
 func TestMetricsMCP(t *testing.T) {
-	s, reg := metricsServer(t, time.Second)
+	s, reg, _ := metricsServer(t, time.Second)
 	const sessions, mcpCalls = "caddy_toolgate_mcp_sessions", "caddy_toolgate_mcp_calls_total"
 	// The SDK may handle a notification after answering it: wait a little.
 	settled := func(want float64) float64 {
