@@ -35,7 +35,7 @@ globals() {
 	admin 127.0.0.1:9819
 	storage file_system $work/storage
 	log {
-		level ERROR
+		level ${LOG_LEVEL:-ERROR}
 	}
 }
 EOF
@@ -47,6 +47,7 @@ tool() {
 		toolgate {
 			component api http://$UP
 			ledger $1
+$([[ ${METRICS:-on} == off ]] && printf '\t\t\tmetrics off' || true)
 			tool get_item {
 				description "Get an item."
 				input_schema \`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"],"additionalProperties":false}\`

@@ -18,6 +18,8 @@
 #   bench/run.sh                      # 3 rounds of 10 s: 30 s per target
 #   DURATION=5s ROUNDS=1 CONNS="32" bench/run.sh
 #   BUILD_ONLY=1 bench/run.sh         # build and check the harness (CI)
+#   METRICS=off OUT=/tmp/off.md bench/run.sh   # toolgate with `metrics off`
+#   LOG_LEVEL=INFO bench/run.sh       # with the per-call log line written
 #
 # Needs wrk and redis-server (Debian packages).
 set -euo pipefail
@@ -158,7 +160,7 @@ ratio() { awk -v x="$1" -v y="$2" 'BEGIN { if (y > 0) printf "%.2f", x / y; else
 {
 	echo "# Load harness results"
 	echo
-	echo "Command: \`DURATION=$DURATION ROUNDS=$ROUNDS CONNS=\"$CONNS\" bench/run.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores,"
+	echo "Command: \`METRICS=${METRICS:-on} LOG_LEVEL=${LOG_LEVEL:-ERROR} DURATION=$DURATION ROUNDS=$ROUNDS CONNS=\"$CONNS\" bench/run.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores,"
 	echo "$(go version | cut -d' ' -f3), wrk on the same machine (loopback), 1 KiB JSON answers. The runs take"
 	echo "turns, $ROUNDS rounds of $DURATION each: req/s is the mean of the rounds, p50 and p99 the median."
 	echo

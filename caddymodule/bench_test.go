@@ -16,6 +16,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/identity"
@@ -78,28 +79,43 @@ func writeKey(tb testing.TB) string {
 // schema validation, references, a signed identity token, the upstream
 // round trip on loopback, normalization and the answer. Compare it with
 // BenchmarkReverseProxy, plain Caddy reverse_proxy to the same upstream in
-// the same run.
+// the same run. Its sub-benchmarks are the cost of observing: metrics off,
+// on, and on with the call line written at info (JSON, to io.Discard).
 func BenchmarkInvoke(b *testing.B) {
 	up := benchUpstream(b)
 	keyFile := writeKey(b)
-	h := &Handler{
-		Components: map[string]*Component{"api": {BaseURL: up.URL}},
-		Identity:   &Identity{KeyFile: keyFile},
-		Ledger:     &Ledger{Backend: "off"},
-		Tools: []manifest.Tool{{
-			Name:        "get_item",
-			Description: "Get an item.",
-			InputSchema: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"],"additionalProperties":false}`),
-			Target:      dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/items/${input.id}"},
-		}},
+	info := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zap.InfoLevel))
+	for _, c := range []struct {
+		name   string
+		off    bool
+		logger *zap.Logger
+	}{
+		{"metrics_off", true, zap.NewNop()},
+		{"metrics_on", false, zap.NewNop()},
+		{"metrics_on_logged", false, info},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			h := &Handler{
+				Components: map[string]*Component{"api": {BaseURL: up.URL}},
+				Identity:   &Identity{KeyFile: keyFile},
+				Ledger:     &Ledger{Backend: "off"},
+				Tools: []manifest.Tool{{
+					Name:        "get_item",
+					Description: "Get an item.",
+					InputSchema: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"],"additionalProperties":false}`),
+					Target:      dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/items/${input.id}"},
+				}},
+				DisableMetrics: c.off,
+			}
+			ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+			defer cancel()
+			if err := h.provision(ctx, c.logger); err != nil {
+				b.Fatal(err)
+			}
+			defer h.Cleanup()
+			serve(b, h, "POST", "/tools/get_item", `{"input":{"id":"b1"},"identity":{"user":"u_1","install":"in_1"}}`)
+		})
 	}
-	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
-	defer cancel()
-	if err := h.provision(ctx, zap.NewNop()); err != nil {
-		b.Fatal(err)
-	}
-	defer h.Cleanup()
-	serve(b, h, "POST", "/tools/get_item", `{"input":{"id":"b1"},"identity":{"user":"u_1","install":"in_1"}}`)
 }
 
 // BenchmarkServer runs toolgate and plain reverse_proxy side by side in one

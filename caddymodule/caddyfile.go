@@ -69,6 +69,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		upstream_timeout  <duration>
 //		max_response_size <size>
 //		max_request_size  <size>
+//		metrics off
 //		tool <name> {
 //			description  <text>
 //			display_name <text>
@@ -130,6 +131,13 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		"upstream_timeout":  durationArg(&h.UpstreamTimeout, false),
 		"max_response_size": sizeArg(&h.MaxResponseSize),
 		"max_request_size":  sizeArg(&h.MaxRequestSize),
+		"metrics": func(d *caddyfile.Dispenser) error {
+			if !d.NextArg() || d.Val() != "off" || d.NextArg() {
+				return d.Err("want: metrics off")
+			}
+			h.DisableMetrics = true
+			return nil
+		},
 		"tool": func(d *caddyfile.Dispenser) error {
 			at = append(at, d.Token())
 			t, err := unmarshalTool(d.NewFromNextSegment())

@@ -21,6 +21,7 @@ import (
 	"github.com/toolgate/toolgate/internal/httpapi"
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/manifest"
+	"github.com/toolgate/toolgate/internal/observe"
 )
 
 func init() {
@@ -96,6 +97,10 @@ type Handler struct {
 	// MaxRequestSize is the limit, in bytes, on an invoke's envelope; a
 	// larger one is refused with 413. Default: 1 MiB.
 	MaxRequestSize int64 `json:"max_request_size,omitempty"`
+
+	// DisableMetrics keeps toolgate's metrics (caddy_toolgate_*) off
+	// Caddy's registry. Default: false (metrics on).
+	DisableMetrics bool `json:"disable_metrics,omitempty"`
 
 	api       *httpapi.API
 	client    *dispatch.Client
@@ -213,6 +218,11 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) error {
 	if err != nil {
 		return err
 	}
+	obs, err := h.observer(ctx, lc, tools)
+	if err != nil {
+		return err
+	}
+	led = observe.ObservedLedger(led, lc.backend(), obs)
 	h.ledgerKey = ledgerKey
 	limits, err := h.Pages.limits()
 	if err != nil {
@@ -225,12 +235,13 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) error {
 		Tools: tools, Issuer: issuer, Client: h.client,
 		Ledger: led, Logger: h.logger,
 		Bridge: bridge, ClientTimeout: time.Duration(h.ClientToolTimeout),
+		Observer: obs,
 	})
 	cfg := httpapi.Config{
 		Gateway: gw, Bridge: bridge, Callers: callers, Pages: pages,
 		AllowedHosts: h.AllowedHosts, Client: caddyClient,
 		JWKS: issuer.JWKS(), StateSeed: key.Private.Seed(),
-		MaxRequestSize: h.MaxRequestSize, Logger: h.logger,
+		MaxRequestSize: h.MaxRequestSize, Logger: h.logger, Observer: obs,
 	}
 	if h.Pages != nil {
 		cfg.PageOrigins = h.Pages.Origins
@@ -240,6 +251,29 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) error {
 	}
 	h.logger.Info("toolgate ready", zap.Int("tools", len(tools.List())), zap.String("kid", key.ID))
 	return nil
+}
+
+// metrics are toolgate's collectors, one set for the process: Caddy makes
+// a registry per config load, and each load registers these same ones on
+// it, so that a reload goes on counting from where the last config was.
+var metrics = observe.NewCollectors()
+
+// observer registers the metrics on this config's registry and returns
+// the observer of its tools, or observe.Nop when metrics are off.
+func (h *Handler) observer(ctx caddy.Context, lc *Ledger, tools *manifest.Set) (observe.Observer, error) {
+	reg := ctx.GetMetricsRegistry()
+	if h.DisableMetrics || reg == nil {
+		return observe.Nop, nil
+	}
+	if err := metrics.Register(reg); err != nil {
+		return nil, fmt.Errorf("registering metrics: %w", err)
+	}
+	list := tools.List()
+	labelled := make([]observe.Tool, len(list))
+	for i, t := range list {
+		labelled[i] = observe.Tool{Name: t.Name, TargetType: t.Target.Spec.Type}
+	}
+	return metrics.Observer(lc.backend(), labelled), nil
 }
 
 // caddyClient is the request's real client as Caddy determined it: the

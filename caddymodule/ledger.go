@@ -74,6 +74,15 @@ func (c *Ledger) config() *ledger.Config {
 	}
 }
 
+// backend is the ledger's backend, the default filled in: the backend
+// label of its metrics.
+func (c *Ledger) backend() string {
+	if c.Backend == "" {
+		return "bolt"
+	}
+	return c.Backend
+}
+
 // checkRetention refuses a retention shorter than a call may stay in
 // flight, given the handler's timeouts (zero or less for their defaults).
 func (c *Ledger) checkRetention(upstream, client time.Duration) error {

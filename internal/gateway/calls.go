@@ -204,6 +204,7 @@ func (g *Gateway) Resume(ctx context.Context, req ResumeRequest) (ans *Answer, e
 		if err != nil {
 			return nil, g.unavailable(err)
 		}
+		g.obs.Card(cardEvent(req))
 
 		// As a call does, a pressed button runs to its end without its caller.
 		bg := context.WithoutCancel(ctx)

@@ -17,7 +17,6 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/toolgate/toolgate/internal/clienttools"
 	"github.com/toolgate/toolgate/internal/clock"
@@ -25,6 +24,7 @@ import (
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/ledger"
 	"github.com/toolgate/toolgate/internal/manifest"
+	"github.com/toolgate/toolgate/internal/observe"
 	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/result"
 	"github.com/toolgate/toolgate/internal/tracing"
@@ -209,6 +209,8 @@ type Config struct {
 	ClientTimeout time.Duration
 	// Clock stamps calls and their deadlines. Default: the system's.
 	Clock clock.Clock
+	// Observer counts calls, waits and cards. Default: observe.Nop.
+	Observer observe.Observer
 }
 
 // Gateway serves one set of tools.
@@ -222,6 +224,7 @@ type Gateway struct {
 	bridge     *clienttools.Bridge
 	clientWait time.Duration
 	clock      clock.Clock
+	obs        observe.Observer
 }
 
 // New returns a gateway.
@@ -229,7 +232,7 @@ func New(c Config) *Gateway {
 	g := &Gateway{
 		tools: c.Tools, issuer: c.Issuer, client: c.Client,
 		ledger: c.Ledger, logger: c.Logger, instance: c.Instance, clock: clock.Or(c.Clock),
-		bridge: c.Bridge, clientWait: c.ClientTimeout,
+		bridge: c.Bridge, clientWait: c.ClientTimeout, obs: observe.Or(c.Observer),
 	}
 	if g.ledger == nil {
 		g.ledger = ledger.Off
@@ -337,10 +340,10 @@ func (g *Gateway) Invoke(ctx context.Context, call Call) (ans *Answer, err error
 			g.logger.Warn("allow expression failed", zap.String("tool", call.Tool), zap.Error(err))
 			msg += " (the policy could not be evaluated)"
 		}
-		return nil, &RequestError{Code: "forbidden", Msg: msg, kind: ErrForbidden}
+		return nil, g.refused(tool, call, observe.RefusedPolicy, &RequestError{Code: "forbidden", Msg: msg, kind: ErrForbidden})
 	}
 	if err := g.admitClientCall(ctx, tool, call); err != nil {
-		return nil, err
+		return nil, g.refused(tool, call, observe.RefusedLimits, err)
 	}
 	off := g.ledger == ledger.Off
 	digest := ""
@@ -368,7 +371,11 @@ func (g *Gateway) Invoke(ctx context.Context, call Call) (ans *Answer, err error
 			return nil, &RequestError{Code: "idempotency_key_reuse", kind: ErrReuse,
 				Msg: fmt.Sprintf("call id %q was used for another call (another tool or input); use a new call id", call.CallID)}
 		}
-		return g.settle(ctx, existing)
+		ans, err := g.settle(ctx, existing)
+		if err == nil {
+			g.logRepeat(tool, existing, ans, start)
+		}
+		return ans, err
 	}
 
 	// A recorded call runs to its end even if its caller goes away (its
@@ -381,12 +388,13 @@ func (g *Gateway) Invoke(ctx context.Context, call Call) (ans *Answer, err error
 		runCtx = ctx
 	}
 	out := g.execute(runCtx, tool, call, input, inputErr)
-	g.logCall(call, out.res, start)
 	if out.card != nil && off {
 		// A card pauses its call in the ledger, which keeps nothing.
-		out = outcome{res: result.Failure("the handler answered an action-required card, but cards need the call ledger (ledger off)")}
+		out = outcome{res: result.Failure("the handler answered an action-required card, but cards need the call ledger (ledger off)"), upstream: out.upstream}
 	}
+	g.logCall(tool, call, out, start)
 	if out.card != nil {
+		g.obs.Card(observe.CardOpened)
 		rec.State, rec.Card = ledger.ActionRequired, out.card
 	} else {
 		rec.State, rec.Result = ledger.Done, &out.res
@@ -463,13 +471,6 @@ func (g *Gateway) admitClientCall(ctx context.Context, tool *manifest.Compiled, 
 		Msg: fmt.Sprintf("client tool %s: %v; try again later", tool.Target.Spec.Name, err)}
 }
 
-func (g *Gateway) logCall(call Call, res result.Result, start time.Time) {
-	if ce := g.logger.Check(zapcore.DebugLevel, "tool call"); ce != nil {
-		ce.Write(zap.String("tool", call.Tool), zap.String("call_id", call.CallID),
-			zap.Bool("is_error", res.IsError), zap.Duration("duration", time.Since(start)))
-	}
-}
-
 // InFlightMargin is added to a call's time limit (the upstream timeout, or
 // the client tool timeout) to form its deadline in the ledger, after which
 // a waiter gives it up as "outcome unknown": room for the answer to be
@@ -486,6 +487,8 @@ func (g *Gateway) inFlightLimit() time.Duration {
 type outcome struct {
 	res  result.Result
 	card json.RawMessage
+	// upstream is the target's HTTP status; 0 when none answered.
+	upstream int
 }
 
 // execute validates the input and runs the tool's target.
@@ -500,20 +503,23 @@ func (g *Gateway) execute(ctx context.Context, tool *manifest.Compiled, call Cal
 		return outcome{res: g.runInPage(ctx, tool, call)}
 	}
 	resp, res, isCard := g.send(ctx, tool.Target, input, call)
-	if resp == nil || !isCard {
+	if resp == nil {
 		return outcome{res: res}
 	}
+	if !isCard {
+		return outcome{res: res, upstream: resp.Status}
+	}
 	if tool.Target.Spec.Type != dispatch.TypeApp {
-		return outcome{res: result.Failure("the target answered an action-required card: %v", result.ErrCardNotFromApp)}
+		return outcome{res: result.Failure("the target answered an action-required card: %v", result.ErrCardNotFromApp), upstream: resp.Status}
 	}
 	if call.Origin.Source != SourceThread {
-		return outcome{res: result.Failure("the handler answered an action-required card to an api call; a handler must answer a domain error when no person is in the conversation")}
+		return outcome{res: result.Failure("the handler answered an action-required card to an api call; a handler must answer a domain error when no person is in the conversation"), upstream: resp.Status}
 	}
 	card, err := checkCard(tool.Target.Component, resp.Body)
 	if err != nil {
-		return outcome{res: result.Failure("the handler answered an %v", err)}
+		return outcome{res: result.Failure("the handler answered an %v", err), upstream: resp.Status}
 	}
-	return outcome{res: res, card: card}
+	return outcome{res: res, card: card, upstream: resp.Status}
 }
 
 // runInPage offers a client tool call to the pages of its thread and waits
@@ -531,13 +537,17 @@ func (g *Gateway) runInPage(ctx context.Context, tool *manifest.Compiled, call C
 		}
 	}
 	offer := clienttools.Offer{CallID: call.CallID, Name: tool.Target.Spec.Name, Input: input, Traceparent: tracing.Traceparent(ctx)}
+	g.obs.ClientTool(observe.ClientOffered, 0)
+	offered := time.Now()
 	out, err := g.bridge.Run(context.WithoutCancel(ctx), call.Identity.User, call.Origin.ThreadID, offer, g.clientWait)
 	switch {
 	case errors.Is(err, clienttools.ErrTimeout):
+		g.obs.ClientTool(observe.ClientTimedOut, time.Since(offered))
 		return result.Failure("client tool timed out")
 	case err != nil:
 		return result.Failure("client tool %s: %v", tool.Target.Spec.Name, err)
 	}
+	g.obs.ClientTool(observe.ClientAnswered, time.Since(offered))
 	// A page's value is text for the model (SPEC §7), even one shaped like
 	// a card: it is never read as a card, so nothing pauses on it.
 	return out.ToolResult()
@@ -612,7 +622,9 @@ func (g *Gateway) send(ctx context.Context, t *dispatch.Target, input any, call 
 		req.Header.Set("Kazzle-Tool-Context", contextHeader(call.Origin))
 		req.Header.Set("Idempotency-Key", call.CallID)
 	}
+	sent := time.Now()
 	resp, err := g.client.Do(req)
+	g.obs.Upstream(call.Tool, time.Since(sent))
 	if err != nil {
 		return nil, result.Failure("%s %s failed: %v", t.Spec.Method, describe(t), err), false
 	}

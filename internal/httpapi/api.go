@@ -37,6 +37,7 @@ import (
 	"github.com/toolgate/toolgate/internal/clienttools"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/mcp"
+	"github.com/toolgate/toolgate/internal/observe"
 	"github.com/toolgate/toolgate/internal/web"
 )
 
@@ -73,6 +74,9 @@ type Config struct {
 	// MaxRequestSize bounds a request body. Default: 1 MiB.
 	MaxRequestSize int64
 	Logger         *zap.Logger
+	// Observer counts refusals, claims and MCP; the gateway's own.
+	// Default: observe.Nop.
+	Observer observe.Observer
 }
 
 // API serves the HTTP surface.
@@ -90,6 +94,7 @@ type API struct {
 	mcp         http.Handler
 	maxRequest  int64
 	logger      *zap.Logger
+	obs         observe.Observer
 	mux         *http.ServeMux
 }
 
@@ -101,6 +106,7 @@ func New(c Config) (*API, error) {
 	a := &API{
 		gw: c.Gateway, bridge: c.Bridge, callers: c.Callers, pages: c.Pages,
 		jwks: c.JWKS, maxRequest: c.MaxRequestSize, logger: c.Logger,
+		obs: observe.Or(c.Observer),
 	}
 	if a.maxRequest <= 0 {
 		a.maxRequest = DefaultMaxRequestSize
@@ -120,7 +126,7 @@ func New(c Config) (*API, error) {
 		return nil, err
 	}
 	stateKey := sha256.Sum256(append([]byte("toolgate mcp request state\x00"), c.StateSeed...))
-	a.mcp = a.mcpHandler(mcp.New(c.Gateway, mcp.Options{StateKey: stateKey[:], Logger: a.logger}))
+	a.mcp = a.mcpHandler(mcp.New(c.Gateway, mcp.Options{StateKey: stateKey[:], Logger: a.logger, Observer: a.obs}))
 	a.routes()
 	return a, nil
 }

@@ -223,6 +223,15 @@ func (a *Authenticator) refuse(w http.ResponseWriter, err error) {
 	writeError(w, http.StatusUnauthorized, "unauthorized", "a "+what+" token is required: Authorization: Bearer <JWT>")
 }
 
+// authCode is the error code refuse answers err with.
+func authCode(err error) string {
+	var te *tokenError
+	if errors.As(err, &te) {
+		return "invalid_token"
+	}
+	return "unauthorized"
+}
+
 // Challenge is the WWW-Authenticate value for a refusal: the realm alone
 // when no token was sent, with the error when one was refused.
 func (a *Authenticator) Challenge(err error) string {

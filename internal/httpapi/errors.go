@@ -14,6 +14,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/observe"
 )
 
 // retryAfter is the Retry-After of a request refused over a pages limit:
@@ -126,11 +127,19 @@ func (a *API) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	}
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
+		a.refused(observe.RefusedLimits, "too_large")
 		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the request is larger than %d bytes", limit))
 		return false
 	}
 	writeError(w, http.StatusBadRequest, "malformed_envelope", "the body is not the expected JSON object: "+err.Error())
 	return false
+}
+
+// refused counts and logs a request turned away for one of observe's
+// Refused reasons; code is the error code the caller is told.
+func (a *API) refused(reason, code string) {
+	a.obs.Refused(reason)
+	observe.LogRefusal(a.logger, reason, code)
 }
 
 // methodNotAllowed answers a known path asked with another method.

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/toolgate/toolgate/internal/apitest"
 	"github.com/toolgate/toolgate/internal/clienttools"
 	"github.com/toolgate/toolgate/internal/dispatch"
@@ -19,6 +21,7 @@ import (
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/ledger"
 	"github.com/toolgate/toolgate/internal/manifest"
+	"github.com/toolgate/toolgate/internal/observe"
 )
 
 // newTestAPI returns an API over a gateway with one app tool, save, on a
@@ -208,6 +211,10 @@ type options struct {
 	maxResponseSize int64
 	clientTimeout   time.Duration
 	limits          clienttools.Limits
+	// observer, when set, counts the gateway's and the API's events, and
+	// the bolt ledger's operations; logger gets their lines.
+	observer observe.Observer
+	logger   *zap.Logger
 	// api is the API's config; its Gateway, Bridge, JWKS and StateSeed
 	// are filled in.
 	api Config
@@ -262,9 +269,11 @@ func startServer(t *testing.T, o options) *server {
 	gw := gateway.New(gateway.Config{
 		Tools: tools, Issuer: issuer,
 		Client: dispatch.NewClient(o.upstreamTimeout, o.maxResponseSize),
-		Ledger: s.ledger, Bridge: s.bridge, ClientTimeout: o.clientTimeout,
+		Ledger: observe.ObservedLedger(s.ledger, "bolt", o.observer), Bridge: s.bridge, ClientTimeout: o.clientTimeout,
+		Observer: o.observer, Logger: o.logger,
 	})
 	cfg := o.api
+	cfg.Observer, cfg.Logger = o.observer, o.logger
 	cfg.Gateway, cfg.Bridge, cfg.JWKS, cfg.StateSeed = gw, s.bridge, issuer.JWKS(), key.Private.Seed()
 	if s.api, err = New(cfg); err != nil {
 		t.Fatal(err)

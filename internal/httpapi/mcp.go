@@ -8,6 +8,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 
 	"github.com/toolgate/toolgate/internal/mcp"
+	"github.com/toolgate/toolgate/internal/observe"
 )
 
 // mcpHandler puts the MCP server behind the callers' tokens, when callers
@@ -19,6 +20,7 @@ func (a *API) mcpHandler(srv *mcp.Server) http.Handler {
 	verify := func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
 		p, err := a.callers.Verify(r.WithContext(ctx), token)
 		if err != nil {
+			a.refused(observe.RefusedAuth, "invalid_token")
 			return nil, fmt.Errorf("%w: %v", auth.ErrInvalidToken, err)
 		}
 		return mcp.Caller{Identity: p.Identity, Claims: p.Claims, Device: p.Device}.TokenInfo(p.Expires), nil
@@ -37,6 +39,7 @@ func (a *API) serveMCP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	} else if onLoopbackListener(r) && !a.loopback.allowedHost(r.Host) {
+		a.refused(observe.RefusedLoopback, "forbidden")
 		writeError(w, http.StatusForbidden, "forbidden", fmt.Sprintf("MCP: Host %q is not allowed on a loopback listener: list it in allowed_hosts", r.Host))
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/clienttools"
+	"github.com/toolgate/toolgate/internal/observe"
 )
 
 // cors answers CORS for the allowed page origins, and a preflight itself.
@@ -46,6 +47,7 @@ func (a *API) page(next func(http.ResponseWriter, *http.Request, Principal)) htt
 		}
 		p, err := a.pages.Authenticate(r)
 		if err != nil {
+			a.refused(observe.RefusedAuth, authCode(err))
 			a.pages.refuse(w, err)
 			return
 		}
@@ -57,7 +59,11 @@ func (a *API) serveClaim(w http.ResponseWriter, r *http.Request, p Principal) {
 	if !requireJSON(w, r) {
 		return
 	}
-	a.answerPage(w, a.bridge.Claim(p.Identity.User, p.Thread, r.PathValue("id")))
+	err := a.bridge.Claim(p.Identity.User, p.Thread, r.PathValue("id"))
+	if err == nil {
+		a.obs.ClientTool(observe.ClientClaimed, 0)
+	}
+	a.answerPage(w, err)
 }
 
 func (a *API) servePost(w http.ResponseWriter, r *http.Request, p Principal) {
@@ -106,6 +112,7 @@ func (a *API) serveStream(w http.ResponseWriter, r *http.Request, p Principal) {
 	}
 	stream, waiting, err := a.bridge.Open(p.Identity.User, p.Thread, streamKey(p))
 	if errors.Is(err, clienttools.ErrTooManyStreams) {
+		a.refused(observe.RefusedLimits, "too_many_streams")
 		w.Header().Set("Retry-After", retryAfter)
 		writeError(w, http.StatusTooManyRequests, "too_many_streams", err.Error())
 		return

@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/manifest"
+	"github.com/toolgate/toolgate/internal/observe"
 	"github.com/toolgate/toolgate/internal/pagecontext"
 )
 
@@ -35,6 +36,7 @@ func (a *API) runtime(next func(http.ResponseWriter, *http.Request, caller)) htt
 func (a *API) authenticate(w http.ResponseWriter, r *http.Request) (caller, bool) {
 	if a.callers == nil {
 		if why := a.loopback.refusal(r); why != "" {
+			a.refused(observe.RefusedLoopback, "forbidden")
 			writeError(w, http.StatusForbidden, "forbidden", why)
 			return caller{}, false
 		}
@@ -42,6 +44,7 @@ func (a *API) authenticate(w http.ResponseWriter, r *http.Request) (caller, bool
 	}
 	p, err := a.callers.Authenticate(r)
 	if err != nil {
+		a.refused(observe.RefusedAuth, authCode(err))
 		a.callers.refuse(w, err)
 		return caller{}, false
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/clock"
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/observe"
 	"github.com/toolgate/toolgate/internal/result"
 )
 
@@ -63,11 +64,14 @@ type Options struct {
 	Logger *zap.Logger
 	// Clock tells when continuation state expires; nil is the system clock.
 	Clock clock.Clock
+	// Observer counts sessions and calls. Default: observe.Nop.
+	Observer observe.Observer
 }
 
 // Server is the MCP endpoint.
 type Server struct {
 	logger    *zap.Logger
+	obs       observe.Observer
 	gw        *gateway.Gateway
 	server    *sdk.Server
 	stateful  http.Handler
@@ -84,7 +88,7 @@ const stateTTL = 15 * time.Minute
 
 // New builds the MCP server for the gateway's tools.
 func New(gw *gateway.Gateway, opts Options) *Server {
-	s := &Server{gw: gw, key: opts.StateKey, clock: clock.Or(opts.Clock), used: map[string]time.Time{}, logger: opts.Logger}
+	s := &Server{gw: gw, key: opts.StateKey, clock: clock.Or(opts.Clock), used: map[string]time.Time{}, logger: opts.Logger, obs: observe.Or(opts.Observer)}
 	if s.logger == nil {
 		s.logger = zap.NewNop()
 	}
@@ -96,7 +100,18 @@ func New(gw *gateway.Gateway, opts Options) *Server {
 	if version == "" {
 		version = "dev"
 	}
-	s.server = sdk.NewServer(&sdk.Implementation{Name: "toolgate", Version: version}, nil)
+	s.server = sdk.NewServer(&sdk.Implementation{Name: "toolgate", Version: version}, &sdk.ServerOptions{
+		// A session is open from its initialization until its connection
+		// closes (DELETE, or the client going away). Stateless requests
+		// are not initialized, and are not sessions.
+		InitializedHandler: func(_ context.Context, req *sdk.InitializedRequest) {
+			s.obs.MCPSession(1)
+			go func() {
+				_ = req.Session.Wait()
+				s.obs.MCPSession(-1)
+			}()
+		},
+	})
 	for _, t := range gw.Tools().List() {
 		tool := &sdk.Tool{
 			Name:        t.Name,
@@ -204,6 +219,7 @@ const cardInput = "card"
 
 // call runs tools/call through the gateway.
 func (s *Server) call(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	s.obs.MCPCall()
 	p := req.Params
 	c, err := caller(req.Extra, p.Meta)
 	if err != nil {

@@ -1,0 +1,253 @@
+package observe
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+const namespace = "caddy_toolgate"
+
+// durationBuckets suit calls from a millisecond (an app on loopback) to
+// the 30s upstream timeout and the 120s client tool timeout.
+var durationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}
+
+// Collectors are toolgate's metrics. One set lives as long as the process
+// and is registered on each config's registry: Caddy makes a new registry
+// per config load, and a reload must not start the counters over.
+type Collectors struct {
+	calls        *prometheus.CounterVec
+	callDuration *prometheus.HistogramVec
+	upstream     *prometheus.HistogramVec
+	clientEvents *prometheus.CounterVec
+	clientWait   prometheus.Histogram
+	ledgerOps    *prometheus.CounterVec
+	ledgerErrors *prometheus.CounterVec
+	cards        *prometheus.CounterVec
+	mcpSessions  prometheus.Gauge
+	mcpCalls     prometheus.Counter
+	refusals     *prometheus.CounterVec
+}
+
+// NewCollectors makes toolgate's metrics, registered nowhere yet.
+func NewCollectors() *Collectors {
+	return &Collectors{
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "calls_total",
+			Help: "Tool calls run, by tool, target type and outcome (done, error, action_required, refused).",
+		}, []string{"tool", "target_type", "outcome"}),
+		callDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "call_duration_seconds",
+			Help: "Duration of tool calls run, input checks to answer.", Buckets: durationBuckets,
+		}, []string{"tool"}),
+		upstream: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "upstream_duration_seconds",
+			Help: "Duration of requests to tool targets, answer read.", Buckets: durationBuckets,
+		}, []string{"tool"}),
+		clientEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "client_tool_events_total",
+			Help: "Client tool calls offered to pages, claimed, answered and timed out.",
+		}, []string{"event"}),
+		clientWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "client_tool_wait_seconds",
+			Help: "Time from offering a client tool call to its answer or timeout.", Buckets: durationBuckets,
+		}),
+		ledgerOps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "ledger_operations_total",
+			Help: "Call ledger operations, by backend, operation and result.",
+		}, []string{"backend", "op", "result"}),
+		ledgerErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "ledger_errors_total",
+			Help: "Call ledger operations that failed (unavailable or broken), by backend.",
+		}, []string{"backend"}),
+		cards: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "cards_total",
+			Help: "Action-required cards opened, and answered by button, skip or cancel.",
+		}, []string{"event"}),
+		mcpSessions: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "mcp_sessions",
+			Help: "MCP sessions open.",
+		}),
+		mcpCalls: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "mcp_calls_total",
+			Help: "MCP tools/call requests.",
+		}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "refusals_total",
+			Help: "Requests refused, by reason (auth, policy, loopback, limits).",
+		}, []string{"reason"}),
+	}
+}
+
+func (c *Collectors) all() []prometheus.Collector {
+	return []prometheus.Collector{
+		c.calls, c.callDuration, c.upstream, c.clientEvents, c.clientWait,
+		c.ledgerOps, c.ledgerErrors, c.cards, c.mcpSessions, c.mcpCalls, c.refusals,
+	}
+}
+
+// Register registers the metrics on reg. Registering them again on the
+// same registry (two toolgate handlers in one config) is not an error;
+// another collector of the same name is.
+func (c *Collectors) Register(reg prometheus.Registerer) error {
+	for _, col := range c.all() {
+		err := reg.Register(col)
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) && are.ExistingCollector == col {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Tool is a tool as its metrics are labelled.
+type Tool struct {
+	Name, TargetType string
+}
+
+// Metrics is the Prometheus Observer of one config's tools.
+type Metrics struct {
+	c *Collectors
+	// tools hold each tool's label children, resolved once here rather
+	// than per call: WithLabelValues hashes its labels and takes a lock.
+	tools     map[string]*toolMetrics
+	client    map[string]prometheus.Counter
+	cards     map[string]prometheus.Counter
+	refusals  map[string]prometheus.Counter
+	ledger    map[ledgerLabels]prometheus.Counter
+	ledgerErr map[string]prometheus.Counter
+}
+
+type ledgerLabels struct{ backend, op, result string }
+
+type toolMetrics struct {
+	// outcomes are in the order of outcomeIndex.
+	outcomes [4]prometheus.Counter
+	duration prometheus.Observer
+	upstream prometheus.Observer
+}
+
+func outcomeIndex(outcome string) int {
+	switch outcome {
+	case OutcomeDone:
+		return 0
+	case OutcomeError:
+		return 1
+	case OutcomeActionRequired:
+		return 2
+	}
+	return 3
+}
+
+// Observer returns the Observer of a config's tools and ledger backend
+// (bolt, redis, or off). A tool not among them (a card of a tool no
+// longer served) is not counted, so that the tool label only ever holds
+// names from the config. Every series it can touch is made here, at zero:
+// a rate over it then starts at the first scrape, not at the first event.
+func (c *Collectors) Observer(backend string, tools []Tool) *Metrics {
+	m := &Metrics{
+		c:        c,
+		tools:    make(map[string]*toolMetrics, len(tools)),
+		client:   children(c.clientEvents, ClientOffered, ClientClaimed, ClientAnswered, ClientTimedOut),
+		cards:    children(c.cards, CardOpened, CardButton, CardSkip, CardCancel),
+		refusals: children(c.refusals, RefusedAuth, RefusedPolicy, RefusedLoopback, RefusedLimits),
+	}
+	m.ledger = map[ledgerLabels]prometheus.Counter{}
+	m.ledgerErr = map[string]prometheus.Counter{}
+	if backend != "" && backend != "off" {
+		for _, op := range ledgerOps {
+			for _, r := range ledgerResults {
+				m.ledger[ledgerLabels{backend, op, r}] = c.ledgerOps.WithLabelValues(backend, op, r)
+			}
+		}
+		m.ledgerErr[backend] = c.ledgerErrors.WithLabelValues(backend)
+	}
+	for _, t := range tools {
+		tm := &toolMetrics{
+			duration: c.callDuration.WithLabelValues(t.Name),
+			upstream: c.upstream.WithLabelValues(t.Name),
+		}
+		for i, o := range []string{OutcomeDone, OutcomeError, OutcomeActionRequired, OutcomeRefused} {
+			tm.outcomes[i] = c.calls.WithLabelValues(t.Name, t.TargetType, o)
+		}
+		m.tools[t.Name] = tm
+	}
+	return m
+}
+
+func children(v *prometheus.CounterVec, values ...string) map[string]prometheus.Counter {
+	m := make(map[string]prometheus.Counter, len(values))
+	for _, s := range values {
+		m[s] = v.WithLabelValues(s)
+	}
+	return m
+}
+
+// Call implements Observer. A refused call was not run: it is counted,
+// but its duration is not.
+func (m *Metrics) Call(c Call) {
+	t := m.tools[c.Tool]
+	if t == nil {
+		return
+	}
+	i := outcomeIndex(c.Outcome)
+	t.outcomes[i].Inc()
+	if c.Outcome != OutcomeRefused {
+		t.duration.Observe(c.Duration.Seconds())
+	}
+}
+
+// Upstream implements Observer.
+func (m *Metrics) Upstream(tool string, d time.Duration) {
+	if t := m.tools[tool]; t != nil {
+		t.upstream.Observe(d.Seconds())
+	}
+}
+
+// Refused implements Observer.
+func (m *Metrics) Refused(reason string) {
+	if c := m.refusals[reason]; c != nil {
+		c.Inc()
+	}
+}
+
+// ClientTool implements Observer.
+func (m *Metrics) ClientTool(event string, wait time.Duration) {
+	if c := m.client[event]; c != nil {
+		c.Inc()
+	}
+	if event == ClientAnswered || event == ClientTimedOut {
+		m.c.clientWait.Observe(wait.Seconds())
+	}
+}
+
+// Card implements Observer.
+func (m *Metrics) Card(event string) {
+	if c := m.cards[event]; c != nil {
+		c.Inc()
+	}
+}
+
+// LedgerOp implements Observer.
+func (m *Metrics) LedgerOp(backend, op, result string) {
+	if c := m.ledger[ledgerLabels{backend, op, result}]; c != nil {
+		c.Inc()
+	}
+	if result == ResultUnavailable || result == ResultError {
+		if c := m.ledgerErr[backend]; c != nil {
+			c.Inc()
+		}
+	}
+}
+
+// MCPSession implements Observer.
+func (m *Metrics) MCPSession(delta int) { m.c.mcpSessions.Add(float64(delta)) }
+
+// MCPCall implements Observer.
+func (m *Metrics) MCPCall() { m.c.mcpCalls.Inc() }
+
+var _ Observer = (*Metrics)(nil)
