@@ -95,27 +95,34 @@ func BenchmarkInvoke(b *testing.B) {
 		{"metrics_on_logged", false, info},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			h := &Handler{
-				Components: map[string]*Component{"api": {BaseURL: up.URL}},
-				Identity:   &Identity{KeyFile: keyFile},
-				Ledger:     &Ledger{Backend: "off"},
-				Tools: []manifest.Tool{{
-					Name:        "get_item",
-					Description: "Get an item.",
-					InputSchema: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"],"additionalProperties":false}`),
-					Target:      dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/items/${input.id}"},
-				}},
-				DisableMetrics: c.off,
-			}
-			ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
-			defer cancel()
-			if err := h.provision(ctx, c.logger); err != nil {
-				b.Fatal(err)
-			}
-			defer h.Cleanup()
+			h := benchHandler(b, up.URL, keyFile, c.off, c.logger)
 			serve(b, h, "POST", "/tools/get_item", `{"input":{"id":"b1"},"identity":{"user":"u_1","install":"in_1"}}`)
 		})
 	}
+}
+
+// benchHandler is the benchmarks' handler, provisioned: one app tool,
+// get_item, on the upstream at upURL, and no ledger.
+func benchHandler(b *testing.B, upURL, keyFile string, metricsOff bool, logger *zap.Logger) *Handler {
+	h := &Handler{
+		Components: map[string]*Component{"api": {BaseURL: upURL}},
+		Identity:   &Identity{KeyFile: keyFile},
+		Ledger:     &Ledger{Backend: "off"},
+		Tools: []manifest.Tool{{
+			Name:        "get_item",
+			Description: "Get an item.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"],"additionalProperties":false}`),
+			Target:      dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/items/${input.id}"},
+		}},
+		DisableMetrics: metricsOff,
+	}
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	b.Cleanup(cancel)
+	if err := h.provision(ctx, logger); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = h.Cleanup() })
+	return h
 }
 
 // BenchmarkServer runs toolgate and plain reverse_proxy side by side in one

@@ -16,9 +16,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.uber.org/zap"
-
-	"github.com/toolgate/toolgate/internal/dispatch"
-	"github.com/toolgate/toolgate/internal/manifest"
 )
 
 // TestTracingDirective: behind Caddy's own tracing handler, the component
@@ -97,23 +94,7 @@ func TestTracingDirective(t *testing.T) {
 // in the same run.
 func BenchmarkInvokeTraced(b *testing.B) {
 	up := benchUpstream(b)
-	h := &Handler{
-		Components: map[string]*Component{"api": {BaseURL: up.URL}},
-		Identity:   &Identity{KeyFile: writeKey(b)},
-		Ledger:     &Ledger{Backend: "off"},
-		Tools: []manifest.Tool{{
-			Name:        "get_item",
-			Description: "Get an item.",
-			InputSchema: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"],"additionalProperties":false}`),
-			Target:      dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/items/${input.id}"},
-		}},
-	}
-	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
-	defer cancel()
-	if err := h.provision(ctx, zap.NewNop()); err != nil {
-		b.Fatal(err)
-	}
-	defer h.Cleanup()
+	h := benchHandler(b, up.URL, writeKey(b), false, zap.NewNop())
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
 	defer func() { _ = tp.Shutdown(context.Background()) }()
 	tracer := tp.Tracer("bench")
