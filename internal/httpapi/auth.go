@@ -14,6 +14,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/identity"
+	"github.com/toolgate/toolgate/internal/observe"
 )
 
 // DefaultLeeway is the clock skew allowed on bearer tokens.
@@ -207,29 +208,22 @@ type tokenError struct{ err error }
 func (e *tokenError) Error() string { return e.err.Error() }
 func (e *tokenError) Unwrap() error { return e.err }
 
-// refuse answers a request whose token Authenticate refused: 401 with a
-// challenge (RFC 6750 §3) naming the error when a token was sent.
-func (a *Authenticator) refuse(w http.ResponseWriter, err error) {
-	w.Header().Set("WWW-Authenticate", a.Challenge(err))
+// refuseToken answers a request whose token au refused: 401 with a
+// challenge (RFC 6750 §3) naming the error when a token was sent. The
+// refusal is counted and logged as one of auth.
+func (a *API) refuseToken(w http.ResponseWriter, au *Authenticator, err error) {
+	w.Header().Set("WWW-Authenticate", au.Challenge(err))
+	code, msg := "invalid_token", err.Error()
 	var te *tokenError
-	if errors.As(err, &te) {
-		writeError(w, http.StatusUnauthorized, "invalid_token", err.Error())
-		return
+	if !errors.As(err, &te) {
+		what := "caller"
+		if au.kind == "pages" {
+			what = "page"
+		}
+		code, msg = "unauthorized", "a "+what+" token is required: Authorization: Bearer <JWT>"
 	}
-	what := "caller"
-	if a.kind == "pages" {
-		what = "page"
-	}
-	writeError(w, http.StatusUnauthorized, "unauthorized", "a "+what+" token is required: Authorization: Bearer <JWT>")
-}
-
-// authCode is the error code refuse answers err with.
-func authCode(err error) string {
-	var te *tokenError
-	if errors.As(err, &te) {
-		return "invalid_token"
-	}
-	return "unauthorized"
+	a.refused(observe.RefusedAuth, code)
+	writeError(w, http.StatusUnauthorized, code, msg)
 }
 
 // Challenge is the WWW-Authenticate value for a refusal: the realm alone

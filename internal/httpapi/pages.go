@@ -47,8 +47,7 @@ func (a *API) page(next func(http.ResponseWriter, *http.Request, Principal)) htt
 		}
 		p, err := a.pages.Authenticate(r)
 		if err != nil {
-			a.refused(observe.RefusedAuth, authCode(err))
-			a.pages.refuse(w, err)
+			a.refuseToken(w, a.pages, err)
 			return
 		}
 		next(w, r, p)

@@ -44,8 +44,7 @@ func (a *API) authenticate(w http.ResponseWriter, r *http.Request) (caller, bool
 	}
 	p, err := a.callers.Authenticate(r)
 	if err != nil {
-		a.refused(observe.RefusedAuth, authCode(err))
-		a.callers.refuse(w, err)
+		a.refuseToken(w, a.callers, err)
 		return caller{}, false
 	}
 	return caller{Principal: p, verified: true}, true
