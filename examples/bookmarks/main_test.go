@@ -624,28 +624,37 @@ func TestClearTargetsItsComponent(t *testing.T) {
 	}
 }
 
-// TestClearNeedsAThread checks that a call with no conversation to ask in
-// gets a domain error and deletes nothing.
-func TestClearNeedsAThread(t *testing.T) {
-	e := newEnv(t)
-	e.save(t, `{"url":"https://go.dev","title":"Go"}`)
+// wantNeedsAThread checks that a route answering a card, sent with no
+// conversation to ask in (an api context, none, a malformed one), answers
+// 409 confirmation_required with want as its error.
+func wantNeedsAThread(t *testing.T, send func(t *testing.T, context string) answer, want string) {
+	t.Helper()
 	for _, tt := range []struct{ name, context string }{
 		{"api", apiContext},
 		{"no context", ""},
 		{"malformed context", `{"source":"thread"}`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			a := e.call(t, "POST", "/bookmarks/clear", tt.context)
+			a := send(t, tt.context)
 			if a.status != http.StatusConflict {
 				t.Fatalf("status %d, want 409 (body %s)", a.status, a.body)
 			}
 			m := decodeStrict(t, a, "code", "error")
-			if m["code"] != "confirmation_required" ||
-				m["error"] != "clearing bookmarks needs a person to confirm; call it from a conversation" {
+			if m["code"] != "confirmation_required" || m["error"] != want {
 				t.Errorf("body %s", a.body)
 			}
 		})
 	}
+}
+
+// TestClearNeedsAThread checks that a call with no conversation to ask in
+// gets a domain error and deletes nothing.
+func TestClearNeedsAThread(t *testing.T) {
+	e := newEnv(t)
+	e.save(t, `{"url":"https://go.dev","title":"Go"}`)
+	wantNeedsAThread(t, func(t *testing.T, context string) answer {
+		return e.call(t, "POST", "/bookmarks/clear", context)
+	}, "clearing bookmarks needs a person to confirm; call it from a conversation")
 	if a := e.do(t, "GET", "/bookmarks", ""); a.body != "b1 Go https://go.dev\n" {
 		t.Errorf("an api clear changed the bookmarks:\n%s", a.body)
 	}
@@ -1281,25 +1290,11 @@ func TestOpenInvalid(t *testing.T) {
 func TestOpenNeedsAThread(t *testing.T) {
 	e := newEnv(t)
 	e.save(t, `{"url":"https://go.dev","title":"Go"}`)
-	for _, tt := range []struct{ name, context string }{
-		{"api", apiContext},
-		{"no context", ""},
-		{"malformed context", `{"source":"thread"}`},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			h := http.Header{"Authorization": {"Bearer " + e.token}}
-			if tt.context != "" {
-				h.Set("Kazzle-Tool-Context", tt.context)
-			}
-			a := e.send(t, "POST", "/bookmarks/b1/open", `{"id":"b1","computerId":"laptop"}`, h)
-			if a.status != http.StatusConflict {
-				t.Fatalf("status %d, want 409 (body %s)", a.status, a.body)
-			}
-			m := decodeStrict(t, a, "code", "error")
-			if m["code"] != "confirmation_required" ||
-				m["error"] != "opening a bookmark on a device needs a person there to confirm; call it from a conversation" {
-				t.Errorf("body %s", a.body)
-			}
-		})
-	}
+	wantNeedsAThread(t, func(t *testing.T, context string) answer {
+		h := http.Header{"Authorization": {"Bearer " + e.token}}
+		if context != "" {
+			h.Set("Kazzle-Tool-Context", context)
+		}
+		return e.send(t, "POST", "/bookmarks/b1/open", `{"id":"b1","computerId":"laptop"}`, h)
+	}, "opening a bookmark on a device needs a person there to confirm; call it from a conversation")
 }
