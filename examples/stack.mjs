@@ -135,3 +135,17 @@ export async function invoke(gate, tool, { thread, callId, input = {} }) {
   if (r.status !== 200) throw new Error(`invoke ${tool}: ${r.status} ${await r.text()}`);
   return r.json();
 }
+
+/**
+ * pagesBlock is the toolgate block's pages section for the example page's
+ * tokens (the bookmarks component mints them with the example's public
+ * secret), allowing the given page origins.
+ */
+export function pagesBlock(...origins) {
+  return `			pages {
+				secret toolgate-example-page-secret-not-for-production
+				issuer bookmarks
+				audience toolgate-pages
+				origins ${origins.join(" ")}
+			}`;
+}

@@ -7,7 +7,7 @@ import { createHmac } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { createServer } from "node:http";
-import { startStack, freePort } from "../stack.mjs";
+import { startStack, freePort, pagesBlock } from "../stack.mjs";
 import { launchChromium } from "./chromium.mjs";
 
 const callerSecret = "card-test-caller-secret-0123456789-abcdef";
@@ -77,12 +77,7 @@ before(async () => {
 				issuer https://runtime.test
 				audience toolgate
 			}
-			pages {
-				secret toolgate-example-page-secret-not-for-production
-				issuer bookmarks
-				audience toolgate-pages
-				origins http://127.0.0.1:${appPort} ${host}
-			}`,
+${pagesBlock(`http://127.0.0.1:${appPort}`, host)}`,
   });
   gate = stack.gate;
   browser = await launchChromium();

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { root, startStack, invoke as invokeTool } from "../stack.mjs";
+import { root, startStack, invoke as invokeTool, pagesBlock } from "../stack.mjs";
 import { launchChromium } from "./chromium.mjs";
 
 const dist = join(root, "examples/lesson/dist");
@@ -24,12 +24,7 @@ before(async () => {
     name: "lesson",
     toolgate: (appPort) => `			manifest examples/lesson/tools.json
 			client_tool_timeout 20s
-			pages {
-				secret toolgate-example-page-secret-not-for-production
-				issuer bookmarks
-				audience toolgate-pages
-				origins http://127.0.0.1:${appPort}
-			}`,
+${pagesBlock(`http://127.0.0.1:${appPort}`)}`,
     site: `	handle_path /lesson/* {
 		root * examples/lesson/dist
 		file_server

@@ -3,7 +3,7 @@
 // from this checkout. Run with `node --test` in this folder.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startStack, invoke as invokeTool } from "../stack.mjs";
+import { startStack, invoke as invokeTool, pagesBlock } from "../stack.mjs";
 import { launchChromium } from "./chromium.mjs";
 
 
@@ -17,12 +17,7 @@ before(async () => {
   stack = await startStack({
     name: "browser",
     toolgate: (appPort) => `			client_tool_timeout 20s
-			pages {
-				secret toolgate-example-page-secret-not-for-production
-				issuer bookmarks
-				audience toolgate-pages
-				origins http://127.0.0.1:${appPort}
-			}`,
+${pagesBlock(`http://127.0.0.1:${appPort}`)}`,
   });
   ({ gatePort, appPort } = stack);
   browser = await launchChromium();
