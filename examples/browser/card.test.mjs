@@ -161,6 +161,34 @@ test("markdown: raw HTML is text, and only absolute http(s) and mailto are links
   await page.close();
 });
 
+test("a hostile card and embed: markup in titles and labels is text, a variant names no attribute, a javascript: embed is no iframe", async () => {
+  const page = await openHost();
+  await mount(page, {
+    callId: "c_h", tool: "evil", status: "action_required",
+    card: {
+      type: "action_required", title: "<img src=x onerror=\"window.__xss=1\">Title",
+      elements: [{ type: "button", id: "b", label: "<b onmouseover=\"window.__xss=2\">Press</b>", variant: "x\" onclick=\"window.__xss=3" }],
+    },
+  }, { id: "hostile" });
+  await mount(page, {
+    callId: "c_j", tool: "embedder", status: "done", isError: false, content: "plain text instead",
+    embedUrl: "javascript:window.__xss=4", card: "embed",
+  }, { id: "jsembed" });
+  const card = page.locator("#hostile").getByRole("region", { name: '<img src=x onerror="window.__xss=1">Title' });
+  const button = card.getByRole("button", { name: '<b onmouseover="window.__xss=2">Press</b>' });
+  await button.hover();
+  await button.click();
+  assert.deepEqual(await page.evaluate(() => {
+    const r = document.getElementById("hostile").shadowRoot;
+    const b = r.querySelector("button");
+    return { imgs: r.querySelectorAll("img, b").length, cls: b.className, onclick: b.getAttribute("onclick") };
+  }), { imgs: 0, cls: "", onclick: null });
+  await page.locator("#jsembed").getByText("plain text instead").waitFor();
+  assert.equal(await page.evaluate(() => document.getElementById("jsembed").shadowRoot.querySelectorAll("iframe").length), 0);
+  assert.equal(await page.evaluate(() => window.__xss), undefined);
+  await page.close();
+});
+
 test("a plain result and an error result", async () => {
   const page = await openHost();
   await mount(page, { callId: "c_p", tool: "list_bookmarks", status: "done", isError: false, content: "b1 Go <https://go.dev>" });
