@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -127,7 +128,8 @@ func BenchmarkBoltSteadyState(b *testing.B) {
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			clk := clock.NewManual(time.Date(2030, 1, 2, 12, 0, 0, 0, time.UTC))
-			l, err := ledger.OpenBolt(filepath.Join(b.TempDir(), "ledger.db"), ledger.BoltOptions{Retention: tc.retention, Clock: clk})
+			path := filepath.Join(b.TempDir(), "ledger.db")
+			l, err := ledger.OpenBolt(path, ledger.BoltOptions{Retention: tc.retention, Clock: clk})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -162,6 +164,15 @@ func BenchmarkBoltSteadyState(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			// disk-B/call is the file's size over the calls it holds:
+			// what a call costs on disk, free pages included.
+			diskPerCall := func(b *testing.B) {
+				fi, err := os.Stat(path)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(fi.Size())/float64(l.StoredCalls()), "disk-B/call")
+			}
 			b.Run("serial", func(b *testing.B) {
 				ctx := context.Background()
 				b.ReportAllocs()
@@ -170,6 +181,7 @@ func BenchmarkBoltSteadyState(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
+				diskPerCall(b)
 			})
 			b.Run("parallel", func(b *testing.B) {
 				b.ReportAllocs()
@@ -183,6 +195,7 @@ func BenchmarkBoltSteadyState(b *testing.B) {
 						}
 					}
 				})
+				diskPerCall(b)
 			})
 		})
 	}
