@@ -667,10 +667,8 @@ func (b *Bolt) Sweep(now time.Time) (int, error) {
 		return 0, fmt.Errorf("sweeping ledger %s: %w", b.path, err)
 	}
 	cutoff := now.Add(-b.retention).UnixNano()
-	removed := 0
-	err := b.db.Update(func(tx *bbolt.Tx) error {
-		removed = 0
-		var names [][]byte
+	var names [][]byte
+	err := b.db.View(func(tx *bbolt.Tx) error {
 		c := tx.Cursor()
 		for name, v := c.Seek(partitionPrefix); name != nil; name, v = c.Next() {
 			end, ok := partitionEnd(name)
@@ -684,18 +682,30 @@ func (b *Bolt) Sweep(now time.Time) (int, error) {
 				names = append(names, bytes.Clone(name))
 			}
 		}
-		for _, name := range names {
-			// Stats reads the pages' headers, not the calls, as
-			// DeleteBucket does to free them.
-			removed += tx.Bucket(name).Stats().KeyN
-			if err := tx.DeleteBucket(name); err != nil {
-				return err
-			}
-		}
 		return nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("sweeping ledger %s: %w", b.path, err)
+	}
+	removed := 0
+	for _, name := range names {
+		// One partition a transaction: dropping one reads its pages'
+		// headers to free them, while calls wait to be recorded.
+		n := 0
+		err := b.db.Update(func(tx *bbolt.Tx) error {
+			bk := tx.Bucket(name)
+			if bk == nil {
+				return nil
+			}
+			// Stats reads the pages' headers, not the calls, as
+			// DeleteBucket does to free them.
+			n = bk.Stats().KeyN
+			return tx.DeleteBucket(name)
+		})
+		if err != nil {
+			return removed, fmt.Errorf("sweeping ledger %s: %w", b.path, err)
+		}
+		removed += n
 	}
 	n, err := b.sweepOld(now)
 	return removed + n, err
