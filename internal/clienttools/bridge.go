@@ -1,6 +1,10 @@
 // Package clienttools is the bridge to the user's page for client tools
 // (SPEC §7): a call waits here until a page of its thread claims it, runs
 // it and posts the result, or until the client tool timeout.
+//
+// NewBridge keeps everything in this process's memory: one gateway
+// instance. NewRedisBridge shares the calls, claims, results and the
+// streams' lapse rule with every instance on the same Redis (redis.go).
 package clienttools
 
 import (
@@ -83,7 +87,8 @@ type callKey struct {
 
 type pending struct {
 	offer   Offer
-	seq     uint64 // arrival order: a page gets waiting calls oldest first
+	seq     uint64        // arrival order: a page gets waiting calls oldest first
+	timeout time.Duration // the Run's, for writing the call back to Redis
 	claimed bool
 	// finished is set once the call has an outcome or timed out; the entry
 	// stays a while so late claims and results get 409, not 404.
@@ -112,6 +117,11 @@ type Stream struct {
 	b     *Bridge
 	tk    threadKey
 	token string
+	// With Redis, offers that arrive while Open reads the waiting calls
+	// are held here, then sent after those unless among them: a page
+	// never gets a call twice from one stream.
+	opening bool
+	early   []Offer
 }
 
 // Limits bound what the pages and their waiting calls hold in memory. A
@@ -159,6 +169,13 @@ type Bridge struct {
 	// ended holds the finished calls oldest first: they expire from its
 	// front, so no operation scans every call.
 	ended []ended
+	// stale holds the threads whose stream count in Redis may be too
+	// high: closing a stream could not reach it. They are written back
+	// when the subscription comes back.
+	stale map[threadKey]struct{}
+
+	// relay shares the bridge through Redis; nil for one instance.
+	relay *relay
 
 	// After is the clock's timer, replaceable in tests.
 	After func(time.Duration) <-chan time.Time
@@ -175,6 +192,7 @@ func NewBridge() *Bridge {
 		calls:   map[callKey]*pending{},
 		threads: map[threadKey]*thread{},
 		tokens:  map[string]int{},
+		stale:   map[threadKey]struct{}{},
 		After:   time.After,
 		Clock:   clock.Real,
 	}
@@ -237,7 +255,7 @@ var ErrTimeout = errors.New("client tool timed out")
 // ErrThreadFull or ErrFull at once.
 func (b *Bridge) Run(ctx context.Context, user, thread string, offer Offer, timeout time.Duration) (Outcome, error) {
 	k := callKey{threadKey{user, thread}, offer.CallID}
-	p := &pending{offer: offer, done: make(chan Outcome, 1)}
+	p := &pending{offer: offer, timeout: timeout, done: make(chan Outcome, 1)}
 	b.mu.Lock()
 	b.expire()
 	if old, ok := b.calls[k]; ok && old.finished.IsZero() {
@@ -254,10 +272,27 @@ func (b *Bridge) Run(ctx context.Context, user, thread string, offer Offer, time
 	b.calls[k] = p
 	th.waiting[k.callID] = p
 	b.waiting++
-	for s := range th.streams {
-		s.send(offer)
+	if b.relay == nil {
+		for s := range th.streams {
+			s.send(offer)
+		}
 	}
 	b.mu.Unlock()
+	if b.relay != nil {
+		// Every instance's streams, this one's too, get the offer from
+		// the channel, after Redis has it: a claim never races it.
+		octx, cancel := context.WithTimeout(ctx, redisOpTimeout)
+		_, err := b.relay.offer(octx, k, offer, timeout, "new")
+		cancel()
+		if err != nil {
+			b.mu.Lock()
+			if p.finished.IsZero() {
+				b.finish(k, p)
+			}
+			b.mu.Unlock()
+			return Outcome{}, err
+		}
+	}
 
 	var (
 		out Outcome
@@ -270,6 +305,9 @@ func (b *Bridge) Run(ctx context.Context, user, thread string, offer Offer, time
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
+	if err != nil && b.relay != nil {
+		return b.endInRedis(k, p, err)
+	}
 	b.mu.Lock()
 	if err != nil && p.finished.IsZero() {
 		b.finish(k, p)
@@ -279,6 +317,91 @@ func (b *Bridge) Run(ctx context.Context, user, thread string, offer Offer, time
 	}
 	b.mu.Unlock()
 	return out, err
+}
+
+// endInRedis ends a Run that timed out (err) in Redis, unless a result was
+// posted first on any instance: that result wins. When Redis cannot be
+// reached the call ends here; its key in Redis expires.
+func (b *Bridge) endInRedis(k callKey, p *pending, err error) (Outcome, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), redisOpTimeout)
+	_, posted, ferr := b.relay.finish(ctx, k, nil)
+	cancel()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !p.finished.IsZero() {
+		// A result was handed over meanwhile.
+		return <-p.done, nil
+	}
+	b.finish(k, p)
+	if ferr == nil && posted != nil {
+		return *posted, nil
+	}
+	return Outcome{}, err
+}
+
+// deliver hands an offer from the channel to this instance's streams of
+// its thread.
+func (b *Bridge) deliver(tk threadKey, o Offer) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	th := b.threads[tk]
+	if th == nil {
+		return
+	}
+	for s := range th.streams {
+		if !s.opening {
+			s.send(o)
+		} else if len(s.early) < cap(s.c) {
+			s.early = append(s.early, o)
+		}
+	}
+}
+
+// runs reports whether a Run of this instance waits for k.
+func (b *Bridge) runs(k callKey) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p := b.calls[k]
+	return p != nil && p.finished.IsZero()
+}
+
+// answer hands a result to the Run of this instance that waits for k, if
+// any still does.
+func (b *Bridge) answer(k callKey, o Outcome) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if p := b.calls[k]; p != nil && p.finished.IsZero() {
+		b.finish(k, p)
+		p.done <- o
+	}
+}
+
+// heldCall is a call a Run of this instance waits for.
+type heldCall struct {
+	k       callKey
+	offer   Offer
+	timeout time.Duration
+}
+
+// held returns what this instance holds, to write back to Redis: its open
+// streams by thread (zero for a thread whose count in Redis may be stale)
+// and the calls its Runs wait for.
+func (b *Bridge) held() (map[threadKey]int, []heldCall) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	streams := make(map[threadKey]int, len(b.threads)+len(b.stale))
+	for tk := range b.stale {
+		streams[tk] = 0
+	}
+	clear(b.stale)
+	var calls []heldCall
+	for tk, th := range b.threads {
+		streams[tk] = len(th.streams)
+		for id, p := range th.waiting {
+			calls = append(calls, heldCall{callKey{tk, id}, p.offer, p.timeout})
+		}
+	}
+	return streams, calls
 }
 
 // thread returns tk's thread, made if need be. Callers hold b.mu.
@@ -343,6 +466,13 @@ func (b *Bridge) Open(user, thread, token string) (*Stream, []Offer, error) {
 	s := &Stream{C: c, c: c, b: b, tk: tk, token: token}
 	th := b.thread(tk)
 	th.streams[s] = struct{}{}
+	if b.relay != nil {
+		s.opening = true
+		b.mu.Unlock()
+		offers, err := b.openInRedis(s)
+		b.mu.Lock()
+		return s, offers, err
+	}
 	waiting := make([]*pending, 0, len(th.waiting))
 	for _, p := range th.waiting {
 		if !p.claimed {
@@ -355,6 +485,32 @@ func (b *Bridge) Open(user, thread, token string) (*Stream, []Offer, error) {
 		offers[i] = p.offer
 	}
 	return s, offers, nil
+}
+
+// openInRedis counts s open in Redis and returns the waiting calls there,
+// then the ones that came on the channel meanwhile. On failure s is closed
+// here (never counted in Redis).
+func (b *Bridge) openInRedis(s *Stream) ([]Offer, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), redisOpTimeout)
+	offers, err := b.relay.open(ctx, s.tk)
+	cancel()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err != nil {
+		b.closeHere(s)
+		return nil, err
+	}
+	listed := make(map[string]bool, len(offers))
+	for _, o := range offers {
+		listed[o.CallID] = true
+	}
+	for _, o := range s.early {
+		if !listed[o.CallID] {
+			offers = append(offers, o)
+		}
+	}
+	s.opening, s.early = false, nil
+	return offers, nil
 }
 
 // send offers a call without blocking; a page too slow to read gets the
@@ -372,13 +528,29 @@ func (s *Stream) send(o Offer) {
 func (s *Stream) Close() {
 	b := s.b
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	th := b.threads[s.tk]
-	if th == nil {
+	closed := b.closeHere(s)
+	b.mu.Unlock()
+	if !closed || b.relay == nil {
 		return
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), redisOpTimeout)
+	defer cancel()
+	if b.relay.closeStream(ctx, s.tk) != nil {
+		b.mu.Lock()
+		b.stale[s.tk] = struct{}{}
+		b.mu.Unlock()
+	}
+}
+
+// closeHere closes s in this instance and reports whether it was open.
+// Callers hold b.mu.
+func (b *Bridge) closeHere(s *Stream) bool {
+	th := b.threads[s.tk]
+	if th == nil {
+		return false
+	}
 	if _, ok := th.streams[s]; !ok {
-		return
+		return false
 	}
 	delete(th.streams, s)
 	b.streams--
@@ -386,7 +558,7 @@ func (s *Stream) Close() {
 		delete(b.tokens, s.token)
 	}
 	if len(th.streams) > 0 {
-		return
+		return true
 	}
 	for _, p := range th.waiting {
 		p.claimed = false
@@ -394,10 +566,16 @@ func (s *Stream) Close() {
 	if len(th.waiting) == 0 {
 		delete(b.threads, s.tk)
 	}
+	return true
 }
 
 // Claim claims a call for a page before it runs it; the first claim wins.
 func (b *Bridge) Claim(user, thread, callID string) error {
+	if b.relay != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), redisOpTimeout)
+		defer cancel()
+		return b.relay.claim(ctx, callKey{threadKey{user, thread}, callID})
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	p, err := b.unfinished(user, thread, callID)
@@ -413,6 +591,21 @@ func (b *Bridge) Claim(user, thread, callID string) error {
 
 // Post delivers a call's outcome; only the first counts.
 func (b *Bridge) Post(user, thread, callID string, o Outcome) error {
+	if b.relay != nil {
+		k := callKey{threadKey{user, thread}, callID}
+		ctx, cancel := context.WithTimeout(context.Background(), redisOpTimeout)
+		defer cancel()
+		won, _, err := b.relay.finish(ctx, k, &o)
+		switch {
+		case err != nil:
+			return err
+		case !won:
+			return ErrConflict
+		}
+		// A Run here needs no message to come back from the server.
+		b.answer(k, o)
+		return nil
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	p, err := b.unfinished(user, thread, callID)
