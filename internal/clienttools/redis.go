@@ -26,13 +26,16 @@ import (
 //
 //	P ct:T:c:<call id>  hash: s = w (waiting) | c (claimed) | d (finished),
 //	                    o = the offer's JSON while it waits, r = the
-//	                    outcome's JSON until the instance that ran the call
-//	                    takes it. It expires the timeout and a minute after
+//	                    posted outcome (read by the instance that runs the
+//	                    call, whichever of its message or its timer comes
+//	                    first). It expires the timeout and a minute after
 //	                    the offer (an instance that died never finishes its
 //	                    calls), keepFinished after it finished.
 //	P ct:T:w            sorted set: the thread's unfinished call ids by
 //	                    arrival (P ct:seq), for Open and for lapsing claims.
 //	P ct:T:s            hash: instance id -> its open streams of the thread.
+//	                    The entry of an instance that died is dropped by
+//	                    the thread's next open or close of a stream.
 //	P ct:live:<id>      an instance's heartbeat, set every streamBeat for
 //	                    3 × streamBeat: the stream counts of an instance
 //	                    whose heartbeat expired (it died) do not count.
@@ -64,8 +67,12 @@ import (
 // writer to the server, meets it.
 const maxMessage = 8 << 20
 
-// maxOpenOffers bounds the waiting calls Open reads back for a stream.
-const maxOpenOffers = 1024
+// maxOpenOffers and maxOpenBytes bound the waiting calls Open reads back
+// for a stream; the ones left out reach the page when it opens again.
+const (
+	maxOpenOffers = 1024
+	maxOpenBytes  = 4 * maxMessage
+)
 
 // streamBeat is how often an instance renews its heartbeat; it lapses
 // after three missed beats.
@@ -94,9 +101,7 @@ if s and s ~= 'd' then
 	return {0}
 end
 if s == 'd' and ARGV[6] == 'again' then
-	local r = redis.call('HGET', KEYS[1], 'r')
-	redis.call('HDEL', KEYS[1], 'r')
-	return {2, r}
+	return {2, redis.call('HGET', KEYS[1], 'r')}
 end
 local seq = redis.call('INCR', KEYS[3])
 redis.call('DEL', KEYS[1])
@@ -128,15 +133,11 @@ return 2
 //
 // KEYS: call, waiting. ARGV: outcome, keep ms, channel, message, id.
 // Returns {0} when there is no such call, {1, outcome or false} when it had
-// finished already (taking the outcome), {2} when this finish won.
+// finished already, {2} when this finish won.
 var finishScript = redis.NewScript(`
 local s = redis.call('HGET', KEYS[1], 's')
 if not s then return {0} end
-if s == 'd' then
-	local r = redis.call('HGET', KEYS[1], 'r')
-	if ARGV[1] == '' then redis.call('HDEL', KEYS[1], 'r') end
-	return {1, r}
-end
+if s == 'd' then return {1, redis.call('HGET', KEYS[1], 'r')} end
 redis.call('HSET', KEYS[1], 's', 'd')
 redis.call('HDEL', KEYS[1], 'o')
 if ARGV[1] ~= '' then
@@ -146,15 +147,6 @@ end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('ZREM', KEYS[2], ARGV[5])
 return {2}
-`)
-
-// takeScript takes a finished call's outcome, for the instance that ran it.
-//
-// KEYS: call. Returns the outcome, or nil.
-var takeScript = redis.NewScript(`
-local r = redis.call('HGET', KEYS[1], 'r')
-if r then redis.call('HDEL', KEYS[1], 'r') end
-return r
 `)
 
 // liveLua is the lapse rule, shared by the stream scripts. live reports
@@ -193,18 +185,19 @@ end
 // claims lapse first, as its close would have made them.
 //
 // KEYS: waiting, streams. ARGV: instance, heartbeat prefix, call prefix,
-// max offers. Returns the offers.
+// max offers, max bytes. Returns the offers.
 var openScript = redis.NewScript(liveLua + `
 local any, dead = live()
 if dead and not any then lapse() end
 redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
-local out = {}
+local out, bytes = {}, 0
 for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
 	local c = redis.call('HMGET', ARGV[3] .. id, 's', 'o')
 	if not c[1] then
 		redis.call('ZREM', KEYS[1], id)
-	elseif c[1] == 'w' and c[2] and #out < tonumber(ARGV[4]) then
+	elseif c[1] == 'w' and c[2] and #out < tonumber(ARGV[4]) and bytes + #c[2] <= tonumber(ARGV[5]) then
 		out[#out+1] = c[2]
+		bytes = bytes + #c[2]
 	end
 end
 return out
@@ -387,7 +380,7 @@ func (r *relay) handle(payload string) {
 	}
 }
 
-// fetch takes the outcome of a call this instance runs, when another
+// fetch reads the outcome of a call this instance runs, when another
 // instance posted it, and hands it to the waiting Run.
 func (r *relay) fetch(k callKey) {
 	if !r.b.runs(k) {
@@ -395,9 +388,9 @@ func (r *relay) fetch(k callKey) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), redisOpTimeout)
 	defer cancel()
-	v, err := takeScript.Run(ctx, r.client, []string{r.callKey(k)}).Text()
+	v, err := r.client.HGet(ctx, r.callKey(k), "r").Result()
 	if errors.Is(err, redis.Nil) {
-		return // taken already, by this instance's own Post
+		return
 	}
 	if err != nil {
 		// The Run takes it when it times out.
@@ -547,7 +540,7 @@ func (r *relay) claim(ctx context.Context, k callKey) error {
 func (r *relay) open(ctx context.Context, tk threadKey) ([]Offer, error) {
 	tkey := r.threadKey(tk)
 	v, err := openScript.Run(ctx, r.client, []string{tkey + ":w", tkey + ":s"},
-		r.id, r.prefix+"live:", tkey+":c:", maxOpenOffers).StringSlice()
+		r.id, r.prefix+"live:", tkey+":c:", maxOpenOffers, maxOpenBytes).StringSlice()
 	if err != nil {
 		return nil, r.unavailable("opening a stream", err)
 	}
