@@ -396,7 +396,9 @@ func (b *Bridge) held() (map[threadKey]int, []heldCall) {
 	clear(b.stale)
 	var calls []heldCall
 	for tk, th := range b.threads {
-		streams[tk] = len(th.streams)
+		if len(th.streams) > 0 {
+			streams[tk] = len(th.streams)
+		}
 		for id, p := range th.waiting {
 			calls = append(calls, heldCall{callKey{tk, id}, p.offer, p.timeout})
 		}

@@ -49,9 +49,11 @@ import (
 // instance: an offer goes to every instance (each hands it to its own
 // streams of the thread), a result to the instance waiting for it. Nothing
 // polls. When the subscription comes back after the connection or the
-// server was lost, the instance writes again what it holds — its waiting
-// calls (offered again if the server lost them), its stream counts, its
-// heartbeat — and takes the outcomes it missed.
+// server was lost, the instance writes again what it holds — its heartbeat,
+// its stream counts, its waiting calls (recorded again if the server lost
+// them) — hands its streams the calls that wait unclaimed (their offers
+// may have been missed; a page skips a call it has seen) and reads the
+// results it missed.
 //
 // The lapse rule (SPEC §7) holds across instances: claims lapse when a
 // stream closes and no instance has a live open stream of the thread left,
@@ -88,7 +90,9 @@ var ErrUnavailable = errors.New("client tools are unavailable: the gateway canno
 
 // offerScript records a new call waiting for its page and announces it.
 // With mode "again" (an instance writing back its waiting calls after Redis
-// was lost) a call still unfinished is left as it is and one finished
+// or the subscription was lost) a call still unfinished is left as it is,
+// announced again if unclaimed (its first message may have been lost with
+// a subscription; a page skips a call it has seen), and one finished
 // answers its outcome.
 //
 // KEYS: call, waiting, seq. ARGV: offer, ttl ms, channel, message, id, mode.
@@ -97,8 +101,9 @@ var ErrUnavailable = errors.New("client tools are unavailable: the gateway canno
 var offerScript = redis.NewScript(`
 local s = redis.call('HGET', KEYS[1], 's')
 if s and s ~= 'd' then
-	if ARGV[6] == 'again' then return {1} end
-	return {0}
+	if ARGV[6] ~= 'again' then return {0} end
+	if s == 'w' then redis.call('PUBLISH', ARGV[3], ARGV[4]) end
+	return {1}
 end
 if s == 'd' and ARGV[6] == 'again' then
 	return {2, redis.call('HGET', KEYS[1], 'r')}
@@ -186,21 +191,53 @@ end
 //
 // KEYS: waiting, streams. ARGV: instance, heartbeat prefix, call prefix,
 // max offers, max bytes. Returns the offers.
-var openScript = redis.NewScript(liveLua + `
+var openScript = redis.NewScript(liveLua + listLua + `
 local any, dead = live()
 if dead and not any then lapse() end
 redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
-local out, bytes = {}, 0
-for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
-	local c = redis.call('HMGET', ARGV[3] .. id, 's', 'o')
-	if not c[1] then
-		redis.call('ZREM', KEYS[1], id)
-	elseif c[1] == 'w' and c[2] and #out < tonumber(ARGV[4]) and bytes + #c[2] <= tonumber(ARGV[5]) then
-		out[#out+1] = c[2]
-		bytes = bytes + #c[2]
+return list()
+`)
+
+// listLua lists the thread's calls that wait unclaimed, oldest first,
+// forgetting the ids of calls that expired.
+//
+// KEYS[1]: waiting. ARGV[3]: call prefix, ARGV[4]: max offers, ARGV[5]: max
+// bytes.
+const listLua = `
+local function list()
+	local out, bytes = {}, 0
+	for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+		local c = redis.call('HMGET', ARGV[3] .. id, 's', 'o')
+		if not c[1] then
+			redis.call('ZREM', KEYS[1], id)
+		elseif c[1] == 'w' and c[2] and #out < tonumber(ARGV[4]) and bytes + #c[2] <= tonumber(ARGV[5]) then
+			out[#out+1] = c[2]
+			bytes = bytes + #c[2]
+		end
 	end
+	return out
 end
-return out
+`
+
+// recountScript writes back this instance's count of open streams of the
+// thread, after Redis or the subscription was lost, and returns the calls
+// that wait unclaimed for those streams (offers published meanwhile were
+// missed; a page skips a call it has seen). With no live stream left the
+// claims lapse, as a close would have made them.
+//
+// KEYS: waiting, streams. ARGV: instance, heartbeat prefix, call prefix,
+// max offers, max bytes, count.
+var recountScript = redis.NewScript(liveLua + listLua + `
+if tonumber(ARGV[6]) > 0 then
+	redis.call('HSET', KEYS[2], ARGV[1], ARGV[6])
+else
+	redis.call('HDEL', KEYS[2], ARGV[1])
+end
+if not live() then
+	lapse()
+	return {}
+end
+return list()
 `)
 
 // closeScript counts a stream of this instance closed; when none live is
@@ -415,10 +452,10 @@ func (r *relay) resync() {
 		if err != nil {
 			break
 		}
-		if n > 0 {
-			err = r.client.HSet(ctx, r.threadKey(tk)+":s", r.id, n).Err()
-		} else {
-			err = r.client.HDel(ctx, r.threadKey(tk)+":s", r.id).Err()
+		var offers []Offer
+		offers, err = r.recount(ctx, tk, n)
+		for _, o := range offers {
+			r.b.deliver(tk, o)
 		}
 	}
 	for _, c := range calls {
@@ -544,6 +581,22 @@ func (r *relay) open(ctx context.Context, tk threadKey) ([]Offer, error) {
 	if err != nil {
 		return nil, r.unavailable("opening a stream", err)
 	}
+	return decodeOffers(v), nil
+}
+
+// recount writes back this instance's count of open streams of tk and
+// returns the calls waiting unclaimed for them.
+func (r *relay) recount(ctx context.Context, tk threadKey, n int) ([]Offer, error) {
+	tkey := r.threadKey(tk)
+	v, err := recountScript.Run(ctx, r.client, []string{tkey + ":w", tkey + ":s"},
+		r.id, r.prefix+"live:", tkey+":c:", maxOpenOffers, maxOpenBytes, n).StringSlice()
+	if err != nil {
+		return nil, err
+	}
+	return decodeOffers(v), nil
+}
+
+func decodeOffers(v []string) []Offer {
 	offers := make([]Offer, 0, len(v))
 	for _, s := range v {
 		var o Offer
@@ -552,7 +605,7 @@ func (r *relay) open(ctx context.Context, tk threadKey) ([]Offer, error) {
 		}
 		offers = append(offers, o)
 	}
-	return offers, nil
+	return offers
 }
 
 func (r *relay) closeStream(ctx context.Context, tk threadKey) error {

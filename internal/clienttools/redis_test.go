@@ -384,3 +384,31 @@ func TestRedisOutcomeEncoding(t *testing.T) {
 		}
 	}
 }
+
+// TestRedisResyncDeliversMissedOffers: an offer whose message an instance
+// missed (its subscription was down) reaches its open streams when the
+// subscription comes back.
+func TestRedisResyncDeliversMissedOffers(t *testing.T) {
+	a, b, _, _ := twoInstances(t)
+	onB, _ := open(t, b, "u_1", "th_1")
+	defer onB.Close()
+	// A call recorded as A's offer records it, its message lost.
+	k := callKey{threadKey{"u_1", "th_1"}, "c1"}
+	r := a.relay
+	data, _ := json.Marshal(Offer{CallID: "c1", Name: "where"})
+	tkey := r.threadKey(k.threadKey)
+	err := offerScript.Run(context.Background(), r.client, []string{r.callKey(k), tkey + ":w", r.prefix + "seq"},
+		data, ms(time.Minute), r.prefix+"nowhere", "{}", "c1", "new").Err()
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case o := <-onB.C:
+		t.Fatalf("offer without a message reached the stream: %+v", o)
+	case <-time.After(50 * time.Millisecond):
+	}
+	b.relay.resync()
+	if o := next(t, onB); o.CallID != "c1" {
+		t.Fatalf("after the resync B's stream got %+v", o)
+	}
+}
