@@ -393,7 +393,6 @@ func (b *Bridge) held() (map[threadKey]int, []heldCall) {
 	for tk := range b.stale {
 		streams[tk] = 0
 	}
-	clear(b.stale)
 	var calls []heldCall
 	for tk, th := range b.threads {
 		if len(th.streams) > 0 {
@@ -404,6 +403,14 @@ func (b *Bridge) held() (map[threadKey]int, []heldCall) {
 		}
 	}
 	return streams, calls
+}
+
+// recounted forgets that tk's count in Redis may be stale: it was written
+// back.
+func (b *Bridge) recounted(tk threadKey) {
+	b.mu.Lock()
+	delete(b.stale, tk)
+	b.mu.Unlock()
 }
 
 // thread returns tk's thread, made if need be. Callers hold b.mu.

@@ -263,7 +263,10 @@ type relay struct {
 	logger  *zap.Logger
 
 	pubsub *redis.PubSub
-	stop   chan struct{}
+	// ctx bounds the background work (heartbeat, write-backs); Close
+	// cancels it rather than wait for a Redis that is gone.
+	ctx    context.Context
+	cancel context.CancelFunc
 	done   sync.WaitGroup
 	// resyncing serializes the write-backs after a new subscription.
 	resyncing sync.Mutex
@@ -301,9 +304,11 @@ func newRedisBridge(ctx context.Context, client *redis.Client, prefix string, lo
 	b := NewBridge()
 	r := &relay{
 		b: b, client: client, prefix: prefix + "ct:", channel: prefix + "ct",
-		id: hex.EncodeToString(id[:]), beat: beat, logger: logger, stop: make(chan struct{}),
+		id: hex.EncodeToString(id[:]), beat: beat, logger: logger,
 	}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
 	if err := r.heartbeat(ctx); err != nil {
+		r.cancel()
 		return nil, fmt.Errorf("client tool bridge: %w", err)
 	}
 	// The first confirmation is read here so that no offer published
@@ -316,6 +321,7 @@ func newRedisBridge(ctx context.Context, client *redis.Client, prefix string, lo
 		}
 	}
 	if err != nil {
+		r.cancel()
 		_ = r.pubsub.Close()
 		return nil, fmt.Errorf("client tool bridge: subscribing to %s: %w", r.channel, err)
 	}
@@ -343,7 +349,7 @@ func (b *Bridge) Close() error {
 func (r *relay) close() error {
 	var err error
 	r.closeOnce.Do(func() {
-		close(r.stop)
+		r.cancel()
 		err = r.pubsub.Close()
 		r.done.Wait()
 		// Its streams stop counting at once rather than when the
@@ -367,10 +373,10 @@ func (r *relay) beating() {
 	defer t.Stop()
 	for {
 		select {
-		case <-r.stop:
+		case <-r.ctx.Done():
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), redisOpTimeout)
+			ctx, cancel := context.WithTimeout(r.ctx, redisOpTimeout)
 			if err := r.heartbeat(ctx); err != nil {
 				r.logger.Warn("client tool bridge: renewing the heartbeat in redis", zap.Error(err))
 			}
@@ -423,7 +429,7 @@ func (r *relay) fetch(k callKey) {
 	if !r.b.runs(k) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), redisOpTimeout)
+	ctx, cancel := context.WithTimeout(r.ctx, redisOpTimeout)
 	defer cancel()
 	v, err := r.client.HGet(ctx, r.callKey(k), "r").Result()
 	if errors.Is(err, redis.Nil) {
@@ -444,7 +450,7 @@ func (r *relay) fetch(k callKey) {
 func (r *relay) resync() {
 	r.resyncing.Lock()
 	defer r.resyncing.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*redisOpTimeout)
+	ctx, cancel := context.WithTimeout(r.ctx, 4*redisOpTimeout)
 	defer cancel()
 	streams, calls := r.b.held()
 	err := r.heartbeat(ctx)
@@ -453,7 +459,9 @@ func (r *relay) resync() {
 			break
 		}
 		var offers []Offer
-		offers, err = r.recount(ctx, tk, n)
+		if offers, err = r.recount(ctx, tk, n); err == nil {
+			r.b.recounted(tk)
+		}
 		for _, o := range offers {
 			r.b.deliver(tk, o)
 		}

@@ -252,7 +252,7 @@ func TestRedisDeadInstanceLapses(t *testing.T) {
 	// B dies: its heartbeat stops, its stream is never closed.
 	r := b.relay
 	r.closeOnce.Do(func() {
-		close(r.stop)
+		r.cancel()
 		r.pubsub.Close()
 		r.done.Wait()
 	})
@@ -411,4 +411,37 @@ func TestRedisResyncDeliversMissedOffers(t *testing.T) {
 	if o := next(t, onB); o.CallID != "c1" {
 		t.Fatalf("after the resync B's stream got %+v", o)
 	}
+}
+
+// TestRedisStaleCountAfterOutage: a stream closed while Redis was down
+// could not be counted closed; when Redis is back (with its data) the
+// instance writes its count back, and the claims of the thread, left with
+// no stream, lapse.
+func TestRedisStaleCountAfterOutage(t *testing.T) {
+	rs := redistest.StartPersistent(t)
+	a, clkA := instance(t, rs.Addr, "tg:", streamBeat)
+	b, _ := instance(t, rs.Addr, "tg:", streamBeat)
+	onB, _ := open(t, b, "u_1", "th_1")
+	done := start(t, context.Background(), a, clkA, "u_1", "th_1", "c1")
+	next(t, onB)
+	if err := b.Claim("u_1", "th_1", "c1"); err != nil {
+		t.Fatal(err)
+	}
+	rs.Stop()
+	onB.Close()
+	rs.Restart(t)
+
+	var offers []Offer
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline) && len(offers) == 0; time.Sleep(100 * time.Millisecond) {
+		var s *Stream
+		var err error
+		if s, offers, err = a.Open("u_1", "th_1", "tok"); err == nil {
+			s.Close()
+		}
+	}
+	if got := offerIDs(offers); !equal(got, []string{"c1"}) {
+		t.Fatalf("after B wrote its count back Open on A lists %v, want [c1]", got)
+	}
+	clkA.fireAll()
+	wait(t, done)
 }
