@@ -89,6 +89,7 @@ type pending struct {
 	offer   Offer
 	seq     uint64        // arrival order: a page gets waiting calls oldest first
 	timeout time.Duration // the Run's, for writing the call back to Redis
+	offered bool          // recorded in Redis: a write-back may record it again
 	claimed bool
 	// finished is set once the call has an outcome or timed out; the entry
 	// stays a while so late claims and results get 409, not 404.
@@ -118,10 +119,17 @@ type Stream struct {
 	tk    threadKey
 	token string
 	// With Redis, offers that arrive while Open reads the waiting calls
-	// are held here, then sent after those unless among them: a page
-	// never gets a call twice from one stream.
+	// are held in early, then sent after those if later than since, the
+	// last offer's number when they were read; so are the ones after.
 	opening bool
-	early   []Offer
+	early   []numbered
+	since   uint64
+}
+
+// numbered is an offer and its number in Redis.
+type numbered struct {
+	Offer
+	seq uint64
 }
 
 // Limits bound what the pages and their waiting calls hold in memory. A
@@ -284,14 +292,16 @@ func (b *Bridge) Run(ctx context.Context, user, thread string, offer Offer, time
 		octx, cancel := context.WithTimeout(ctx, redisOpTimeout)
 		_, err := b.relay.offer(octx, k, offer, timeout, "new")
 		cancel()
+		b.mu.Lock()
 		if err != nil {
-			b.mu.Lock()
 			if p.finished.IsZero() {
 				b.finish(k, p)
 			}
 			b.mu.Unlock()
 			return Outcome{}, err
 		}
+		p.offered = true
+		b.mu.Unlock()
 	}
 
 	var (
@@ -340,8 +350,8 @@ func (b *Bridge) endInRedis(k callKey, p *pending, err error) (Outcome, error) {
 }
 
 // deliver hands an offer from the channel to this instance's streams of
-// its thread.
-func (b *Bridge) deliver(tk threadKey, o Offer) {
+// its thread that did not list it when they opened.
+func (b *Bridge) deliver(tk threadKey, o Offer, seq uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	th := b.threads[tk]
@@ -349,10 +359,11 @@ func (b *Bridge) deliver(tk threadKey, o Offer) {
 		return
 	}
 	for s := range th.streams {
-		if !s.opening {
+		switch {
+		case !s.opening && seq > s.since:
 			s.send(o)
-		} else if len(s.early) < cap(s.c) {
-			s.early = append(s.early, o)
+		case s.opening && len(s.early) < cap(s.c):
+			s.early = append(s.early, numbered{o, seq})
 		}
 	}
 }
@@ -399,7 +410,11 @@ func (b *Bridge) held() (map[threadKey]int, []heldCall) {
 			streams[tk] = len(th.streams)
 		}
 		for id, p := range th.waiting {
-			calls = append(calls, heldCall{callKey{tk, id}, p.offer, p.timeout})
+			// One not yet offered is its Run's to record: recorded
+			// here first, the Run would find it waiting already.
+			if p.offered {
+				calls = append(calls, heldCall{callKey{tk, id}, p.offer, p.timeout})
+			}
 		}
 	}
 	return streams, calls
@@ -463,6 +478,12 @@ func (b *Bridge) expire() {
 // It returns the calls waiting now that no open stream has claimed, or
 // ErrTooManyStreams.
 func (b *Bridge) Open(user, thread, token string) (*Stream, []Offer, error) {
+	if b.relay != nil {
+		// A write-back of the stream counts waits until this stream
+		// is counted both here and in Redis.
+		b.relay.counting.RLock()
+		defer b.relay.counting.RUnlock()
+	}
 	tk := threadKey{user, thread}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -497,11 +518,11 @@ func (b *Bridge) Open(user, thread, token string) (*Stream, []Offer, error) {
 }
 
 // openInRedis counts s open in Redis and returns the waiting calls there,
-// then the ones that came on the channel meanwhile. On failure s is closed
-// here (never counted in Redis).
+// then the ones offered later that came on the channel meanwhile. On
+// failure s is closed here (never counted in Redis).
 func (b *Bridge) openInRedis(s *Stream) ([]Offer, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), redisOpTimeout)
-	offers, err := b.relay.open(ctx, s.tk)
+	offers, since, err := b.relay.open(ctx, s.tk)
 	cancel()
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -509,16 +530,12 @@ func (b *Bridge) openInRedis(s *Stream) ([]Offer, error) {
 		b.closeHere(s)
 		return nil, err
 	}
-	listed := make(map[string]bool, len(offers))
-	for _, o := range offers {
-		listed[o.CallID] = true
-	}
 	for _, o := range s.early {
-		if !listed[o.CallID] {
-			offers = append(offers, o)
+		if o.seq > since {
+			offers = append(offers, o.Offer)
 		}
 	}
-	s.opening, s.early = false, nil
+	s.opening, s.early, s.since = false, nil, since
 	return offers, nil
 }
 
@@ -536,6 +553,10 @@ func (s *Stream) send(o Offer) {
 // again to the next stream.
 func (s *Stream) Close() {
 	b := s.b
+	if b.relay != nil {
+		b.relay.counting.RLock()
+		defer b.relay.counting.RUnlock()
+	}
 	b.mu.Lock()
 	closed := b.closeHere(s)
 	b.mu.Unlock()

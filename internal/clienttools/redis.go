@@ -8,7 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,7 +49,10 @@ import (
 //
 // Changes travel on one channel, P ct, through one subscription per
 // instance: an offer goes to every instance (each hands it to its own
-// streams of the thread), a result to the instance waiting for it. Nothing
+// streams of the thread), a result to the instance waiting for it. An offer
+// carries its sequence number, and a stream takes only offers later than
+// the calls Open listed for it: a message late from the server never
+// brings a stream a call that was claimed when it opened, nor one twice. Nothing
 // polls. When the subscription comes back after the connection or the
 // server was lost, the instance writes again what it holds — its heartbeat,
 // its stream counts, its waiting calls (recorded again if the server lost
@@ -102,7 +107,10 @@ var offerScript = redis.NewScript(`
 local s = redis.call('HGET', KEYS[1], 's')
 if s and s ~= 'd' then
 	if ARGV[6] ~= 'again' then return {0} end
-	if s == 'w' then redis.call('PUBLISH', ARGV[3], ARGV[4]) end
+	if s == 'w' then
+		local seq = redis.call('ZSCORE', KEYS[2], ARGV[5]) or '0'
+		redis.call('PUBLISH', ARGV[3], seq .. ' ' .. ARGV[4])
+	end
 	return {1}
 end
 if s == 'd' and ARGV[6] == 'again' then
@@ -116,7 +124,7 @@ redis.call('ZADD', KEYS[2], seq, ARGV[5])
 if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[2]) then
 	redis.call('PEXPIRE', KEYS[2], ARGV[2])
 end
-redis.call('PUBLISH', ARGV[3], ARGV[4])
+redis.call('PUBLISH', ARGV[3], seq .. ' ' .. ARGV[4])
 return {1}
 `)
 
@@ -147,7 +155,7 @@ redis.call('HSET', KEYS[1], 's', 'd')
 redis.call('HDEL', KEYS[1], 'o')
 if ARGV[1] ~= '' then
 	redis.call('HSET', KEYS[1], 'r', ARGV[1])
-	redis.call('PUBLISH', ARGV[3], ARGV[4])
+	redis.call('PUBLISH', ARGV[3], '0 ' .. ARGV[4])
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('ZREM', KEYS[2], ARGV[5])
@@ -189,8 +197,8 @@ end
 // instance that died had one, that was the thread's last stream: the
 // claims lapse first, as its close would have made them.
 //
-// KEYS: waiting, streams. ARGV: instance, heartbeat prefix, call prefix,
-// max offers, max bytes. Returns the offers.
+// KEYS: waiting, streams, seq. ARGV: instance, heartbeat prefix, call
+// prefix, max offers, max bytes. Returns list's.
 var openScript = redis.NewScript(liveLua + listLua + `
 local any, dead = live()
 if dead and not any then lapse() end
@@ -199,18 +207,20 @@ return list()
 `)
 
 // listLua lists the thread's calls that wait unclaimed, oldest first,
-// forgetting the ids of calls that expired.
+// forgetting the ids of calls that expired. Its first element is the last
+// offer's sequence number now: a call offered later is not in the list,
+// and its message is the one to send.
 //
-// KEYS[1]: waiting. ARGV[3]: call prefix, ARGV[4]: max offers, ARGV[5]: max
-// bytes.
+// KEYS[1]: waiting, KEYS[3]: seq. ARGV[3]: call prefix, ARGV[4]: max
+// offers, ARGV[5]: max bytes.
 const listLua = `
 local function list()
-	local out, bytes = {}, 0
+	local out, bytes = {redis.call('GET', KEYS[3]) or '0'}, 0
 	for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
 		local c = redis.call('HMGET', ARGV[3] .. id, 's', 'o')
 		if not c[1] then
 			redis.call('ZREM', KEYS[1], id)
-		elseif c[1] == 'w' and c[2] and #out < tonumber(ARGV[4]) and bytes + #c[2] <= tonumber(ARGV[5]) then
+		elseif c[1] == 'w' and c[2] and #out <= tonumber(ARGV[4]) and bytes + #c[2] <= tonumber(ARGV[5]) then
 			out[#out+1] = c[2]
 			bytes = bytes + #c[2]
 		end
@@ -225,8 +235,8 @@ end
 // missed; a page skips a call it has seen). With no live stream left the
 // claims lapse, as a close would have made them.
 //
-// KEYS: waiting, streams. ARGV: instance, heartbeat prefix, call prefix,
-// max offers, max bytes, count.
+// KEYS: waiting, streams, seq. ARGV: instance, heartbeat prefix, call
+// prefix, max offers, max bytes, count. Returns list's, or nothing.
 var recountScript = redis.NewScript(liveLua + listLua + `
 if tonumber(ARGV[6]) > 0 then
 	redis.call('HSET', KEYS[2], ARGV[1], ARGV[6])
@@ -268,8 +278,11 @@ type relay struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   sync.WaitGroup
-	// resyncing serializes the write-backs after a new subscription.
-	resyncing sync.Mutex
+	// counting is held for writing by a write-back of the stream counts,
+	// for reading by Open and Close: the counts written back are never
+	// those of a stream counted here and not yet in Redis, or the reverse.
+	// It also serializes the write-backs.
+	counting  sync.RWMutex
 	closeOnce sync.Once
 }
 
@@ -404,20 +417,27 @@ func (r *relay) receive(msgs <-chan any) {
 	}
 }
 
+// handle reads a message: the offer's sequence number (0 for a result), a
+// space, the message's JSON.
 func (r *relay) handle(payload string) {
 	if len(payload) > maxMessage+4096 {
 		r.logger.Warn("client tool bridge: dropped an oversized message", zap.Int("bytes", len(payload)))
 		return
 	}
 	var m message
-	if err := json.Unmarshal([]byte(payload), &m); err != nil {
+	num, text, _ := strings.Cut(payload, " ")
+	seq, err := strconv.ParseUint(num, 10, 64)
+	if err == nil {
+		err = json.Unmarshal([]byte(text), &m)
+	}
+	if err != nil {
 		r.logger.Warn("client tool bridge: dropped a malformed message", zap.Error(err))
 		return
 	}
 	tk := threadKey{m.User, m.Thread}
 	switch {
 	case m.Kind == "o" && m.Offer != nil:
-		r.b.deliver(tk, *m.Offer)
+		r.b.deliver(tk, *m.Offer, seq)
 	case m.Kind == "d":
 		r.fetch(callKey{tk, m.Call})
 	}
@@ -448,8 +468,8 @@ func (r *relay) fetch(k callKey) {
 // resync writes back this instance's heartbeat, stream counts and waiting
 // calls, and takes the outcomes posted while it could not hear them.
 func (r *relay) resync() {
-	r.resyncing.Lock()
-	defer r.resyncing.Unlock()
+	r.counting.Lock()
+	defer r.counting.Unlock()
 	ctx, cancel := context.WithTimeout(r.ctx, 4*redisOpTimeout)
 	defer cancel()
 	streams, calls := r.b.held()
@@ -462,8 +482,10 @@ func (r *relay) resync() {
 		if offers, err = r.recount(ctx, tk, n); err == nil {
 			r.b.recounted(tk)
 		}
+		// Sent whatever their number: these are the ones whose message
+		// may have been lost.
 		for _, o := range offers {
-			r.b.deliver(tk, o)
+			r.b.deliver(tk, o, math.MaxUint64)
 		}
 	}
 	for _, c := range calls {
@@ -581,39 +603,47 @@ func (r *relay) claim(ctx context.Context, k callKey) error {
 	return nil
 }
 
-// open counts a stream of tk open and returns the calls waiting unclaimed.
-func (r *relay) open(ctx context.Context, tk threadKey) ([]Offer, error) {
+// open counts a stream of tk open and returns the calls waiting unclaimed,
+// and the last offer's number then.
+func (r *relay) open(ctx context.Context, tk threadKey) ([]Offer, uint64, error) {
 	tkey := r.threadKey(tk)
-	v, err := openScript.Run(ctx, r.client, []string{tkey + ":w", tkey + ":s"},
+	v, err := openScript.Run(ctx, r.client, []string{tkey + ":w", tkey + ":s", r.prefix + "seq"},
 		r.id, r.prefix+"live:", tkey+":c:", maxOpenOffers, maxOpenBytes).StringSlice()
 	if err != nil {
-		return nil, r.unavailable("opening a stream", err)
+		return nil, 0, r.unavailable("opening a stream", err)
 	}
-	return decodeOffers(v), nil
+	offers, since := decodeList(v)
+	return offers, since, nil
 }
 
 // recount writes back this instance's count of open streams of tk and
 // returns the calls waiting unclaimed for them.
 func (r *relay) recount(ctx context.Context, tk threadKey, n int) ([]Offer, error) {
 	tkey := r.threadKey(tk)
-	v, err := recountScript.Run(ctx, r.client, []string{tkey + ":w", tkey + ":s"},
+	v, err := recountScript.Run(ctx, r.client, []string{tkey + ":w", tkey + ":s", r.prefix + "seq"},
 		r.id, r.prefix+"live:", tkey+":c:", maxOpenOffers, maxOpenBytes, n).StringSlice()
 	if err != nil {
 		return nil, err
 	}
-	return decodeOffers(v), nil
+	offers, _ := decodeList(v)
+	return offers, nil
 }
 
-func decodeOffers(v []string) []Offer {
-	offers := make([]Offer, 0, len(v))
-	for _, s := range v {
+// decodeList reads list's reply: the last offer's number, then offers.
+func decodeList(v []string) ([]Offer, uint64) {
+	if len(v) == 0 {
+		return nil, 0
+	}
+	since, _ := strconv.ParseUint(v[0], 10, 64)
+	offers := make([]Offer, 0, len(v)-1)
+	for _, s := range v[1:] {
 		var o Offer
 		if len(s) > maxMessage || json.Unmarshal([]byte(s), &o) != nil {
 			continue // not one of ours: never shown to a page
 		}
 		offers = append(offers, o)
 	}
-	return offers
+	return offers, since
 }
 
 func (r *relay) closeStream(ctx context.Context, tk threadKey) error {

@@ -246,7 +246,10 @@ func TestRedisDeadInstanceLapses(t *testing.T) {
 	s, offers := open(t, a, "u_1", "th_1")
 	s.Close()
 	if len(offers) != 0 {
-		t.Fatalf("listed while B's stream is open: %+v", offers)
+		rb := b.relay
+		counts, _ := rb.client.HGetAll(context.Background(), rb.threadKey(threadKey{"u_1", "th_1"})+":s").Result()
+		live, _ := rb.client.PTTL(context.Background(), rb.liveKey()).Result()
+		t.Fatalf("listed while B's stream is open: %+v (counts %v, B is %s, its heartbeat's ttl %v)", offers, counts, rb.id, live)
 	}
 
 	// B dies: its heartbeat stops, its stream is never closed.
@@ -357,7 +360,15 @@ func TestRedisRestart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("claim after Redis came back: %v", err)
 	}
-	// B's stream is counted again: closing another one lapses nothing.
+	// B writes its stream count back once its own subscription is back;
+	// then closing another stream lapses nothing.
+	rb := b.relay
+	streams := rb.threadKey(threadKey{"u_1", "th_1"}) + ":s"
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if n, _ := rb.client.HGet(context.Background(), streams, rb.id).Int(); n == 1 {
+			break
+		}
+	}
 	s, _ := open(t, b, "u_1", "th_1")
 	s.Close()
 	if err := a.Claim("u_1", "th_1", "c1"); !errors.Is(err, ErrConflict) {
@@ -444,4 +455,36 @@ func TestRedisStaleCountAfterOutage(t *testing.T) {
 	}
 	clkA.fireAll()
 	wait(t, done)
+}
+
+// TestRedisLateOfferMessage: the message of an offer made before a stream
+// opened, arriving late, does not bring the stream a call it did not list
+// (claimed meanwhile) nor one it listed; a later offer's does.
+func TestRedisLateOfferMessage(t *testing.T) {
+	a, b, clkA, _ := twoInstances(t)
+	first, _ := open(t, b, "u_1", "th_1")
+	defer first.Close()
+	done1 := start(t, context.Background(), a, clkA, "u_1", "th_1", "c1")
+	done2 := start(t, context.Background(), a, clkA, "u_1", "th_1", "c2")
+	next(t, first)
+	next(t, first)
+	if err := b.Claim("u_1", "th_1", "c1"); err != nil {
+		t.Fatal(err)
+	}
+	s, offers := open(t, b, "u_1", "th_1")
+	defer s.Close()
+	if got := offerIDs(offers); !equal(got, []string{"c2"}) {
+		t.Fatalf("Open lists %v, want [c2]", got)
+	}
+	tk := threadKey{"u_1", "th_1"}
+	b.deliver(tk, Offer{CallID: "c1"}, 1)
+	b.deliver(tk, Offer{CallID: "c2"}, 2)
+	done3 := start(t, context.Background(), a, clkA, "u_1", "th_1", "c3")
+	if o := next(t, s); o.CallID != "c3" {
+		t.Fatalf("the stream got %+v, want c3 (offered after it opened)", o)
+	}
+	clkA.fireAll()
+	for _, d := range []<-chan runResult{done1, done2, done3} {
+		wait(t, d)
+	}
 }
