@@ -49,16 +49,19 @@ import (
 //
 // Changes travel on one channel, P ct, through one subscription per
 // instance: an offer goes to every instance (each hands it to its own
-// streams of the thread), a result to the instance waiting for it. An offer
-// carries its sequence number, and a stream takes only offers later than
-// the calls Open listed for it: a message late from the server never
-// brings a stream a call that was claimed when it opened, nor one twice. Nothing
-// polls. When the subscription comes back after the connection or the
-// server was lost, the instance writes again what it holds — its heartbeat,
-// its stream counts, its waiting calls (recorded again if the server lost
-// them) — hands its streams the calls that wait unclaimed (their offers
-// may have been missed; a page skips a call it has seen) and reads the
-// results it missed.
+// streams of the thread), a result to the instance waiting for it. An
+// offer carries its sequence number, and a stream takes only offers later
+// than the calls Open listed for it: a message late from the server never
+// brings a stream a call that was claimed when it opened, nor one twice.
+// Messages and values read back are bounded (maxMessage) and checked.
+//
+// Nothing polls. When the subscription comes back after the connection or
+// the server was lost, the instance writes again what it holds — its
+// heartbeat, its stream counts, its waiting calls (recorded again if the
+// server lost them) — hands its streams the calls that wait unclaimed
+// (their offers may have been missed; a page skips a call it has seen) and
+// reads the results it missed. Meanwhile Run, Open, Claim and Post fail
+// with ErrUnavailable; a Run that times out then ends here only.
 //
 // The lapse rule (SPEC §7) holds across instances: claims lapse when a
 // stream closes and no instance has a live open stream of the thread left,
