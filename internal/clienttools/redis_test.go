@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -487,4 +488,49 @@ func TestRedisLateOfferMessage(t *testing.T) {
 	for _, d := range []<-chan runResult{done1, done2, done3} {
 		wait(t, d)
 	}
+}
+
+// BenchmarkClientCallRoundTrip runs one client call end to end: offered,
+// delivered to a stream, claimed, answered. "memory" is one instance;
+// "redis" offers on A and answers from a stream on B.
+func BenchmarkClientCallRoundTrip(b *testing.B) {
+	run := func(b *testing.B, on, page *Bridge) {
+		s, _, err := page.Open("u_1", "th_1", "tok")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		go func() {
+			for o := range s.C {
+				if page.Claim("u_1", "th_1", o.CallID) == nil {
+					_ = page.Post("u_1", "th_1", o.CallID, Outcome{Result: json.RawMessage(`1`)})
+				}
+			}
+		}()
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := range b.N {
+			if _, err := on.Run(context.Background(), "u_1", "th_1", Offer{CallID: strconv.Itoa(i), Name: "n", Input: json.RawMessage(`{}`)}, time.Minute); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("memory", func(b *testing.B) {
+		br := NewBridge()
+		run(b, br, br)
+	})
+	b.Run("redis", func(b *testing.B) {
+		rs := redistest.Start(b)
+		newOne := func() *Bridge {
+			c := redis.NewClient(&redis.Options{Addr: rs.Addr})
+			b.Cleanup(func() { c.Close() })
+			br, err := NewRedisBridge(context.Background(), c, "tg:", nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { br.Close() })
+			return br
+		}
+		run(b, newOne(), newOne())
+	})
 }
