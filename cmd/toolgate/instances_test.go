@@ -308,7 +308,8 @@ func TestBoltSurvivesKill(t *testing.T) {
 }
 
 // TestTwoInstancesClientTool: on Redis a page streaming from B answers a
-// client tool call made on A, and claims count across instances.
+// client tool call made on A, claims count across instances, and a claim
+// lapses when the thread has no stream left on either.
 func TestTwoInstancesClientTool(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
@@ -349,5 +350,53 @@ func TestTwoInstancesClientTool(t *testing.T) {
 	}
 	if status, msg := pagePost(t, a, tok, "ct1", "result", `{"result":"again"}`); status != 409 {
 		t.Errorf("a second result, on A: %d %s, want 409", status, msg)
+	}
+
+	// The lapse rule across processes: the page on B claims a call made
+	// on A and goes away without a result; with no stream of the thread
+	// left anywhere the call is offered again, to a page on A.
+	go func() {
+		_, raw := rawDo(t, a, http.MethodPost, "/tools/where", `{"input":{"q":2},"callId":"ct2",`+envelope+`}`)
+		answered <- raw
+	}()
+	if o := page.NextWithin(t, 10*time.Second); o.CallID != "ct2" {
+		t.Fatalf("the page on B was offered %+v, want ct2", o)
+	}
+	if status, msg := pagePost(t, b, tok, "ct2", "claim", ""); status != 200 {
+		t.Fatalf("claim on B: %d %s", status, msg)
+	}
+	page.Close()
+	// B notices the page left shortly after it did: until then its stream
+	// counts and the claim holds, so the page on A opens again.
+	var again *apitest.PageStream
+	for i := 0; again == nil; i++ {
+		if i == 50 {
+			t.Fatal("the call is never offered again after the page on B left")
+		}
+		s := openPage(t, a, tok)
+		select {
+		case o := <-s.Offers:
+			if o.CallID != "ct2" {
+				t.Fatalf("the page on A was offered %+v, want ct2", o)
+			}
+			again = s
+		case <-time.After(100 * time.Millisecond):
+			s.Close()
+		}
+	}
+	defer again.Close()
+	if status, msg := pagePost(t, a, tok, "ct2", "claim", ""); status != 200 {
+		t.Fatalf("claim on A after the lapse: %d %s", status, msg)
+	}
+	if status, msg := pagePost(t, a, tok, "ct2", "result", `{"result":"from A"}`); status != 200 {
+		t.Fatalf("result on A: %d %s", status, msg)
+	}
+	select {
+	case raw = <-answered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("ct2 did not answer")
+	}
+	if r := parse(t, raw); r.Status != "done" || r.IsError || r.Content != "from A" {
+		t.Errorf("ct2 answered %s", raw)
 	}
 }
