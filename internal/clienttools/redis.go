@@ -284,7 +284,6 @@ type relay struct {
 	// counting is held for writing by a write-back of the stream counts,
 	// for reading by Open and Close: the counts written back are never
 	// those of a stream counted here and not yet in Redis, or the reverse.
-	// It also serializes the write-backs.
 	counting  sync.RWMutex
 	closeOnce sync.Once
 }
@@ -471,10 +470,11 @@ func (r *relay) fetch(k callKey) {
 // resync writes back this instance's heartbeat, stream counts and waiting
 // calls, and takes the outcomes posted while it could not hear them.
 func (r *relay) resync() {
-	r.counting.Lock()
-	defer r.counting.Unlock()
 	ctx, cancel := context.WithTimeout(r.ctx, 4*redisOpTimeout)
 	defer cancel()
+	// Opens and closes wait while the counts are written back; the calls
+	// need no lock (recording one again is idempotent).
+	r.counting.Lock()
 	streams, calls := r.b.held()
 	err := r.heartbeat(ctx)
 	for tk, n := range streams {
@@ -491,6 +491,7 @@ func (r *relay) resync() {
 			r.b.deliver(tk, o, math.MaxUint64)
 		}
 	}
+	r.counting.Unlock()
 	for _, c := range calls {
 		if err != nil {
 			break
