@@ -39,16 +39,19 @@ wait_for() {
 	exit 1
 }
 
-# globals prints the Caddyfile's global options: admin (for pprof and
-# expvar) on 127.0.0.1:9819, storage in $work, error logs only.
+# globals [ADMIN [STORAGE [OPTION]]] prints the Caddyfile's global
+# options: admin (for pprof and expvar) on ADMIN (default 127.0.0.1:9819),
+# storage in STORAGE (default $work/storage), error logs only, and any
+# further OPTION.
 globals() {
 	cat <<EOF
 {
-	admin 127.0.0.1:9819
-	storage file_system $work/storage
+	admin ${1:-127.0.0.1:9819}
+	storage file_system ${2:-$work/storage}
 	log {
 		level ${LOG_LEVEL:-ERROR}
 	}
+	${3:-}
 }
 EOF
 }
@@ -89,6 +92,23 @@ start_toolgate() {
 # in clock ticks (getconf CLK_TCK a second).
 cputicks() {
 	awk '{ print $14 + $15 }' "/proc/$1/stat"
+}
+
+# check CURL_ARGS... fails the run unless the target answers the
+# upstream's tool result (through toolgate or not).
+check() {
+	local got
+	got=$(curl -fsS "$@")
+	[[ $got == *'"content":"xxx'* || $got == '{"content":"xxx'* ]] || { echo "bench: unexpected answer from $*: ${got:0:200}" >&2; exit 1; }
+}
+
+# ms converts wrk's latency (850.00us, 1.23ms, 1.02s) to milliseconds.
+ms() {
+	awk -v v="$1" 'BEGIN {
+		if (v ~ /us$/) { sub(/us$/, "", v); printf "%.3f", v / 1000 }
+		else if (v ~ /ms$/) { sub(/ms$/, "", v); printf "%.3f", v }
+		else if (v ~ /s$/) { sub(/s$/, "", v); printf "%.3f", v * 1000 }
+		else print v }'
 }
 
 # The invoke every toolgate run sends.

@@ -94,11 +94,6 @@ wait_for http://127.0.0.1:9815/
 start_toolgate "http://127.0.0.1:9812/tools"
 
 # Check each target answers what it should before loading it.
-check() {
-	local got
-	got=$(curl -fsS "$@")
-	[[ $got == *'"content":"xxx'* || $got == '{"content":"xxx'* ]] || { echo "bench: unexpected answer from $*: ${got:0:200}" >&2; exit 1; }
-}
 check "http://$UP/items/b1"
 check "http://127.0.0.1:9811/items/b1"
 for port in 9811 9815; do
@@ -107,15 +102,6 @@ done
 for port in 9812 9813 9814 9816; do
 	check -X POST -H 'Content-Type: application/json' -d '{"input":{"id":"b1"},"identity":{"user":"u_1","install":"in_1"}}' "http://127.0.0.1:$port/tools/get_item"
 done
-
-# ms converts wrk's latency (850.00us, 1.23ms, 1.02s) to milliseconds.
-ms() {
-	awk -v v="$1" 'BEGIN {
-		if (v ~ /us$/) { sub(/us$/, "", v); printf "%.3f", v / 1000 }
-		else if (v ~ /ms$/) { sub(/ms$/, "", v); printf "%.3f", v }
-		else if (v ~ /s$/) { sub(/s$/, "", v); printf "%.3f", v * 1000 }
-		else print v }'
-}
 
 declare -A RPS P50 P99 CPU_GW CPU_UP
 TICK=$(getconf CLK_TCK)
