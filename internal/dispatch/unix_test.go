@@ -48,9 +48,9 @@ func TestNewComponentUnix(t *testing.T) {
 	}
 }
 
-// unixServer serves h on a unix socket in a temporary folder and returns
+// unixServer runs srv on a unix socket in a temporary folder and returns
 // the socket's path.
-func unixServer(t *testing.T, h http.Handler) string {
+func unixServer(t *testing.T, srv *http.Server) string {
 	t.Helper()
 	// A socket path is limited to about 100 bytes; t.TempDir holds the
 	// test's name and may be longer.
@@ -64,7 +64,6 @@ func unixServer(t *testing.T, h http.Handler) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: h}
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })
 	return path
@@ -97,7 +96,7 @@ func (s *seen) all() []string {
 // only the url target that names it, before and after the socket's calls.
 func TestUnixComponentStaysOnItsSocket(t *testing.T) {
 	var onSocket seen
-	sock := unixServer(t, http.HandlerFunc(onSocket.handler))
+	sock := unixServer(t, &http.Server{Handler: http.HandlerFunc(onSocket.handler)})
 	var tcpHits atomic.Int32
 	tcp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tcpHits.Add(1)
@@ -189,7 +188,7 @@ func TestUnixComponentStaysOnItsSocket(t *testing.T) {
 // goes to the socket, as the component's own targets do.
 func TestUnixComponentButton(t *testing.T) {
 	var onSocket seen
-	sock := unixServer(t, http.HandlerFunc(onSocket.handler))
+	sock := unixServer(t, &http.Server{Handler: http.HandlerFunc(onSocket.handler)})
 	api, err := dispatch.NewComponent("api", "unix/"+sock, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -230,5 +229,43 @@ func TestUnixComponentDown(t *testing.T) {
 	_, err = dispatch.NewClient(0, 0).Do(req)
 	if e := (*dispatch.Error)(nil); !errors.As(err, &e) || e.Kind != "unreachable" {
 		t.Errorf("Do = %v, want an unreachable error", err)
+	}
+}
+
+// TestUnixComponentKeepsItsConnection sends calls one after another to a
+// socket component: they share one connection, as calls to a TCP host do,
+// rather than dialing the socket for each.
+func TestUnixComponentKeepsItsConnection(t *testing.T) {
+	var conns atomic.Int32
+	sock := unixServer(t, &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte(`{"content":"ok"}`)) }),
+		ConnState: func(_ net.Conn, s http.ConnState) {
+			if s == http.StateNew {
+				conns.Add(1)
+			}
+		},
+	})
+
+	api, err := dispatch.NewComponent("api", "unix/"+sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := dispatch.Compile(dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/x"}, map[string]*dispatch.Component{"api": api})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := dispatch.NewClient(0, 0)
+	defer client.CloseIdleConnections()
+	for range 20 {
+		req, err := app.Request(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := client.Do(req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("20 calls opened %d connections, want 1", n)
 	}
 }
