@@ -156,13 +156,14 @@ rounds() {
 }
 mean() { awk '{ s += $1; n++ } END { printf "%.0f", s / n }'; }
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+whole() { awk '{ printf "%.0f", $1 }'; }
 for c in $CONNS; do
 	for n in $NAMES; do
 		RPS[$n,$c]=$(rounds RPS "$n" "$c" | mean)
 		P50[$n,$c]=$(rounds P50 "$n" "$c" | median)
 		P99[$n,$c]=$(rounds P99 "$n" "$c" | median)
-		CPU_GW[$n,$c]=$(rounds CPU_GW "$n" "$c" | median)
-		CPU_UP[$n,$c]=$(rounds CPU_UP "$n" "$c" | median)
+		CPU_GW[$n,$c]=$(rounds CPU_GW "$n" "$c" | median | whole)
+		CPU_UP[$n,$c]=$(rounds CPU_UP "$n" "$c" | median | whole)
 	done
 done
 
