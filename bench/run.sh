@@ -175,8 +175,10 @@ budget() {
 	echo "| $1 | $2 | $4: $3 | $ok |"
 }
 ratio() { awk -v x="$1" -v y="$2" 'BEGIN { if (y > 0) printf "%.2f", x / y; else print "n/a" }'; }
-# r X Y prints the ratio of two runs' req/s at $c.
+# r X Y prints the ratio of two runs' req/s at $c; rc that of their
+# gateway CPU µs/req.
 r() { ratio "${RPS[$1,$c]}" "${RPS[$2,$c]}"; }
+rc() { ratio "${CPU_GW[$1,$c]}" "${CPU_GW[$2,$c]}"; }
 
 {
 	echo "# Load harness results"
@@ -211,6 +213,15 @@ r() { ratio "${RPS[$1,$c]}" "${RPS[$2,$c]}"; }
 	echo "|---|---|---|---|---|---|---|---|---|---|"
 	for c in $CONNS; do
 		echo "| $c | $(r c_toolgate_off h_bare_hop) | $(r c_toolgate_off b_reverse_proxy) | $(r d_toolgate_bolt b_reverse_proxy) | $(r e_toolgate_redis b_reverse_proxy) | $(r u_toolgate_unix h_bare_hop) | $(r u_toolgate_unix c_toolgate_off) | $(r c_toolgate_off g_reverse_proxy_get) | $(r c_toolgate_off a_upstream) | $(r h_bare_hop b_reverse_proxy) |"
+	done
+	echo
+	echo "The gateway's CPU µs/req in the same ratios (lower is cheaper; on a machine shared with"
+	echo "other load these move less than req/s, which the other processes' share of the cores sets):"
+	echo
+	echo "| conns | c/h | c/b | d/b | e/b | u/h | u/c | c/g | h/b |"
+	echo "|---|---|---|---|---|---|---|---|---|"
+	for c in $CONNS; do
+		echo "| $c | $(rc c_toolgate_off h_bare_hop) | $(rc c_toolgate_off b_reverse_proxy) | $(rc d_toolgate_bolt b_reverse_proxy) | $(rc e_toolgate_redis b_reverse_proxy) | $(rc u_toolgate_unix h_bare_hop) | $(rc u_toolgate_unix c_toolgate_off) | $(rc c_toolgate_off g_reverse_proxy_get) | $(rc h_bare_hop b_reverse_proxy) |"
 	done
 	if [[ " $CONNS " == *" 32 "* || " $CONNS " == *" 1 "* ]]; then
 		echo
