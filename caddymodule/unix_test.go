@@ -94,18 +94,28 @@ func TestUnixSocketComponent(t *testing.T) {
 		t.Errorf("Kazzle-Tool-Context %q", got[0].Header.Get("Kazzle-Tool-Context"))
 	}
 
-	for _, id := range []string{"@" + tcpAddr, "//" + tcpAddr + "/", "%2F%2F" + tcpAddr, "../" + tcpAddr, "http://" + tcpAddr + "/"} {
+	for _, c := range []struct {
+		id   string
+		path string // empty: refused before anything is sent
+	}{
+		{"@" + tcpAddr, "/items/@" + tcpAddr},
+		{tcpAddr, "/items/" + tcpAddr},
+		{"//" + tcpAddr + "/", ""},
+		{"%2F%2F" + tcpAddr, ""},
+		{"../" + tcpAddr, ""},
+		{"http://" + tcpAddr + "/", ""},
+	} {
 		before := len(rec.all())
-		in, _ := json.Marshal(id)
+		in, _ := json.Marshal(c.id)
 		status, a := client(tc).Invoke(t, "get_item", `{"input":{"id":`+string(in)+`},`+apitest.Who+`}`)
 		after := rec.all()
 		switch {
 		case status != 200:
-			t.Errorf("%q: status %d", id, status)
-		case a.IsError && len(after) != before:
-			t.Errorf("%q: refused (%s), yet the socket got a request", id, a.Content)
-		case !a.IsError && (len(after) != before+1 || !strings.Contains(after[before].URL.EscapedPath(), tcpAddr) || after[before].Host != "localhost"):
-			t.Errorf("%q: sent, but not to the socket with the value in its path: %+v", id, a)
+			t.Errorf("%q: status %d", c.id, status)
+		case c.path == "" && (!a.IsError || len(after) != before):
+			t.Errorf("%q: want refused with nothing sent; got %+v, %d requests on the socket", c.id, a, len(after)-before)
+		case c.path != "" && (a.IsError || len(after) != before+1 || after[before].URL.EscapedPath() != c.path || after[before].Host != "localhost"):
+			t.Errorf("%q: want sent to the socket as localhost %s; got %+v", c.id, c.path, a)
 		}
 	}
 	if n := tcpHits.Load(); n != 0 {
