@@ -121,7 +121,7 @@ type Target struct {
 	Component *Component
 
 	base    string // app: the component's base URL; url: empty
-	socket  string // app: the component's unix socket, if it has one
+	socket  any    // app: the component's unix socket path, if it has one (see socketKey)
 	url     *refs.Template
 	urlEncs []refs.Encoder
 	query   []param
@@ -291,7 +291,9 @@ func (t *Target) compileAppPath() error {
 		return fmt.Errorf("app target: path %q: %v", p, err)
 	}
 	t.base = t.Component.BaseURL.String()
-	t.socket = t.Component.Socket
+	if t.Component.Socket != "" {
+		t.socket = t.Component.Socket
+	}
 	t.url = tmpl
 	t.urlEncs = make([]refs.Encoder, len(tmpl.Refs()))
 	for i := range t.urlEncs {
@@ -459,7 +461,7 @@ func (t *Target) Request(ctx context.Context, input any) (*http.Request, error) 
 		}
 		body = bytes.NewReader(b)
 	}
-	if t.socket != "" {
+	if t.socket != nil {
 		// The socket comes from the target, not from the URL: whatever
 		// the URL holds, the request goes nowhere else.
 		ctx = withSocket(ctx, t.socket)

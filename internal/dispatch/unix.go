@@ -62,12 +62,16 @@ func newUnixComponent(name, path string, env map[string]string) *Component {
 	return &Component{Name: name, BaseURL: &url.URL{Scheme: "http", Host: unixHost}, Socket: path, Env: env}
 }
 
-// socketKey is the context key of the socket a request is sent to.
+// socketKey is the context key of the socket a request is sent to. Its
+// value is the socket's path as an any, boxed once by the target (a string
+// made an any allocates), so that marking a request and finding its
+// transport allocate nothing more than the context.
 type socketKey struct{}
 
-// withSocket marks ctx's requests for the unix socket at path.
-func withSocket(ctx context.Context, path string) context.Context {
-	return context.WithValue(ctx, socketKey{}, path)
+// withSocket marks ctx's requests for the unix socket whose path is in
+// socket.
+func withSocket(ctx context.Context, socket any) context.Context {
+	return context.WithValue(ctx, socketKey{}, socket)
 }
 
 // socketOf is the socket a request's context was marked for, if any.
@@ -83,19 +87,20 @@ func socketOf(ctx context.Context) string {
 // one component's connection (and with it the identity token meant for it)
 // to another, or to a url target on http://localhost.
 func (c *Client) transportFor(req *http.Request) *http.Transport {
-	path := socketOf(req.Context())
-	if path == "" {
+	key := req.Context().Value(socketKey{})
+	if key == nil {
 		return c.transport
 	}
-	if tr, ok := c.sockets.Load(path); ok {
+	if tr, ok := c.sockets.Load(key); ok {
 		return tr.(*http.Transport)
 	}
+	path := key.(string)
 	tr := c.transport.Clone()
 	d := &net.Dialer{Timeout: 10 * time.Second}
 	tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return d.DialContext(ctx, "unix", path)
 	}
-	got, _ := c.sockets.LoadOrStore(path, tr)
+	got, _ := c.sockets.LoadOrStore(key, tr)
 	return got.(*http.Transport)
 }
 
