@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/ledger"
@@ -114,6 +115,8 @@ func (l *countingLedger) Update(_ context.Context, c *ledger.Call, _ ledger.Stat
 func (l *countingLedger) Wait(context.Context, string, ledger.State) (*ledger.Call, error) {
 	return nil, ledger.ErrNotFound
 }
+
+func (l *countingLedger) Spend(context.Context, string, time.Time) (bool, error) { return true, nil }
 
 func (l *countingLedger) Close() error { return nil }
 

@@ -256,6 +256,14 @@ func New(c Config) *Gateway {
 // Tools returns the tool set.
 func (g *Gateway) Tools() *manifest.Set { return g.tools }
 
+// SpendOnce marks a one-time token id used until it expires, in the
+// gateway's ledger (ledger.Ledger's Spend): it reports whether it was
+// unused. A front end's own continuations (MCP request state) are spent
+// here, so that one is usable once across instances and restarts.
+func (g *Gateway) SpendOnce(ctx context.Context, id string, until time.Time) (bool, error) {
+	return g.ledger.Spend(ctx, id, until)
+}
+
 // CheckOrigin validates a call context, filling the default.
 func CheckOrigin(c *Origin) error {
 	switch c.Source {

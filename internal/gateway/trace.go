@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"time"
+
 	"context"
 	"errors"
 
@@ -115,6 +117,13 @@ func (l tracedLedger) Wait(ctx context.Context, key string, state ledger.State) 
 	c, err := l.Ledger.Wait(ctx, key, state)
 	endLedger(span, err)
 	return c, err
+}
+
+func (l tracedLedger) Spend(ctx context.Context, id string, until time.Time) (bool, error) {
+	ctx, span := tracing.Start(ctx, tracing.LedgerSpan+"spend")
+	fresh, err := l.Ledger.Spend(ctx, id, until)
+	endLedger(span, err)
+	return fresh, err
 }
 
 // endLedger ends a ledger span. A missing call or a lost compare and swap

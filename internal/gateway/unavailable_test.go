@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -35,6 +36,9 @@ func (l downLedger) Update(_ context.Context, c *ledger.Call, _ ledger.State) (*
 }
 func (l downLedger) Wait(_ context.Context, key string, _ ledger.State) (*ledger.Call, error) {
 	return nil, l.fail("waiting for", key)
+}
+func (l downLedger) Spend(_ context.Context, id string, _ time.Time) (bool, error) {
+	return false, l.fail("spending", id)
 }
 func (downLedger) Close() error { return nil }
 

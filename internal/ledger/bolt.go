@@ -465,12 +465,15 @@ func (b *Bolt) Wait(ctx context.Context, key string, state State) (*Call, error)
 	return b.waiters.wait(ctx, key, state, b.Get)
 }
 
-// Sweep removes the calls whose Updated is more than the retention before
+// Sweep removes the ids Spend marked that have expired, and the calls whose Updated is more than the retention before
 // now, and says how many it removed; a call in flight is kept for the
 // retention past its deadline too (keptFrom). The sweeper calls it on its
 // own; it is exported so a caller (or a test) can sweep at a time of its
 // choosing.
 func (b *Bolt) Sweep(now time.Time) (int, error) {
+	if err := b.sweepSpent(now); err != nil {
+		return 0, fmt.Errorf("sweeping ledger %s: %w", b.path, err)
+	}
 	cutoff := now.Add(-b.retention)
 	expired := func(v []byte) bool {
 		// A call that cannot be read is kept: losing a record is worse

@@ -315,3 +315,36 @@ func TestBoltKill(t *testing.T) {
 		t.Fatalf("answered call after second kill = %+v, %v", got, err)
 	}
 }
+
+// A spent id stays spent across a reopen until it expires; the sweep then
+// forgets it, and only it.
+func TestBoltSpendKeptAndSwept(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2030, 1, 2, 12, 0, 0, 0, time.UTC)
+	clk := clock.NewManual(now)
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	b := openBolt(t, path, ledger.BoltOptions{Clock: clk})
+	for _, id := range []string{"short", "long"} {
+		if ok, err := b.Spend(ctx, id, now.Add(map[string]time.Duration{"short": time.Minute, "long": time.Hour}[id])); !ok || err != nil {
+			t.Fatalf("Spend(%s) = %v, %v", id, ok, err)
+		}
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b = openBolt(t, path, ledger.BoltOptions{Clock: clk})
+	if ok, err := b.Spend(ctx, "short", now.Add(time.Minute)); ok || err != nil {
+		t.Fatalf("Spend after reopen = %v, %v; want spent", ok, err)
+	}
+	later := now.Add(2 * time.Minute)
+	if _, err := b.Sweep(later); err != nil {
+		t.Fatal(err)
+	}
+	clk.Set(later)
+	if ok, err := b.Spend(ctx, "long", later.Add(time.Hour)); ok || err != nil {
+		t.Errorf("Spend of an unexpired id after a sweep = %v, %v; want spent", ok, err)
+	}
+	if ok, err := b.Spend(ctx, "short", later.Add(time.Minute)); !ok || err != nil {
+		t.Errorf("Spend of an expired, swept id = %v, %v; want fresh", ok, err)
+	}
+}

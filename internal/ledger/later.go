@@ -122,6 +122,15 @@ func (l *Later) Wait(ctx context.Context, key string, state State) (*Call, error
 	return led.Wait(ctx, key, state)
 }
 
+// Spend implements Ledger.
+func (l *Later) Spend(ctx context.Context, id string, until time.Time) (bool, error) {
+	led, err := l.ledger()
+	if err != nil {
+		return false, err
+	}
+	return led.Spend(ctx, id, until)
+}
+
 // Close stops trying and closes the ledger if it was opened.
 func (l *Later) Close() error {
 	l.mu.Lock()

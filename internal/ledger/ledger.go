@@ -119,6 +119,13 @@ type Ledger interface {
 	// is ErrNotFound; a closed ledger ErrUnavailable.
 	Wait(ctx context.Context, key string, state State) (*Call, error)
 
+	// Spend marks a one-time token (an MCP continuation's nonce) as used
+	// until it expires, and reports whether it was unused: of several
+	// Spends of one id, on any instance that shares the back end, exactly
+	// one before until is fresh. A spent id is kept at least until until;
+	// ErrUnavailable fails closed (the caller must refuse the token).
+	Spend(ctx context.Context, id string, until time.Time) (fresh bool, err error)
+
 	// Close releases the back end.
 	Close() error
 }

@@ -7,7 +7,8 @@ import (
 
 // Off is the ledger of "ledger off": it records nothing. Every Create
 // creates, so a repeated call id runs again; Get and Wait find nothing
-// (ErrNotKept); Update succeeds and stores nothing. Compare a Ledger with
+// (ErrNotKept); Update succeeds and stores nothing; Spend remembers spent
+// ids in this process only. Compare a Ledger with
 // Off to learn that it keeps nothing: a call cannot pause on a card in it.
 var Off Ledger = off{}
 

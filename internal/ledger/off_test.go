@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/toolgate/toolgate/internal/ledger"
 )
@@ -30,6 +31,15 @@ func TestOff(t *testing.T) {
 	}
 	if _, err := ledger.Off.Wait(ctx, c.Key, ledger.Running); !errors.Is(err, ledger.ErrNotKept) {
 		t.Errorf("Wait = %v; want ErrNotKept", err)
+	}
+	testSpend(t, ledger.Off)
+	// An id past its expiry may be spent again.
+	past := time.Now().Add(-time.Second)
+	if ok, err := ledger.Off.Spend(ctx, "off-expired", past); !ok || err != nil {
+		t.Fatalf("Spend = %v, %v", ok, err)
+	}
+	if ok, err := ledger.Off.Spend(ctx, "off-expired", past); !ok || err != nil {
+		t.Errorf("Spend of an expired id = %v, %v; want fresh", ok, err)
 	}
 	if err := ledger.Off.Close(); err != nil {
 		t.Errorf("Close = %v", err)

@@ -78,6 +78,20 @@ func TestRedisTwoInstances(t *testing.T) {
 	a := openRedis(t, s.Addr, "two:")
 	b := openRedis(t, s.Addr, "two:")
 
+	t.Run("spent on one is spent on the other", func(t *testing.T) {
+		until := time.Now().Add(time.Minute)
+		if ok, err := a.Spend(ctx, "nonce-1", until); !ok || err != nil {
+			t.Fatalf("Spend on a = %v, %v", ok, err)
+		}
+		if ok, err := b.Spend(ctx, "nonce-1", until); ok || err != nil {
+			t.Fatalf("Spend on b = %v, %v; want spent", ok, err)
+		}
+		other := openRedis(t, s.Addr, "other:")
+		if ok, err := other.Spend(ctx, "nonce-1", until); !ok || err != nil {
+			t.Fatalf("Spend under another prefix = %v, %v; want fresh", ok, err)
+		}
+	})
+
 	t.Run("create is seen by the other", func(t *testing.T) {
 		c := newCall(t, "1")
 		mustCreate(t, a, c)

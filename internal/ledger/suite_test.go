@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -347,6 +349,48 @@ func testLedger(t *testing.T, open func(t *testing.T) ledger.Ledger) {
 			t.Fatalf("zero times stored as %v, %v; want about %v", got.Created, got.Updated, before)
 		}
 	})
+
+	t.Run("spend once", func(t *testing.T) {
+		testSpend(t, open(t))
+	})
+}
+
+// testSpend: of concurrent Spends of one id exactly one is fresh; an id
+// spent stays spent; others are independent; bad ids are refused.
+func testSpend(t *testing.T, l ledger.Ledger) {
+	ctx := context.Background()
+	until := time.Now().Add(time.Hour)
+	id := strings.ReplaceAll(t.Name(), "/", "-")
+	var fresh atomic.Int32
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ok, err := l.Spend(ctx, id, until)
+			if err != nil {
+				t.Error(err)
+			}
+			if ok {
+				fresh.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := fresh.Load(); n != 1 {
+		t.Fatalf("%d of 20 concurrent Spends were fresh; want 1", n)
+	}
+	if ok, err := l.Spend(ctx, id, until.Add(time.Hour)); ok || err != nil {
+		t.Fatalf("Spend again = %v, %v; want false", ok, err)
+	}
+	if ok, err := l.Spend(ctx, id+"-other", until); !ok || err != nil {
+		t.Fatalf("Spend of another id = %v, %v; want true", ok, err)
+	}
+	for _, bad := range []string{"", strings.Repeat("n", ledger.MaxSpendID+1)} {
+		if ok, err := l.Spend(ctx, bad, until); ok || err == nil {
+			t.Errorf("Spend(%d bytes) = %v, %v; want an error", len(bad), ok, err)
+		}
+	}
 }
 
 func TestKeyAndDigest(t *testing.T) {

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -79,8 +78,9 @@ type Server struct {
 	key       []byte
 	clock     clock.Clock
 
-	mu   sync.Mutex
-	used map[string]time.Time // continuation nonces already spent
+	// spend marks a continuation's nonce used until it expires, in the
+	// gateway's ledger: once across instances and restarts.
+	spend func(ctx context.Context, id string, until time.Time) (bool, error)
 }
 
 // stateTTL bounds how long an answer to a card may take over MCP.
@@ -88,7 +88,7 @@ const stateTTL = 15 * time.Minute
 
 // New builds the MCP server for the gateway's tools.
 func New(gw *gateway.Gateway, opts Options) *Server {
-	s := &Server{gw: gw, key: opts.StateKey, clock: clock.Or(opts.Clock), used: map[string]time.Time{}, logger: opts.Logger, obs: observe.Or(opts.Observer)}
+	s := &Server{gw: gw, key: opts.StateKey, clock: clock.Or(opts.Clock), spend: gw.SpendOnce, logger: opts.Logger, obs: observe.Or(opts.Observer)}
 	if s.logger == nil {
 		s.logger = zap.NewNop()
 	}
@@ -320,8 +320,9 @@ func (s *Server) sign(st state) (string, error) {
 }
 
 // open checks a continuation: its signature, its age, its caller, and that
-// it was not used before; it spends it.
-func (s *Server) open(raw string, c Caller) (state, error) {
+// it was not used before; it spends it. A ledger that cannot tell whether
+// it was used refuses it.
+func (s *Server) open(ctx context.Context, raw string, c Caller) (state, error) {
 	var st state
 	_, err := jwt.NewParser(
 		// Only what sign makes: never "none", never another algorithm.
@@ -344,18 +345,14 @@ func (s *Server) open(raw string, c Caller) (state, error) {
 	if st.User != c.Identity.User || st.Install != c.Identity.Install {
 		return state{}, errors.New("request state belongs to another caller")
 	}
-	now := s.clock.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for n, exp := range s.used {
-		if now.After(exp) {
-			delete(s.used, n)
-		}
-	}
-	if _, spent := s.used[st.ID]; spent {
+	fresh, err := s.spend(ctx, "mcp-state:"+st.ID, st.ExpiresAt.Time)
+	switch {
+	case err != nil:
+		s.logger.Error("mcp: the ledger cannot spend a request state", zap.Error(err))
+		return state{}, errors.New("request state cannot be checked now (the ledger is unavailable); try again")
+	case !fresh:
 		return state{}, errors.New("request state was already used")
 	}
-	s.used[st.ID] = st.ExpiresAt.Time
 	return st, nil
 }
 
@@ -419,7 +416,7 @@ func (s *Server) askCard(ans *gateway.Answer, c Caller, caps *sdk.ClientCapabili
 // the chosen button, decline skips, cancel cancels.
 func (s *Server) resume(ctx context.Context, req *sdk.CallToolRequest, c Caller) (*sdk.CallToolResult, error) {
 	p := req.Params
-	st, err := s.open(p.RequestState, c)
+	st, err := s.open(ctx, p.RequestState, c)
 	if err != nil {
 		return errorResult("the card's answer was refused: " + err.Error()), nil
 	}

@@ -3,6 +3,7 @@ package observe
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/toolgate/toolgate/internal/ledger"
 )
@@ -13,6 +14,7 @@ const (
 	OpGet    = "get"
 	OpUpdate = "update"
 	OpWait   = "wait"
+	OpSpend  = "spend"
 )
 
 // Ledger results, the result label of ledger_operations_total.
@@ -29,7 +31,7 @@ const (
 )
 
 var (
-	ledgerOps     = []string{OpCreate, OpGet, OpUpdate, OpWait}
+	ledgerOps     = []string{OpCreate, OpGet, OpUpdate, OpWait, OpSpend}
 	ledgerResults = []string{ResultOK, ResultNotFound, ResultConflict, ResultUnavailable, ResultTimeout, ResultError}
 )
 
@@ -76,6 +78,12 @@ func (l *observedLedger) Wait(ctx context.Context, key string, state ledger.Stat
 	}
 	l.o.LedgerOp(l.backend, OpWait, resultOf(err))
 	return c, err
+}
+
+func (l *observedLedger) Spend(ctx context.Context, id string, until time.Time) (bool, error) {
+	fresh, err := l.Ledger.Spend(ctx, id, until)
+	l.o.LedgerOp(l.backend, OpSpend, resultOf(err))
+	return fresh, err
 }
 
 func resultOf(err error) string {
