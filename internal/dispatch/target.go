@@ -474,7 +474,7 @@ func (t *Target) Request(ctx context.Context, input any) (*http.Request, error) 
 	// every literal dot segment; the resolved path is checked once more so
 	// that a change to either cannot let a climb through. The message names
 	// the path as written: the resolved one may hold an ${env.NAME} secret.
-	for _, seg := range strings.Split(req.URL.EscapedPath(), "/") {
+	for seg := range strings.SplitSeq(req.URL.EscapedPath(), "/") {
 		if isDotSegment(seg) {
 			return nil, fmt.Errorf("the path of %q would resolve to a dot segment (a path reference must stay in its segment)", t.url.Source())
 		}
