@@ -70,6 +70,12 @@ type Redis struct {
 	opBase string
 	opSeq  atomic.Uint64
 
+	// batchMu guards busy, whether a batch of Creates and Updates is in
+	// flight, and pending, what waits for the next (see do).
+	batchMu sync.Mutex
+	busy    bool
+	pending []*queued
+
 	fannedOut chan struct{}
 	closeOnce sync.Once
 	closeErr  error
@@ -239,6 +245,71 @@ func (r *Redis) fanOut(msgs <-chan any) {
 	}
 }
 
+// queued is a command waiting for the next batch. done is closed once it
+// has its reply, or once its caller is to send the batch lead (which it
+// heads).
+type queued struct {
+	cmd  redis.Cmder
+	done chan struct{}
+	lead []*queued
+}
+
+// do runs cmd, a Create's or an Update's, and leaves its reply or error in
+// it. While a command is in flight, those that come meanwhile wait and then
+// go together, in one write and one read on both sides instead of one
+// each: those syscalls, more than the commands, are what a call costs the
+// server, and a good part of what it costs the gateway. A command that
+// finds none in flight goes at once: alone, it waits for no one. go-redis
+// sends a batch again whole if its connection fails; each write recognises
+// itself by its op if it ran the first time.
+//
+// A waiting command cannot give up when its ctx ends: it may be the one
+// to send the next batch. The wait is bounded by the batch in flight's
+// timeouts (redisTimeout a step, MaxRetries).
+func (r *Redis) do(ctx context.Context, cmd redis.Cmder) {
+	r.batchMu.Lock()
+	if !r.busy {
+		r.busy = true
+		r.batchMu.Unlock()
+		_ = r.client.Process(ctx, cmd)
+		r.next()
+		return
+	}
+	q := &queued{cmd: cmd, done: make(chan struct{})}
+	r.pending = append(r.pending, q)
+	r.batchMu.Unlock()
+	<-q.done
+	if q.lead == nil {
+		return
+	}
+	// The caller's ctx does not end a batch that carries others' commands.
+	pipe := r.client.Pipeline()
+	for _, q := range q.lead {
+		_ = pipe.Process(context.WithoutCancel(ctx), q.cmd)
+	}
+	_, _ = pipe.Exec(context.WithoutCancel(ctx))
+	for _, q := range q.lead[1:] {
+		close(q.done)
+	}
+	r.next()
+}
+
+// next hands what waits to the first waiter to send, or marks none in
+// flight.
+func (r *Redis) next() {
+	r.batchMu.Lock()
+	batch := r.pending
+	r.pending = nil
+	if len(batch) == 0 {
+		r.busy = false
+	}
+	r.batchMu.Unlock()
+	if len(batch) > 0 {
+		batch[0].lead = batch
+		close(batch[0].done)
+	}
+}
+
 func (r *Redis) callKey(key string) string {
 	return r.prefix + "call:" + key
 }
@@ -322,7 +393,9 @@ func (r *Redis) Create(ctx context.Context, c *Call) (*Call, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
-	prev, err := r.client.Do(ctx, "set", r.callKey(c.Key), v, "px", r.ttl(rec), "nx", "get").Text()
+	cmd := redis.NewStringCmd(ctx, "set", r.callKey(c.Key), v, "px", r.ttl(rec), "nx", "get")
+	r.do(ctx, cmd)
+	prev, err := cmd.Result()
 	if errors.Is(err, redis.Nil) {
 		return nil, true, nil
 	}
@@ -363,8 +436,15 @@ func (r *Redis) Update(ctx context.Context, c *Call, from State) (*Call, error) 
 	if err != nil {
 		return nil, err
 	}
-	reply, err := updateScript.Run(ctx, r.client, []string{r.callKey(c.Key)},
-		string(from), op, v, r.ttl(rec), r.channel, c.Key).Result()
+	args := []any{"evalsha", updateScript.Hash(), 1, r.callKey(c.Key), string(from), op, v, r.ttl(rec), r.channel, c.Key}
+	cmd := redis.NewCmd(ctx, args...)
+	r.do(ctx, cmd)
+	reply, err := cmd.Result()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		// The server does not have the script yet (or no more: it
+		// restarted): Run loads it.
+		reply, err = updateScript.Run(ctx, r.client, []string{r.callKey(c.Key)}, args[4:]...).Result()
+	}
 	if errors.Is(err, redis.Nil) {
 		return nil, ErrNotFound
 	}

@@ -307,6 +307,23 @@ func TestRedisFault(t *testing.T) {
 		_, _, err := r.Create(ctx, newCall(t, "during"))
 		return err
 	})
+	unavailable("Creates at the same time", func() error {
+		errs := make(chan error, 16)
+		for i := range cap(errs) {
+			go func() {
+				_, _, err := r.Create(ctx, newCall(t, fmt.Sprint("during-", i)))
+				errs <- err
+			}()
+		}
+		// The first that is not ErrUnavailable, if any.
+		var err error
+		for range cap(errs) {
+			if e := <-errs; err == nil || errors.Is(err, ledger.ErrUnavailable) {
+				err = e
+			}
+		}
+		return err
+	})
 	unavailable("Get", func() error {
 		_, err := r.Get(ctx, before.Key)
 		return err
@@ -448,6 +465,46 @@ func TestRedisLostReply(t *testing.T) {
 	}
 	if err != nil {
 		t.Fatalf("Update whose reply was lost = %+v, %v; want success", got, err)
+	}
+}
+
+// TestRedisLostReplyBatched is TestRedisLostReply for Creates and Updates
+// made at the same time, which go together in batches: a cut reply makes
+// go-redis send a whole batch again, and each write in it must know itself.
+func TestRedisLostReplyBatched(t *testing.T) {
+	ctx := context.Background()
+	s := redistest.Start(t)
+	p := startDropProxy(t, s.Addr)
+	r := openRedis(t, p.ln.Addr().String(), "lostbatch:")
+	warm := newCall(t, "warm")
+	mustCreate(t, r, warm)
+	if _, err := r.Update(ctx, done(warm, "x"), ledger.Running); err != nil {
+		t.Fatal(err)
+	}
+
+	for round := range 5 {
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		p.armed.Store(true)
+		for i := range 32 {
+			wg.Go(func() {
+				c := newCall(t, fmt.Sprint(round, "-", i))
+				<-start
+				existing, created, err := r.Create(ctx, c)
+				if err != nil || !created {
+					t.Errorf("Create = %+v, %v, %v; want created=true", existing, created, err)
+					return
+				}
+				if _, err := r.Update(ctx, done(c, "once"), ledger.Running); err != nil {
+					t.Errorf("Update = %v; want success", err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+	}
+	if p.dropped.Load() == 0 {
+		t.Fatal("the proxy cut no reply")
 	}
 }
 
