@@ -72,9 +72,11 @@ mcp:
 kit: npm
 	npm test -w @toolgate/kit
 
-# The load harness is run by hand (bench/run.sh); CI only builds it.
+# The load harness is run by hand (bench/run.sh, bench/scale.sh); CI only
+# builds it.
 bench-build:
 	BUILD_ONLY=1 bench/run.sh
+	BUILD_ONLY=1 bench/scale.sh
 	BUILD_ONLY=1 bench/faults.sh
 
 # Load with faults, short: 5 s of wrk while 1% of upstream answers fail,

@@ -1,6 +1,6 @@
-# Shared by bench/run.sh and bench/soak.sh (sourced, from the repository
-# root): a work folder removed on exit, the built binaries, the fixed
-# upstream, toolgate's site blocks and the wrk request.
+# Shared by bench/run.sh, bench/scale.sh and bench/soak.sh (sourced, from
+# the repository root): a work folder removed on exit, the built binaries,
+# the fixed upstream, toolgate's site blocks and the wrk request.
 
 UP=127.0.0.1:9801
 work=$(mktemp -d "${TMPDIR:-/tmp}/toolgate-bench.XXXXXX")
@@ -12,10 +12,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# build builds toolgate, the upstream and faults.sh's checker into $work.
+# build builds toolgate, the upstream, the bare hop and faults.sh's
+# checker into $work.
 build() {
 	go build -o "$work/toolgate" ./cmd/toolgate
 	go build -o "$work/upstream" ./bench/upstream
+	go build -o "$work/barehop" ./bench/barehop
 	go build -o "$work/faultcheck" ./bench/faultcheck
 }
 
@@ -27,25 +29,39 @@ start_upstream() {
 	pids+=($up)
 }
 
-# globals prints the Caddyfile's global options: admin (for pprof and
-# expvar) on 127.0.0.1:9819, storage in $work, error logs only.
+# wait_for URL waits until URL answers (a server just started).
+wait_for() {
+	for _ in $(seq 100); do
+		curl -fsS -o /dev/null "$@" 2>/dev/null && return
+		sleep 0.1
+	done
+	echo "bench: nothing answers $*" >&2
+	exit 1
+}
+
+# globals [ADMIN [STORAGE [OPTION]]] prints the Caddyfile's global
+# options: admin (for pprof and expvar) on ADMIN (default 127.0.0.1:9819),
+# storage in STORAGE (default $work/storage), error logs only, and any
+# further OPTION.
 globals() {
 	cat <<EOF
 {
-	admin 127.0.0.1:9819
-	storage file_system $work/storage
+	admin ${1:-127.0.0.1:9819}
+	storage file_system ${2:-$work/storage}
 	log {
 		level ${LOG_LEVEL:-ERROR}
 	}
+	${3:-}
 }
 EOF
 }
 
-# tool LEDGER prints a toolgate block with one app tool on the upstream.
+# tool LEDGER [COMPONENT] prints a toolgate block with one app tool on
+# the upstream, at COMPONENT (default: http://$UP; unix//PATH for a socket).
 tool() {
 	cat <<EOF
 		toolgate {
-			component api http://$UP
+			component api ${2:-http://$UP}
 			ledger $1
 $([[ ${METRICS:-on} == off ]] && printf '\t\t\tmetrics off' || true)
 			tool get_item {
@@ -78,9 +94,46 @@ cputicks() {
 	awk '{ print $14 + $15 }' "/proc/$1/stat"
 }
 
+# check CURL_ARGS... fails the run unless the target answers the
+# upstream's tool result (through toolgate or not).
+check() {
+	local got
+	got=$(curl -fsS "$@")
+	[[ $got == *'"content":"xxx'* || $got == '{"content":"xxx'* ]] || { echo "bench: unexpected answer from $*: ${got:0:200}" >&2; exit 1; }
+}
+
+# ms converts wrk's latency (850.00us, 1.23ms, 1.02s) to milliseconds.
+ms() {
+	awk -v v="$1" 'BEGIN {
+		if (v ~ /us$/) { sub(/us$/, "", v); printf "%.3f", v / 1000 }
+		else if (v ~ /ms$/) { sub(/ms$/, "", v); printf "%.3f", v }
+		else if (v ~ /s$/) { sub(/s$/, "", v); printf "%.3f", v * 1000 }
+		else print v }'
+}
+
 # The invoke every toolgate run sends.
 cat >"$work/post.lua" <<'EOF'
 wrk.method = "POST"
 wrk.body = '{"input":{"id":"b1"},"identity":{"user":"u_1","install":"in_1"}}'
 wrk.headers["Content-Type"] = "application/json"
 EOF
+
+# write_section FILE HEADING puts stdin in FILE as the section that starts
+# with the line HEADING: in place of the one already there (up to the next
+# "# " or "## " heading), or at the end. Each script owns its section and
+# leaves the others' as they are; a section's own subheadings are "### ".
+write_section() {
+	local file=$1 heading=$2
+	cat >"$work/section.md"
+	if [[ ! -s $file ]]; then
+		cp "$work/section.md" "$file"
+		return
+	fi
+	awk -v h="$heading" -v f="$work/section.md" '
+		BEGIN { while ((getline l < f) > 0) buf = buf l "\n" }
+		$0 == h { printf "%s", buf; skip = 1; done = 1; next }
+		skip && /^##? / { skip = 0; print "" }
+		!skip { print }
+		END { if (!done) printf "\n%s", buf }' "$file" >"$work/results.md"
+	cp "$work/results.md" "$file"
+}

@@ -19,7 +19,7 @@
 #   bench/soak.sh                                    # 5 minutes each at 64 connections
 #   SOAK=60s CONNS=64 WARMUP=30 bench/soak.sh
 #
-# Appends its figures to bench/RESULTS.md. Needs wrk.
+# Writes its section of bench/RESULTS.md ("## Soak"). Needs wrk.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -107,7 +107,6 @@ flat=$(awk -v f="$(sampled sweeping 2 first)" -v p="$(sampled sweeping 2 peak)" 
 per_call=$(awk -v s="$(cat "$work/nosweep.size")" -v n="$(requests nosweep)" 'BEGIN {printf "%.0f", s / n}')
 
 {
-	echo
 	echo "## Soak"
 	echo
 	echo "Command: \`SOAK=$SOAK CONNS=$CONNS WARMUP=$WARMUP RETENTION=$RETENTION bench/soak.sh\` on $(date -u +%Y-%m-%d), $(nproc) cores:"
@@ -127,4 +126,6 @@ per_call=$(awk -v s="$(cat "$work/nosweep.size")" -v n="$(requests nosweep)" 'BE
 	echo "| resident, ledger file mapped (MiB) | $(row file sweeping 3 KiB) | $(row file nosweep 3 KiB) |"
 	echo "| goroutines | $(sampled sweeping 4 first) / $(sampled sweeping 4 peak) / $(sampled sweeping 4 end) (idle: $(cat "$work/sweeping.idle")) | $(sampled nosweep 4 first) / $(sampled nosweep 4 peak) / $(sampled nosweep 4 end) (idle: $(cat "$work/nosweep.idle")) |"
 	echo "| ledger file at the end (MiB) | $(mib "$(cat "$work/sweeping.size")") | $(mib "$(cat "$work/nosweep.size")") ($per_call bytes per call) |"
-} | tee -a "$OUT"
+} >"$work/soak.md"
+cat "$work/soak.md"
+write_section "$OUT" "## Soak" <"$work/soak.md"

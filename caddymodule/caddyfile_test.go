@@ -40,6 +40,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 			`{"manifests":["a.json","b.json"],"pages":{"origins":["https://a","https://b"]},"allowed_hosts":["a","b","c"]}`},
 		{"sizes and timeouts", []string{"max_response_size 1KB", "max_request_size 2KiB", "upstream_timeout 0s", "client_tool_timeout 1d"},
 			`{"client_tool_timeout":86400000000000,"max_response_size":1000,"max_request_size":2048}`},
+		{"component on a unix socket", []string{"component api unix//run/api.sock"}, `{"components":{"api":{"base_url":"unix//run/api.sock"}}}`},
 		{"tool", []string{api, "tool t {", "description d", `input_schema {"type":"object"}`, "target url post https://x.example/${input.a}",
 			"component api", "body text", "allow true", "result body", "query a 1", "header X-B 2", "}"},
 			`{"tools":[{"name":"t","description":"d","input_schema":{"type":"object"},"target":{"type":"url","component":"api","method":"POST","url":"https://x.example/${input.a}","query":{"a":"1"},"headers":{"X-B":"2"},"body":"text","result":"body"},"allow":"true"}],"components":{"api":{"base_url":"http://127.0.0.1:9001"}}}`},
@@ -118,6 +119,10 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"env twice", []string{api + " {", "env A 1", "env A 2", "}"}, "env A already specified, at Testfile:4"},
 		{"unknown component option", []string{api + " {", "base x", "}"}, "unrecognized component subdirective base, at Testfile:3"},
 		{"bad base url", []string{"component api 127.0.0.1:9001"}, `component "api": base URL "127.0.0.1:9001": parse "127.0.0.1:9001": first path segment in URL cannot contain colon, at Testfile:3`},
+		{"relative socket", []string{"component api unix/api.sock"}, `component "api": address "unix/api.sock": the socket path must be absolute (want unix//ABSOLUTE/PATH), at Testfile:3`},
+		{"empty socket", []string{"component api unix/"}, `component "api": address "unix/": the socket path is empty (want unix//ABSOLUTE/PATH), at Testfile:3`},
+		{"socket with a query", []string{"component api unix//run/api.sock?v=1"}, `component "api": address "unix//run/api.sock?v=1": a socket address has no query or fragment (want unix//ABSOLUTE/PATH), at Testfile:3`},
+		{"socket with user info", []string{"component api unix//u@run/api.sock"}, `component "api": address "unix//u@run/api.sock": a socket address has no user info (want unix//ABSOLUTE/PATH), at Testfile:3`},
 
 		{"identity with an argument", []string{"identity x"}, "wrong argument count or unexpected line ending after 'x', at Testfile:2"},
 		{"identity twice", []string{"identity", "identity"}, "identity already specified, at Testfile:3"},

@@ -111,7 +111,9 @@ type Handler struct {
 // Component is one of the app's components.
 type Component struct {
 	// BaseURL is the component's absolute http(s) URL; a target's path is
-	// appended to it.
+	// appended to it. Or unix//PATH: the component listens on the unix
+	// socket at the absolute PATH, and a target's path is the whole path
+	// (a socket address has no base path); requests say Host: localhost.
 	BaseURL string `json:"base_url"`
 
 	// Env holds the values ${env.NAME} references of this component's

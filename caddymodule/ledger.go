@@ -1,7 +1,10 @@
 package caddymodule
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"time"
 
@@ -106,7 +109,8 @@ func (c *Ledger) checkRetention(upstream, client time.Duration) error {
 // ledgers holds the open ledgers across config reloads, keyed by their
 // config: a reload that keeps the ledger keeps its waiters and its file,
 // and the bridge on which pages meet the client tool calls waiting for
-// them, with the pages' open streams.
+// them, with the pages' open streams. With Redis the bridge shares them
+// with every instance on the same server and prefix.
 var ledgers = caddy.NewUsagePool()
 
 type openLedger struct {
@@ -114,7 +118,9 @@ type openLedger struct {
 	bridge *clienttools.Bridge
 }
 
-func (l openLedger) Destruct() error { return l.Close() }
+// Destruct closes the bridge first: a Redis bridge uses the ledger's
+// client.
+func (l openLedger) Destruct() error { return errors.Join(l.bridge.Close(), l.Close()) }
 
 // open returns the ledger for this config and its bridge, shared with the
 // handlers and the previous config that use the same ledger, and the key to
@@ -143,7 +149,16 @@ func (c *Ledger) open(repl *caddy.Replacer, logger *zap.Logger) (ledger.Ledger, 
 				return nil, err
 			}
 		}
-		return openLedger{l, clienttools.NewBridge()}, nil
+		bridge := clienttools.NewBridge()
+		if r, ok := l.(*ledger.Redis); ok {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if bridge, err = clienttools.NewRedisBridge(ctx, r.Client(), r.Prefix(), logger); err != nil {
+				_ = l.Close()
+				return nil, fmt.Errorf("ledger redis %s: %w", cfg.Addr, err)
+			}
+		}
+		return openLedger{l, bridge}, nil
 	})
 	if err != nil {
 		return nil, nil, "", err

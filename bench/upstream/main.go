@@ -7,6 +7,9 @@
 // reads the request and closes the connection without an answer. Then it
 // counts the requests it ran per Idempotency-Key (which toolgate sends to
 // app targets), served at GET /_counts as "key count" lines.
+//
+// With -unix PATH it answers on that unix socket too, as a component on
+// the same machine may (toolgate's `component api unix//PATH`).
 package main
 
 import (
@@ -15,7 +18,9 @@ import (
 	"fmt"
 	"log"
 	"math/rand/v2"
+	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -28,6 +33,7 @@ func main() {
 	hang := flag.Float64("hang", 0, "fraction of requests held until the caller gives up")
 	hangFor := flag.Duration("hang-for", 30*time.Second, "the longest a held request is held")
 	cut := flag.Float64("cut", 0, "fraction of requests whose connection is closed without an answer")
+	unix := flag.String("unix", "", "a unix socket to answer on as well")
 	flag.Parse()
 	pad := *size - len(`{"content":""}`)
 	if pad < 0 {
@@ -40,7 +46,11 @@ func main() {
 	}
 	if *fail+*hang+*cut == 0 {
 		log.Printf("upstream on %s answering %d bytes", *addr, len(body))
-		log.Fatal(http.ListenAndServe(*addr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { answer(w) })))
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { answer(w) })
+		if *unix != "" {
+			go serveUnix(*unix, h)
+		}
+		log.Fatal(http.ListenAndServe(*addr, h))
 	}
 
 	f := &faults{runs: map[string]int{}}
@@ -66,7 +76,23 @@ func main() {
 		}
 	})
 	log.Printf("upstream on %s answering %d bytes; faults: %.2f%% 500, %.2f%% hang, %.2f%% cut", *addr, len(body), *fail*100, *hang*100, *cut*100)
+	if *unix != "" {
+		go serveUnix(*unix, mux)
+	}
 	log.Fatal(http.ListenAndServe(*addr, mux))
+}
+
+// serveUnix serves h on a unix socket at path, replacing a stale one.
+func serveUnix(path string, h http.Handler) {
+	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+		log.Fatal(err)
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Printf("upstream on unix socket %s", path)
+	log.Fatal(http.Serve(l, h))
 }
 
 // faults counts the requests run per Idempotency-Key.

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/apitest"
 	"github.com/toolgate/toolgate/internal/redistest"
 )
 
@@ -303,5 +304,99 @@ func TestBoltSurvivesKill(t *testing.T) {
 	}
 	if n := up.hits.Load() - before; n != 0 {
 		t.Errorf("after the restart the target ran %d more times", n)
+	}
+}
+
+// TestTwoInstancesClientTool: on Redis a page streaming from B answers a
+// client tool call made on A, claims count across instances, and a claim
+// lapses when the thread has no stream left on either.
+func TestTwoInstancesClientTool(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	rs := redistest.Start(t)
+	up := newUpstream(t)
+	line := "ledger redis " + rs.Addr + " {\n\t\t\tprefix tg-test:\n\t\t}" + clientTool
+	a := startInstance(t, line, up.srv.URL, t.TempDir())
+	b := startInstance(t, line, up.srv.URL, t.TempDir())
+	tok := apitest.PageToken(t, "u_1", "th_1")
+	page := openPage(t, b, tok)
+
+	answered := make(chan []byte, 1)
+	go func() {
+		_, raw := rawDo(t, a, http.MethodPost, "/tools/where", `{"input":{"q":1},"callId":"ct1",`+envelope+`}`)
+		answered <- raw
+	}()
+	if o := page.NextWithin(t, 10*time.Second); o.CallID != "ct1" || o.Name != "video_position" || string(o.Input) != `{"q":1}` {
+		t.Fatalf("the page on B was offered %+v, want ct1", o)
+	}
+	if status, msg := pagePost(t, a, tok, "ct1", "claim", ""); status != 200 {
+		t.Fatalf("claim on A: %d %s", status, msg)
+	}
+	if status, msg := pagePost(t, b, tok, "ct1", "claim", ""); status != 409 {
+		t.Errorf("a second claim, on B: %d %s, want 409", status, msg)
+	}
+	if status, msg := pagePost(t, b, tok, "ct1", "result", `{"result":{"positionSeconds":83}}`); status != 200 {
+		t.Fatalf("result on B: %d %s", status, msg)
+	}
+	var raw []byte
+	select {
+	case raw = <-answered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call on A did not answer")
+	}
+	if r := parse(t, raw); r.Status != "done" || r.IsError || r.Content != `{"positionSeconds":83}` {
+		t.Errorf("the call on A answered %s", raw)
+	}
+	if status, msg := pagePost(t, a, tok, "ct1", "result", `{"result":"again"}`); status != 409 {
+		t.Errorf("a second result, on A: %d %s, want 409", status, msg)
+	}
+
+	// The lapse rule across processes: the page on B claims a call made
+	// on A and goes away without a result; with no stream of the thread
+	// left anywhere the call is offered again, to a page on A.
+	go func() {
+		_, raw := rawDo(t, a, http.MethodPost, "/tools/where", `{"input":{"q":2},"callId":"ct2",`+envelope+`}`)
+		answered <- raw
+	}()
+	if o := page.NextWithin(t, 10*time.Second); o.CallID != "ct2" {
+		t.Fatalf("the page on B was offered %+v, want ct2", o)
+	}
+	if status, msg := pagePost(t, b, tok, "ct2", "claim", ""); status != 200 {
+		t.Fatalf("claim on B: %d %s", status, msg)
+	}
+	page.Close()
+	// B notices the page left shortly after it did: until then its stream
+	// counts and the claim holds, so the page on A opens again.
+	var again *apitest.PageStream
+	for i := 0; again == nil; i++ {
+		if i == 50 {
+			t.Fatal("the call is never offered again after the page on B left")
+		}
+		s := openPage(t, a, tok)
+		select {
+		case o := <-s.Offers:
+			if o.CallID != "ct2" {
+				t.Fatalf("the page on A was offered %+v, want ct2", o)
+			}
+			again = s
+		case <-time.After(100 * time.Millisecond):
+			s.Close()
+		}
+	}
+	defer again.Close()
+	if status, msg := pagePost(t, a, tok, "ct2", "claim", ""); status != 200 {
+		t.Fatalf("claim on A after the lapse: %d %s", status, msg)
+	}
+	if status, msg := pagePost(t, a, tok, "ct2", "result", `{"result":"from A"}`); status != 200 {
+		t.Fatalf("result on A: %d %s", status, msg)
+	}
+	select {
+	case raw = <-answered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("ct2 did not answer")
+	}
+	if r := parse(t, raw); r.Status != "done" || r.IsError || r.Content != "from A" {
+		t.Errorf("ct2 answered %s", raw)
 	}
 }

@@ -1,6 +1,10 @@
 // Package clienttools is the bridge to the user's page for client tools
 // (SPEC §7): a call waits here until a page of its thread claims it, runs
 // it and posts the result, or until the client tool timeout.
+//
+// NewBridge keeps everything in this process's memory: one gateway
+// instance. NewRedisBridge shares the calls, claims, results and the
+// streams' lapse rule with every instance on the same Redis (redis.go).
 package clienttools
 
 import (
@@ -83,7 +87,9 @@ type callKey struct {
 
 type pending struct {
 	offer   Offer
-	seq     uint64 // arrival order: a page gets waiting calls oldest first
+	seq     uint64        // arrival order: a page gets waiting calls oldest first
+	timeout time.Duration // the Run's, for writing the call back to Redis
+	offered bool          // recorded in Redis: a write-back may record it again
 	claimed bool
 	// finished is set once the call has an outcome or timed out; the entry
 	// stays a while so late claims and results get 409, not 404.
@@ -112,6 +118,18 @@ type Stream struct {
 	b     *Bridge
 	tk    threadKey
 	token string
+	// With Redis, offers that arrive while Open reads the waiting calls
+	// are held in early, then sent after those if later than since, the
+	// last offer's number when they were read; so are the ones after.
+	opening bool
+	early   []numbered
+	since   uint64
+}
+
+// numbered is an offer and its number in Redis.
+type numbered struct {
+	Offer
+	seq uint64
 }
 
 // Limits bound what the pages and their waiting calls hold in memory. A
@@ -159,6 +177,13 @@ type Bridge struct {
 	// ended holds the finished calls oldest first: they expire from its
 	// front, so no operation scans every call.
 	ended []ended
+	// stale holds the threads whose stream count in Redis may be too
+	// high: closing a stream could not reach it. They are written back
+	// when the subscription comes back.
+	stale map[threadKey]struct{}
+
+	// relay shares the bridge through Redis; nil for one instance.
+	relay *relay
 
 	// After is the clock's timer, replaceable in tests.
 	After func(time.Duration) <-chan time.Time
@@ -175,6 +200,7 @@ func NewBridge() *Bridge {
 		calls:   map[callKey]*pending{},
 		threads: map[threadKey]*thread{},
 		tokens:  map[string]int{},
+		stale:   map[threadKey]struct{}{},
 		After:   time.After,
 		Clock:   clock.Real,
 	}
@@ -237,7 +263,7 @@ var ErrTimeout = errors.New("client tool timed out")
 // ErrThreadFull or ErrFull at once.
 func (b *Bridge) Run(ctx context.Context, user, thread string, offer Offer, timeout time.Duration) (Outcome, error) {
 	k := callKey{threadKey{user, thread}, offer.CallID}
-	p := &pending{offer: offer, done: make(chan Outcome, 1)}
+	p := &pending{offer: offer, timeout: timeout, done: make(chan Outcome, 1)}
 	b.mu.Lock()
 	b.expire()
 	if old, ok := b.calls[k]; ok && old.finished.IsZero() {
@@ -254,10 +280,29 @@ func (b *Bridge) Run(ctx context.Context, user, thread string, offer Offer, time
 	b.calls[k] = p
 	th.waiting[k.callID] = p
 	b.waiting++
-	for s := range th.streams {
-		s.send(offer)
+	if b.relay == nil {
+		for s := range th.streams {
+			s.send(offer)
+		}
 	}
 	b.mu.Unlock()
+	if b.relay != nil {
+		// Every instance's streams, this one's too, get the offer from
+		// the channel, after Redis has it: a claim never races it.
+		octx, cancel := context.WithTimeout(ctx, redisOpTimeout)
+		_, err := b.relay.offer(octx, k, offer, timeout, "new")
+		cancel()
+		b.mu.Lock()
+		if err != nil {
+			if p.finished.IsZero() {
+				b.finish(k, p)
+			}
+			b.mu.Unlock()
+			return Outcome{}, err
+		}
+		p.offered = true
+		b.mu.Unlock()
+	}
 
 	var (
 		out Outcome
@@ -270,6 +315,9 @@ func (b *Bridge) Run(ctx context.Context, user, thread string, offer Offer, time
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
+	if err != nil && b.relay != nil {
+		return b.endInRedis(k, p, err)
+	}
 	b.mu.Lock()
 	if err != nil && p.finished.IsZero() {
 		b.finish(k, p)
@@ -279,6 +327,105 @@ func (b *Bridge) Run(ctx context.Context, user, thread string, offer Offer, time
 	}
 	b.mu.Unlock()
 	return out, err
+}
+
+// endInRedis ends a Run that timed out (err) in Redis, unless a result was
+// posted first on any instance: that result wins. When Redis cannot be
+// reached the call ends here; its key in Redis expires.
+func (b *Bridge) endInRedis(k callKey, p *pending, err error) (Outcome, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), redisOpTimeout)
+	_, posted, ferr := b.relay.finish(ctx, k, nil)
+	cancel()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !p.finished.IsZero() {
+		// A result was handed over meanwhile.
+		return <-p.done, nil
+	}
+	b.finish(k, p)
+	if ferr == nil && posted != nil {
+		return *posted, nil
+	}
+	return Outcome{}, err
+}
+
+// deliver hands an offer from the channel to this instance's streams of
+// its thread that did not list it when they opened.
+func (b *Bridge) deliver(tk threadKey, o Offer, seq uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	th := b.threads[tk]
+	if th == nil {
+		return
+	}
+	for s := range th.streams {
+		switch {
+		case !s.opening && seq > s.since:
+			s.send(o)
+		case s.opening && len(s.early) < cap(s.c):
+			s.early = append(s.early, numbered{o, seq})
+		}
+	}
+}
+
+// runs reports whether a Run of this instance waits for k.
+func (b *Bridge) runs(k callKey) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p := b.calls[k]
+	return p != nil && p.finished.IsZero()
+}
+
+// answer hands a result to the Run of this instance that waits for k, if
+// any still does.
+func (b *Bridge) answer(k callKey, o Outcome) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if p := b.calls[k]; p != nil && p.finished.IsZero() {
+		b.finish(k, p)
+		p.done <- o
+	}
+}
+
+// heldCall is a call a Run of this instance waits for.
+type heldCall struct {
+	k       callKey
+	offer   Offer
+	timeout time.Duration
+}
+
+// held returns what this instance holds, to write back to Redis: its open
+// streams by thread (zero for a thread whose count in Redis may be stale)
+// and the calls its Runs wait for.
+func (b *Bridge) held() (map[threadKey]int, []heldCall) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	streams := make(map[threadKey]int, len(b.threads)+len(b.stale))
+	for tk := range b.stale {
+		streams[tk] = 0
+	}
+	var calls []heldCall
+	for tk, th := range b.threads {
+		if len(th.streams) > 0 {
+			streams[tk] = len(th.streams)
+		}
+		for id, p := range th.waiting {
+			// One not yet offered is its Run's to record: recorded
+			// here first, the Run would find it waiting already.
+			if p.offered {
+				calls = append(calls, heldCall{callKey{tk, id}, p.offer, p.timeout})
+			}
+		}
+	}
+	return streams, calls
+}
+
+// recounted forgets that tk's count in Redis may be stale: it was written
+// back.
+func (b *Bridge) recounted(tk threadKey) {
+	b.mu.Lock()
+	delete(b.stale, tk)
+	b.mu.Unlock()
 }
 
 // thread returns tk's thread, made if need be. Callers hold b.mu.
@@ -331,6 +478,12 @@ func (b *Bridge) expire() {
 // It returns the calls waiting now that no open stream has claimed, or
 // ErrTooManyStreams.
 func (b *Bridge) Open(user, thread, token string) (*Stream, []Offer, error) {
+	if b.relay != nil {
+		// A write-back of the stream counts waits until this stream
+		// is counted both here and in Redis.
+		b.relay.counting.RLock()
+		defer b.relay.counting.RUnlock()
+	}
 	tk := threadKey{user, thread}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -343,6 +496,13 @@ func (b *Bridge) Open(user, thread, token string) (*Stream, []Offer, error) {
 	s := &Stream{C: c, c: c, b: b, tk: tk, token: token}
 	th := b.thread(tk)
 	th.streams[s] = struct{}{}
+	if b.relay != nil {
+		s.opening = true
+		b.mu.Unlock()
+		offers, err := b.openInRedis(s)
+		b.mu.Lock()
+		return s, offers, err
+	}
 	waiting := make([]*pending, 0, len(th.waiting))
 	for _, p := range th.waiting {
 		if !p.claimed {
@@ -355,6 +515,28 @@ func (b *Bridge) Open(user, thread, token string) (*Stream, []Offer, error) {
 		offers[i] = p.offer
 	}
 	return s, offers, nil
+}
+
+// openInRedis counts s open in Redis and returns the waiting calls there,
+// then the ones offered later that came on the channel meanwhile. On
+// failure s is closed here (never counted in Redis).
+func (b *Bridge) openInRedis(s *Stream) ([]Offer, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), redisOpTimeout)
+	offers, since, err := b.relay.open(ctx, s.tk)
+	cancel()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err != nil {
+		b.closeHere(s)
+		return nil, err
+	}
+	for _, o := range s.early {
+		if o.seq > since {
+			offers = append(offers, o.Offer)
+		}
+	}
+	s.opening, s.early, s.since = false, nil, since
+	return offers, nil
 }
 
 // send offers a call without blocking; a page too slow to read gets the
@@ -371,14 +553,34 @@ func (s *Stream) send(o Offer) {
 // again to the next stream.
 func (s *Stream) Close() {
 	b := s.b
+	if b.relay != nil {
+		b.relay.counting.RLock()
+		defer b.relay.counting.RUnlock()
+	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	th := b.threads[s.tk]
-	if th == nil {
+	closed := b.closeHere(s)
+	b.mu.Unlock()
+	if !closed || b.relay == nil {
 		return
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), redisOpTimeout)
+	defer cancel()
+	if b.relay.closeStream(ctx, s.tk) != nil {
+		b.mu.Lock()
+		b.stale[s.tk] = struct{}{}
+		b.mu.Unlock()
+	}
+}
+
+// closeHere closes s in this instance and reports whether it was open.
+// Callers hold b.mu.
+func (b *Bridge) closeHere(s *Stream) bool {
+	th := b.threads[s.tk]
+	if th == nil {
+		return false
+	}
 	if _, ok := th.streams[s]; !ok {
-		return
+		return false
 	}
 	delete(th.streams, s)
 	b.streams--
@@ -386,7 +588,7 @@ func (s *Stream) Close() {
 		delete(b.tokens, s.token)
 	}
 	if len(th.streams) > 0 {
-		return
+		return true
 	}
 	for _, p := range th.waiting {
 		p.claimed = false
@@ -394,10 +596,16 @@ func (s *Stream) Close() {
 	if len(th.waiting) == 0 {
 		delete(b.threads, s.tk)
 	}
+	return true
 }
 
 // Claim claims a call for a page before it runs it; the first claim wins.
 func (b *Bridge) Claim(user, thread, callID string) error {
+	if b.relay != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), redisOpTimeout)
+		defer cancel()
+		return b.relay.claim(ctx, callKey{threadKey{user, thread}, callID})
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	p, err := b.unfinished(user, thread, callID)
@@ -413,6 +621,21 @@ func (b *Bridge) Claim(user, thread, callID string) error {
 
 // Post delivers a call's outcome; only the first counts.
 func (b *Bridge) Post(user, thread, callID string, o Outcome) error {
+	if b.relay != nil {
+		k := callKey{threadKey{user, thread}, callID}
+		ctx, cancel := context.WithTimeout(context.Background(), redisOpTimeout)
+		defer cancel()
+		won, _, err := b.relay.finish(ctx, k, &o)
+		switch {
+		case err != nil:
+			return err
+		case !won:
+			return ErrConflict
+		}
+		// A Run here needs no message to come back from the server.
+		b.answer(k, o)
+		return nil
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	p, err := b.unfinished(user, thread, callID)

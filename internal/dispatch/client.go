@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -43,6 +44,7 @@ func (e *Error) Error() string { return e.Msg }
 // headers for redirects that are never followed.
 type Client struct {
 	transport       *http.Transport
+	sockets         sync.Map // socket path → *http.Transport; see transportFor
 	timeout         time.Duration
 	maxResponseSize int64
 }
@@ -130,7 +132,7 @@ func (c *Client) do(req *http.Request) (*Response, error) {
 		req = req.WithContext(ctx)
 	}
 	sendOnce(req)
-	resp, err := c.transport.RoundTrip(req)
+	resp, err := c.transportFor(req).RoundTrip(req)
 	if err != nil {
 		return nil, c.classify(ctx, err, false)
 	}
@@ -233,4 +235,7 @@ func ReadAll(r io.Reader, buf []byte, size int64) ([]byte, error) {
 }
 
 // CloseIdleConnections closes the idle upstream connections.
-func (c *Client) CloseIdleConnections() { c.transport.CloseIdleConnections() }
+func (c *Client) CloseIdleConnections() {
+	c.transport.CloseIdleConnections()
+	c.closeIdleSockets()
+}

@@ -15,8 +15,9 @@ import (
 // FuzzCompile compiles a target spec from arbitrary JSON and builds its
 // request with an arbitrary input. Whatever compiles must never send
 // anywhere but where its author wrote: an app target to its component's base
-// URL, a url target to its literal origin; and a spec that compiles as a
-// card's button must be an app target on the owner, with no env reference.
+// URL (and a socket component's to its socket alone), a url target to its
+// literal origin over TCP; and a spec that compiles as a card's button must
+// be an app target on the owner, with no env reference.
 func FuzzCompile(f *testing.F) {
 	for _, s := range []struct{ spec, input string }{
 		{`{"type":"app","component":"api","method":"POST","path":"/items/${input.id}","body":"${input}"}`, `{"id":"a/../b"}`},
@@ -28,11 +29,13 @@ func FuzzCompile(f *testing.F) {
 		{`{"type":"kazzle","name":"where"}`, `{}`},
 		{`{"type":"app","component":"api","method":"GET","path":"/x","result":"body"}`, `{}`},
 		{`{"type":"app","component":"api","method":"GET","path":"/x","headers":{"Authorization":"x"}}`, `{}`},
+		{`{"type":"app","component":"sock","method":"GET","path":"/items/${input.id}"}`, `{"id":"@evil.example"}`},
+		{`{"type":"url","component":"sock","method":"GET","url":"http://localhost/${input.id}"}`, `{"id":"x"}`},
 	} {
 		f.Add([]byte(s.spec), []byte(s.input))
 	}
 	comps := map[string]*dispatch.Component{}
-	for _, d := range []struct{ name, base string }{{"api", "http://api.internal:8080/base"}, {"bare", "http://bare.internal"}} {
+	for _, d := range []struct{ name, base string }{{"api", "http://api.internal:8080/base"}, {"bare", "http://bare.internal"}, {"sock", "unix//run/api.sock"}} {
 		c, err := dispatch.NewComponent(d.name, d.base, map[string]string{"TOKEN": "s3cret"})
 		if err != nil {
 			f.Fatal(err)
@@ -103,6 +106,13 @@ func FuzzCompile(f *testing.F) {
 		}
 		if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
 			t.Fatalf("%s sends to %s", specJSON, req.URL)
+		}
+		wantSocket := ""
+		if tgt.Spec.Type == dispatch.TypeApp {
+			wantSocket = tgt.Component.Socket
+		}
+		if got := dispatch.SocketOf(req.Context()); got != wantSocket {
+			t.Fatalf("%s with input %s goes to socket %q, want %q", specJSON, inputJSON, got, wantSocket)
 		}
 		for k, vs := range req.Header {
 			for _, v := range vs {

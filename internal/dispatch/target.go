@@ -71,12 +71,23 @@ type Spec struct {
 type Component struct {
 	Name    string
 	BaseURL *url.URL
+	// Socket is the unix socket app targets are sent to, for an address
+	// unix//PATH; empty, they go to BaseURL's host.
+	Socket string
 	// Env is what ${env.NAME} resolves against for targets of this component.
 	Env map[string]string
 }
 
-// NewComponent checks and builds a component.
+// NewComponent checks and builds a component. baseURL is an absolute
+// http(s) URL, or unix//PATH for a component on the unix socket at PATH.
 func NewComponent(name, baseURL string, env map[string]string) (*Component, error) {
+	if strings.HasPrefix(baseURL, unixPrefix) {
+		path, err := parseUnix(name, baseURL)
+		if err != nil {
+			return nil, err
+		}
+		return newUnixComponent(name, path, env), nil
+	}
 	u, err := url.Parse(baseURL)
 	if err != nil {
 		return nil, fmt.Errorf("component %q: base URL %q: %v", name, baseURL, err)
@@ -110,6 +121,7 @@ type Target struct {
 	Component *Component
 
 	base    string // app: the component's base URL; url: empty
+	socket  any    // app: the component's unix socket path, if it has one (see socketKey)
 	url     *refs.Template
 	urlEncs []refs.Encoder
 	query   []param
@@ -279,6 +291,9 @@ func (t *Target) compileAppPath() error {
 		return fmt.Errorf("app target: path %q: %v", p, err)
 	}
 	t.base = t.Component.BaseURL.String()
+	if t.Component.Socket != "" {
+		t.socket = t.Component.Socket
+	}
 	t.url = tmpl
 	t.urlEncs = make([]refs.Encoder, len(tmpl.Refs()))
 	for i := range t.urlEncs {
@@ -446,6 +461,11 @@ func (t *Target) Request(ctx context.Context, input any) (*http.Request, error) 
 		}
 		body = bytes.NewReader(b)
 	}
+	if t.socket != nil {
+		// The socket comes from the target, not from the URL: whatever
+		// the URL holds, the request goes nowhere else.
+		ctx = withSocket(ctx, t.socket)
+	}
 	req, err := http.NewRequestWithContext(ctx, t.Spec.Method, raw, body)
 	if err != nil {
 		return nil, fmt.Errorf("the resolved URL does not parse: %v", err)
@@ -454,7 +474,7 @@ func (t *Target) Request(ctx context.Context, input any) (*http.Request, error) 
 	// every literal dot segment; the resolved path is checked once more so
 	// that a change to either cannot let a climb through. The message names
 	// the path as written: the resolved one may hold an ${env.NAME} secret.
-	for _, seg := range strings.Split(req.URL.EscapedPath(), "/") {
+	for seg := range strings.SplitSeq(req.URL.EscapedPath(), "/") {
 		if isDotSegment(seg) {
 			return nil, fmt.Errorf("the path of %q would resolve to a dot segment (a path reference must stay in its segment)", t.url.Source())
 		}

@@ -303,7 +303,11 @@ func NewCallID() string {
 		ms >>= 8
 	}
 	_, _ = rand.Read(b[6:])
-	return "call_" + callIDEncoding.EncodeToString(b[:])
+	// Encoded in place after the prefix: one allocation, the string.
+	var id [len("call_") + 26]byte
+	copy(id[:], "call_")
+	callIDEncoding.Encode(id[len("call_"):], b[:])
+	return string(id[:])
 }
 
 // callIDEncoding is base32hex in lower case, whose digits are in ASCII
@@ -391,9 +395,9 @@ func (g *Gateway) Invoke(ctx context.Context, call Call) (ans *Answer, err error
 	// not "cancelled" for a call that ran. The upstream timeout bounds it.
 	// With the ledger off there is no repeat, and the call ends with its
 	// caller.
-	runCtx := context.WithoutCancel(ctx)
-	if off {
-		runCtx = ctx
+	runCtx := ctx
+	if !off {
+		runCtx = context.WithoutCancel(ctx)
 	}
 	out := g.execute(runCtx, tool, call, input, inputErr)
 	if out.card != nil && off {
@@ -626,9 +630,13 @@ func (g *Gateway) send(ctx context.Context, t *dispatch.Target, input any, call 
 			g.logger.Error("signing identity token", zap.Error(err))
 			return nil, result.Failure("the gateway could not sign the identity token"), false
 		}
-		req.Header.Set("Authorization", auth)
-		req.Header.Set("Kazzle-Tool-Context", contextHeader(call.Origin))
-		req.Header.Set("Idempotency-Key", call.CallID)
+		// The three values share one array (Header.Set makes a slice for
+		// each); each slice's capacity is its length, so that an append to
+		// one copies it rather than overwriting the next.
+		v := []string{auth, contextHeader(call.Origin), call.CallID}
+		req.Header["Authorization"] = v[0:1:1]
+		req.Header["Kazzle-Tool-Context"] = v[1:2:2]
+		req.Header["Idempotency-Key"] = v[2:3:3]
 	}
 	sent := time.Now()
 	resp, err := g.client.Do(req)

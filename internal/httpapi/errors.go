@@ -66,8 +66,11 @@ func (a *API) writeAnswer(w http.ResponseWriter, ans *gateway.Answer, err error)
 	}
 	bp := buffers.Get().(*[]byte)
 	b := ans.AppendJSON((*bp)[:0])
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	// One array for both values, as gateway's send does for its headers.
+	v := []string{"application/json", strconv.Itoa(len(b))}
+	h := w.Header()
+	h["Content-Type"] = v[0:1:1]
+	h["Content-Length"] = v[1:2:2]
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
 	// A writer does not keep what it was given.

@@ -211,6 +211,9 @@ type options struct {
 	maxResponseSize int64
 	clientTimeout   time.Duration
 	limits          clienttools.Limits
+	// bridge, when set, is the server's bridge (one on Redis); by
+	// default a new one in memory.
+	bridge *clienttools.Bridge
 	// observer, when set, counts the gateway's and the API's events, and
 	// the bolt ledger's operations; logger gets their lines.
 	observer observe.Observer
@@ -264,7 +267,10 @@ func startServer(t *testing.T, o options) *server {
 			t.Fatal(err)
 		}
 	}
-	s.bridge = clienttools.NewBridge()
+	s.bridge = o.bridge
+	if s.bridge == nil {
+		s.bridge = clienttools.NewBridge()
+	}
 	s.bridge.SetLimits(o.limits)
 	gw := gateway.New(gateway.Config{
 		Tools: tools, Issuer: issuer,

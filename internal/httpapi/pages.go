@@ -79,6 +79,8 @@ func (a *API) answerPage(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusNotFound, "unknown_call", err.Error())
 	case errors.Is(err, clienttools.ErrConflict):
 		writeError(w, http.StatusConflict, "conflict", err.Error())
+	case errors.Is(err, clienttools.ErrUnavailable):
+		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
 	case err != nil:
 		a.internal(w, "answering a page", err)
 	default:
@@ -114,6 +116,11 @@ func (a *API) serveStream(w http.ResponseWriter, r *http.Request, p Principal) {
 		a.refused(observe.RefusedLimits, "too_many_streams")
 		w.Header().Set("Retry-After", retryAfter)
 		writeError(w, http.StatusTooManyRequests, "too_many_streams", err.Error())
+		return
+	}
+	if errors.Is(err, clienttools.ErrUnavailable) {
+		// The page's client reconnects with its backoff.
+		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
 		return
 	}
 	if err != nil {

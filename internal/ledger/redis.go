@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,9 +49,10 @@ type RedisOptions struct {
 }
 
 // Redis is a Ledger in Redis, shared by every gateway instance that uses
-// the same server and prefix. Each call is a hash (state, data = JSON of
-// the Call, op = the id of the write that stored it) whose writes are Lua
-// scripts, so a check and its write are one atomic step across instances.
+// the same server and prefix. Each call is one string key (see callValue):
+// a Create is one SET NX, an Update one small Lua script, so that a check
+// and its write are one atomic step across instances, and each costs one
+// round trip.
 type Redis struct {
 	client    *redis.Client
 	pubsub    *redis.PubSub
@@ -68,6 +70,12 @@ type Redis struct {
 	opBase string
 	opSeq  atomic.Uint64
 
+	// batchMu guards busy, whether a batch of Creates and Updates is in
+	// flight, and pending, what waits for the next (see do).
+	batchMu sync.Mutex
+	busy    bool
+	pending []*queued
+
 	fannedOut chan struct{}
 	closeOnce sync.Once
 	closeErr  error
@@ -83,36 +91,65 @@ const (
 	redisHealthCheck = 3 * time.Second
 )
 
-// createScript records a call unless its key exists. A retried run of the
-// same write (same op) reports success.
+// A call's value is a header, then the JSON of the Call:
 //
-// KEYS[1] call; ARGV: state, data, op, retention in ms.
-// Returns {1} when recorded, {0, data} when another call is there.
-var createScript = redis.NewScript(`
-local cur = redis.call('HMGET', KEYS[1], 'data', 'op')
-if cur[1] then
-	if cur[2] == ARGV[3] then return {1} end
-	return {0, cur[1]}
-end
-redis.call('HSET', KEYS[1], 'state', ARGV[1], 'data', ARGV[2], 'op', ARGV[3])
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
-return {1}
+//	<mark><state>\n<op>\n<JSON>
+//
+// mark is '-', or 'w' once a Wait (on any instance) is blocked on the call:
+// an Update publishes the change only then, so that a call nobody waits for
+// (nearly every call) costs no message to every instance. op is the id of
+// the write that stored the value. The header lets the Update script read
+// the state and op without decoding JSON, and lets a write that go-redis
+// retried after losing its reply recognise itself instead of reporting its
+// own effect as someone else's (a Create that returns created=false for its
+// own call would wait on itself until its deadline).
+//
+// A string, not a hash of fields: SET NX GET records a new call without a
+// script (Lua costs the server about 3 µs a script before it does anything,
+// and a hash's HMGET, HSET and PEXPIRE as much again). Calls stored as
+// hashes by an earlier toolgate read as ErrCorrupt: never run again.
+const (
+	unmarked = '-'
+	marked   = 'w'
+)
+
+// updateScript replaces a call if its state is still the expected one, and
+// announces the change if a Wait marked the call. A retried run of the same
+// write reports success. A value whose header does not parse is returned as
+// a conflict, for the caller to find it damaged.
+//
+// KEYS[1] call; ARGV: from, op, value, retention in ms, channel, key.
+// Returns 1 when replaced, the stored value on a conflict, nil when missing.
+var updateScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if not v then return false end
+local i = string.find(v, '\n', 2, true)
+local j = i and string.find(v, '\n', i + 1, true)
+if not j then return v end
+if string.sub(v, i + 1, j - 1) == ARGV[2] then return 1 end
+if string.sub(v, 2, i - 1) ~= ARGV[1] then return v end
+redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[4])
+if string.byte(v) == 119 then redis.call('PUBLISH', ARGV[5], ARGV[6]) end
+return 1
 `)
 
-// updateScript replaces a call if its state is still the expected one and
-// announces the change. A retried run of the same write reports success.
+// markScript reads a call for a Wait and, if it is still in the state the
+// Wait waits to leave, marks it so that the Update that moves it on
+// publishes. Marking and reading are one step: an Update either ran before
+// (the read sees it) or after (it sees the mark). SETRANGE keeps the key's
+// expiry.
 //
-// KEYS[1] call; ARGV: from, state, data, op, retention in ms, channel, key.
-// Returns {1} when replaced, {0, data} on a conflict, nil when missing.
-var updateScript = redis.NewScript(`
-local cur = redis.call('HMGET', KEYS[1], 'state', 'data', 'op')
-if not cur[1] then return false end
-if cur[3] == ARGV[4] then return {1} end
-if cur[1] ~= ARGV[1] then return {0, cur[2]} end
-redis.call('HSET', KEYS[1], 'state', ARGV[2], 'data', ARGV[3], 'op', ARGV[4])
-redis.call('PEXPIRE', KEYS[1], ARGV[5])
-redis.call('PUBLISH', ARGV[6], ARGV[7])
-return {1}
+// KEYS[1] call; ARGV: the state waited on.
+// Returns the value as read, nil when missing.
+var markScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if not v then return false end
+if string.byte(v) ~= 45 then return v end
+local i = string.find(v, '\n', 2, true)
+if i and string.find(v, '\n', i + 1, true) and string.sub(v, 2, i - 1) == ARGV[1] then
+	redis.call('SETRANGE', KEYS[1], 0, 'w')
+end
+return v
 `)
 
 // OpenRedis connects to the server and subscribes to the prefix's channel
@@ -208,6 +245,71 @@ func (r *Redis) fanOut(msgs <-chan any) {
 	}
 }
 
+// queued is a command waiting for the next batch. done is closed once it
+// has its reply, or once its caller is to send the batch lead (which it
+// heads).
+type queued struct {
+	cmd  redis.Cmder
+	done chan struct{}
+	lead []*queued
+}
+
+// do runs cmd, a Create's or an Update's, and leaves its reply or error in
+// it. While a command is in flight, those that come meanwhile wait and then
+// go together, in one write and one read on both sides instead of one
+// each: those syscalls, more than the commands, are what a call costs the
+// server, and a good part of what it costs the gateway. A command that
+// finds none in flight goes at once: alone, it waits for no one. go-redis
+// sends a batch again whole if its connection fails; each write recognises
+// itself by its op if it ran the first time.
+//
+// A waiting command cannot give up when its ctx ends: it may be the one
+// to send the next batch. The wait is bounded by the batch in flight's
+// timeouts (redisTimeout a step, MaxRetries).
+func (r *Redis) do(ctx context.Context, cmd redis.Cmder) {
+	r.batchMu.Lock()
+	if !r.busy {
+		r.busy = true
+		r.batchMu.Unlock()
+		_ = r.client.Process(ctx, cmd)
+		r.next()
+		return
+	}
+	q := &queued{cmd: cmd, done: make(chan struct{})}
+	r.pending = append(r.pending, q)
+	r.batchMu.Unlock()
+	<-q.done
+	if q.lead == nil {
+		return
+	}
+	// The caller's ctx does not end a batch that carries others' commands.
+	pipe := r.client.Pipeline()
+	for _, q := range q.lead {
+		_ = pipe.Process(context.WithoutCancel(ctx), q.cmd)
+	}
+	_, _ = pipe.Exec(context.WithoutCancel(ctx))
+	for _, q := range q.lead[1:] {
+		close(q.done)
+	}
+	r.next()
+}
+
+// next hands what waits to the first waiter to send, or marks none in
+// flight.
+func (r *Redis) next() {
+	r.batchMu.Lock()
+	batch := r.pending
+	r.pending = nil
+	if len(batch) == 0 {
+		r.busy = false
+	}
+	r.batchMu.Unlock()
+	if len(batch) > 0 {
+		batch[0].lead = batch
+		close(batch[0].done)
+	}
+}
+
 func (r *Redis) callKey(key string) string {
 	return r.prefix + "call:" + key
 }
@@ -230,48 +332,84 @@ func (r *Redis) unavailable(what string, err error) error {
 	return fmt.Errorf("%w: %s at redis %s: %w", ErrUnavailable, what, r.addr, err)
 }
 
-// scriptReply reads the {1} or {0, data} reply of the scripts.
-func scriptReply(v any) (ok bool, data string, err error) {
-	a, isSlice := v.([]any)
-	if !isSlice || len(a) == 0 {
-		return false, "", fmt.Errorf("unexpected script reply %#v", v)
+// callValue is the stored value of c, written by op (see unmarked).
+func callValue(c *Call, op string) ([]byte, error) {
+	data, err := encodeCall(c)
+	if err != nil {
+		return nil, err
 	}
-	if n, _ := a[0].(int64); n == 1 {
-		return true, "", nil
-	}
-	if len(a) != 2 {
-		return false, "", fmt.Errorf("unexpected script reply %#v", v)
-	}
-	data, isString := a[1].(string)
-	if !isString {
-		return false, "", fmt.Errorf("unexpected script reply %#v", v)
-	}
-	return false, data, nil
+	v := make([]byte, 0, 3+len(c.State)+len(op)+len(data))
+	v = append(v, unmarked)
+	v = append(v, c.State...)
+	v = append(v, '\n')
+	v = append(v, op...)
+	v = append(v, '\n')
+	return append(v, data...), nil
 }
 
-// Create implements Ledger.
+// splitValue returns the op and the JSON of a stored value.
+func splitValue(key string, v string) (op, data string, err error) {
+	if len(v) == 0 || (v[0] != unmarked && v[0] != marked) {
+		return "", "", fmt.Errorf("%w: call %q: stored value has no header", ErrCorrupt, key)
+	}
+	_, rest, ok := strings.Cut(v[1:], "\n")
+	if ok {
+		op, data, ok = strings.Cut(rest, "\n")
+	}
+	if !ok {
+		return "", "", fmt.Errorf("%w: call %q: stored value has no header", ErrCorrupt, key)
+	}
+	return op, data, nil
+}
+
+// decodeValue reads a stored value.
+func decodeValue(key, v string) (*Call, error) {
+	_, data, err := splitValue(key, v)
+	if err != nil {
+		return nil, err
+	}
+	return decodeCall(key, []byte(data))
+}
+
+// redisError wraps a failed command: a value of another type under a call's
+// key (a hash, as an earlier toolgate stored calls) is a call that cannot be
+// read, and everything else a server that cannot be used now.
+func (r *Redis) redisError(what string, key string, err error) error {
+	if strings.HasPrefix(err.Error(), "WRONGTYPE") {
+		return fmt.Errorf("%w: call %q: stored in another form (by an earlier version?): %w", ErrCorrupt, key, err)
+	}
+	return r.unavailable(what, err)
+}
+
+// Create implements Ledger with one SET NX GET: the server answers nil when
+// it stored the call, and the value already there when not.
 func (r *Redis) Create(ctx context.Context, c *Call) (*Call, bool, error) {
 	if err := checkCreate(c); err != nil {
 		return nil, false, err
 	}
 	rec := stamp(c, r.clock)
-	data, err := encodeCall(rec)
+	op := r.nextOp()
+	v, err := callValue(rec, op)
 	if err != nil {
 		return nil, false, err
 	}
-	v, err := createScript.Run(ctx, r.client, []string{r.callKey(c.Key)},
-		string(c.State), data, r.nextOp(), r.ttl(rec)).Result()
-	if err != nil {
-		return nil, false, r.unavailable(fmt.Sprintf("recording call %q", c.Key), err)
-	}
-	ok, existing, err := scriptReply(v)
-	if err != nil {
-		return nil, false, r.unavailable(fmt.Sprintf("recording call %q", c.Key), err)
-	}
-	if ok {
+	cmd := redis.NewStringCmd(ctx, "set", r.callKey(c.Key), v, "px", r.ttl(rec), "nx", "get")
+	r.do(ctx, cmd)
+	prev, err := cmd.Result()
+	if errors.Is(err, redis.Nil) {
 		return nil, true, nil
 	}
-	cur, err := decodeCall(c.Key, []byte(existing))
+	if err != nil {
+		return nil, false, r.redisError(fmt.Sprintf("recording call %q", c.Key), c.Key, err)
+	}
+	prevOp, data, err := splitValue(c.Key, prev)
+	if err != nil {
+		return nil, false, err
+	}
+	if prevOp == op {
+		return nil, true, nil
+	}
+	cur, err := decodeCall(c.Key, []byte(data))
 	if err != nil {
 		return nil, false, err
 	}
@@ -280,52 +418,70 @@ func (r *Redis) Create(ctx context.Context, c *Call) (*Call, bool, error) {
 
 // Get implements Ledger.
 func (r *Redis) Get(ctx context.Context, key string) (*Call, error) {
-	data, err := r.client.HGet(ctx, r.callKey(key), "data").Bytes()
+	v, err := r.client.Get(ctx, r.callKey(key)).Result()
 	if errors.Is(err, redis.Nil) {
 		return nil, ErrNotFound
 	}
 	if err != nil {
-		return nil, r.unavailable(fmt.Sprintf("reading call %q", key), err)
+		return nil, r.redisError(fmt.Sprintf("reading call %q", key), key, err)
 	}
-	return decodeCall(key, data)
+	return decodeValue(key, v)
 }
 
 // Update implements Ledger.
 func (r *Redis) Update(ctx context.Context, c *Call, from State) (*Call, error) {
 	rec := stamp(c, r.clock)
-	data, err := encodeCall(rec)
+	op := r.nextOp()
+	v, err := callValue(rec, op)
 	if err != nil {
 		return nil, err
 	}
-	v, err := updateScript.Run(ctx, r.client, []string{r.callKey(c.Key)},
-		string(from), string(c.State), data, r.nextOp(), r.ttl(rec), r.channel, c.Key).Result()
+	args := []any{"evalsha", updateScript.Hash(), 1, r.callKey(c.Key), string(from), op, v, r.ttl(rec), r.channel, c.Key}
+	cmd := redis.NewCmd(ctx, args...)
+	r.do(ctx, cmd)
+	reply, err := cmd.Result()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		// The server does not have the script yet (or no more: it
+		// restarted): Run loads it.
+		reply, err = updateScript.Run(ctx, r.client, []string{r.callKey(c.Key)}, args[4:]...).Result()
+	}
 	if errors.Is(err, redis.Nil) {
 		return nil, ErrNotFound
 	}
 	if err != nil {
-		return nil, r.unavailable(fmt.Sprintf("updating call %q", c.Key), err)
+		return nil, r.redisError(fmt.Sprintf("updating call %q", c.Key), c.Key, err)
 	}
-	ok, current, err := scriptReply(v)
-	if err != nil {
-		return nil, r.unavailable(fmt.Sprintf("updating call %q", c.Key), err)
-	}
-	if !ok {
-		cur, err := decodeCall(c.Key, []byte(current))
+	switch reply := reply.(type) {
+	case int64:
+		// Waiters here need not wait for a message from the server
+		// (which is sent only if one marked the call).
+		r.waiters.notify(c.Key)
+		return rec, nil
+	case string:
+		cur, err := decodeValue(c.Key, reply)
 		if err != nil {
 			return nil, err
 		}
 		return cur, ErrConflict
 	}
-	// Waiters here need not wait for the message to come back from the
-	// server (nor for a subscription that is reconnecting).
-	r.waiters.notify(c.Key)
-	return rec, nil
+	return nil, r.unavailable(fmt.Sprintf("updating call %q", c.Key), fmt.Errorf("unexpected script reply %#v", reply))
 }
 
 // Wait implements Ledger. It wakes on this instance's Updates at once and
-// on other instances' through the shared subscription.
+// on other instances' through the shared subscription: each of its reads
+// marks the call (markScript), so that the Update that moves the call on,
+// on any instance, publishes it.
 func (r *Redis) Wait(ctx context.Context, key string, state State) (*Call, error) {
-	return r.waiters.wait(ctx, key, state, r.Get)
+	return r.waiters.wait(ctx, key, state, func(ctx context.Context, key string) (*Call, error) {
+		v, err := markScript.Run(ctx, r.client, []string{r.callKey(key)}, string(state)).Text()
+		if errors.Is(err, redis.Nil) {
+			return nil, ErrNotFound
+		}
+		if err != nil {
+			return nil, r.redisError(fmt.Sprintf("reading call %q", key), key, err)
+		}
+		return decodeValue(key, v)
+	})
 }
 
 // Close ends the subscription, releases every Wait and closes the client.

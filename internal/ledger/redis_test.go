@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -163,9 +164,9 @@ func TestRedisTwoInstances(t *testing.T) {
 		mustCreate(t, a, c)
 		ch := waitAsync(ctx, b, c.Key, ledger.Running)
 		stillWaiting(t, ch)
-		before := commandCalls(t, rdb, "hget")
+		before := commandCalls(t, rdb, "get")
 		time.Sleep(500 * time.Millisecond)
-		if n := commandCalls(t, rdb, "hget") - before; n != 0 {
+		if n := commandCalls(t, rdb, "get") - before; n != 0 {
 			t.Fatalf("a blocked Wait read the call %d times in 500ms; want it to sleep until notified", n)
 		}
 		if _, err := a.Update(ctx, done(c, "x"), ledger.Running); err != nil {
@@ -175,6 +176,100 @@ func TestRedisTwoInstances(t *testing.T) {
 			t.Fatal(r.err)
 		}
 	})
+}
+
+// TestRedisPublishOnlyWhenWaited checks that an Update announces a change
+// to the other instances only when a Wait is blocked on the call: every
+// instance receives every message, so announcing every finished call would
+// cost each instance a message per call made anywhere.
+func TestRedisPublishOnlyWhenWaited(t *testing.T) {
+	ctx := context.Background()
+	s := redistest.Start(t)
+	a := openRedis(t, s.Addr, "pub:")
+	b := openRedis(t, s.Addr, "pub:")
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer rdb.Close()
+
+	before := commandCalls(t, rdb, "publish")
+	c := newCall(t, "nobody waits")
+	mustCreate(t, a, c)
+	waiting := *c
+	waiting.State = ledger.AwaitingClient
+	if _, err := a.Update(ctx, &waiting, ledger.Running); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Update(ctx, done(&waiting, "x"), ledger.AwaitingClient); err != nil {
+		t.Fatal(err)
+	}
+	if n := commandCalls(t, rdb, "publish") - before; n != 0 {
+		t.Fatalf("%d PUBLISH for a call nobody waited for; want none", n)
+	}
+	// A Wait that finds the call already moved on marks nothing.
+	if got, err := b.Wait(ctx, c.Key, ledger.Running); err != nil || got.State != ledger.Done {
+		t.Fatalf("Wait on a done call = %+v, %v", got, err)
+	}
+
+	c = newCall(t, "b waits")
+	mustCreate(t, a, c)
+	ch := waitAsync(ctx, b, c.Key, ledger.Running)
+	stillWaiting(t, ch)
+	before = commandCalls(t, rdb, "publish")
+	if _, err := a.Update(ctx, done(c, "x"), ledger.Running); err != nil {
+		t.Fatal(err)
+	}
+	if r := receive(t, ch); r.err != nil || r.call.State != ledger.Done {
+		t.Fatalf("Wait = %+v, %v; want done", r.call, r.err)
+	}
+	if n := commandCalls(t, rdb, "publish") - before; n != 1 {
+		t.Fatalf("%d PUBLISH for a call b waited for; want 1", n)
+	}
+	// The Update took the mark with it: the next change of the call, with
+	// nobody waiting, is not announced.
+	before = commandCalls(t, rdb, "publish")
+	d := done(c, "y")
+	d.State = ledger.ActionRequired
+	if _, err := a.Update(ctx, d, ledger.Done); err != nil {
+		t.Fatal(err)
+	}
+	if n := commandCalls(t, rdb, "publish") - before; n != 0 {
+		t.Fatalf("%d PUBLISH after the waiter left; want none", n)
+	}
+}
+
+// TestRedisWaitRacesUpdate starts each Wait on one instance together with
+// the Update on the other that ends it, many times over: a Wait marks the
+// call and reads it in one step, so whichever comes first, the Wait either
+// reads the update or is told of it. A lost wake-up hangs a Wait until
+// patience runs out.
+func TestRedisWaitRacesUpdate(t *testing.T) {
+	ctx := context.Background()
+	s := redistest.Start(t)
+	a := openRedis(t, s.Addr, "race:")
+	b := openRedis(t, s.Addr, "race:")
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Go(func() {
+			c := newCall(t, strconv.Itoa(i))
+			if _, created, err := a.Create(ctx, c); err != nil || !created {
+				t.Errorf("Create = %v, %v", created, err)
+				return
+			}
+			ch := waitAsync(ctx, b, c.Key, ledger.Running)
+			if _, err := a.Update(ctx, done(c, "x"), ledger.Running); err != nil {
+				t.Error(err)
+				return
+			}
+			select {
+			case r := <-ch:
+				if r.err != nil || r.call.State != ledger.Done {
+					t.Errorf("Wait = %+v, %v; want done", r.call, r.err)
+				}
+			case <-time.After(patience):
+				t.Errorf("Wait on call %d missed the update", i)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // TestRedisFault kills the server under a *Redis and starts it again.
@@ -210,6 +305,23 @@ func TestRedisFault(t *testing.T) {
 	}
 	unavailable("Create", func() error {
 		_, _, err := r.Create(ctx, newCall(t, "during"))
+		return err
+	})
+	unavailable("Creates at the same time", func() error {
+		errs := make(chan error, 16)
+		for i := range cap(errs) {
+			go func() {
+				_, _, err := r.Create(ctx, newCall(t, fmt.Sprint("during-", i)))
+				errs <- err
+			}()
+		}
+		// The first that is not ErrUnavailable, if any.
+		var err error
+		for range cap(errs) {
+			if e := <-errs; err == nil || errors.Is(err, ledger.ErrUnavailable) {
+				err = e
+			}
+		}
 		return err
 	})
 	unavailable("Get", func() error {
@@ -356,6 +468,46 @@ func TestRedisLostReply(t *testing.T) {
 	}
 }
 
+// TestRedisLostReplyBatched is TestRedisLostReply for Creates and Updates
+// made at the same time, which go together in batches: a cut reply makes
+// go-redis send a whole batch again, and each write in it must know itself.
+func TestRedisLostReplyBatched(t *testing.T) {
+	ctx := context.Background()
+	s := redistest.Start(t)
+	p := startDropProxy(t, s.Addr)
+	r := openRedis(t, p.ln.Addr().String(), "lostbatch:")
+	warm := newCall(t, "warm")
+	mustCreate(t, r, warm)
+	if _, err := r.Update(ctx, done(warm, "x"), ledger.Running); err != nil {
+		t.Fatal(err)
+	}
+
+	for round := range 5 {
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		p.armed.Store(true)
+		for i := range 32 {
+			wg.Go(func() {
+				c := newCall(t, fmt.Sprint(round, "-", i))
+				<-start
+				existing, created, err := r.Create(ctx, c)
+				if err != nil || !created {
+					t.Errorf("Create = %+v, %v, %v; want created=true", existing, created, err)
+					return
+				}
+				if _, err := r.Update(ctx, done(c, "once"), ledger.Running); err != nil {
+					t.Errorf("Update = %v; want success", err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+	}
+	if p.dropped.Load() == 0 {
+		t.Fatal("the proxy cut no reply")
+	}
+}
+
 // A stored call that does not decode fails only that call, with
 // ErrCorrupt, and is never run again; the others go on.
 func TestRedisDamagedCall(t *testing.T) {
@@ -366,25 +518,71 @@ func TestRedisDamagedCall(t *testing.T) {
 	defer rdb.Close()
 
 	bad := newCall(t, "bad")
-	for _, data := range []string{`{"key":"x","callId":`, "\xff\x00", `{"state":7}`, ``} {
-		if err := rdb.HSet(ctx, "damaged:call:"+bad.Key, "state", "running", "data", data).Err(); err != nil {
+	key := "damaged:call:" + bad.Key
+	for _, v := range []string{
+		"-running\nop\n" + `{"key":"x","callId":`, // JSON cut short
+		"-running\nop\n\xff\x00",                  // not JSON
+		"-running\nop\n" + `{"state":7}`,          // JSON of another shape
+		"-running\nop\n",                          // no JSON
+		"-running\nop",                            // header cut short
+		"-running",
+		`{"key":"x"}`, // no header
+		"",
+	} {
+		if err := rdb.Set(ctx, key, v, 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := l.Get(ctx, bad.Key); !errors.Is(err, ledger.ErrCorrupt) {
-			t.Errorf("Get of data %q = %v; want ErrCorrupt", data, err)
+			t.Errorf("Get of %q = %v; want ErrCorrupt", v, err)
 		}
 		if _, created, err := l.Create(ctx, bad); created || !errors.Is(err, ledger.ErrCorrupt) {
-			t.Errorf("Create over data %q = %v, %v; want ErrCorrupt, not created", data, created, err)
+			t.Errorf("Create over %q = %v, %v; want ErrCorrupt, not created", v, created, err)
 		}
 		if _, err := l.Update(ctx, done(bad, "x"), ledger.AwaitingClient); !errors.Is(err, ledger.ErrCorrupt) {
-			t.Errorf("Update of data %q = %v; want ErrCorrupt", data, err)
+			t.Errorf("Update of %q = %v; want ErrCorrupt", v, err)
+		}
+		if _, err := l.Wait(ctx, bad.Key, ledger.AwaitingClient); !errors.Is(err, ledger.ErrCorrupt) {
+			t.Errorf("Wait on %q = %v; want ErrCorrupt", v, err)
+		}
+		if got, err := rdb.Get(ctx, key).Result(); err != nil || got != v {
+			t.Errorf("the damaged value became %q, %v; want it kept as it is", got, err)
 		}
 	}
+
+	// An earlier toolgate stored each call as a hash.
+	if err := rdb.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.HSet(ctx, key, "state", "running", "data", mustJSON(t, bad), "op", "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Get(ctx, bad.Key); !errors.Is(err, ledger.ErrCorrupt) {
+		t.Errorf("Get of a hash = %v; want ErrCorrupt", err)
+	}
+	if _, created, err := l.Create(ctx, bad); created || !errors.Is(err, ledger.ErrCorrupt) {
+		t.Errorf("Create over a hash = %v, %v; want ErrCorrupt, not created", created, err)
+	}
+	if _, err := l.Update(ctx, done(bad, "x"), ledger.Running); !errors.Is(err, ledger.ErrCorrupt) {
+		t.Errorf("Update of a hash = %v; want ErrCorrupt", err)
+	}
+	if _, err := l.Wait(ctx, bad.Key, ledger.Running); !errors.Is(err, ledger.ErrCorrupt) {
+		t.Errorf("Wait on a hash = %v; want ErrCorrupt", err)
+	}
+
 	good := newCall(t, "good")
 	mustCreate(t, l, good)
 	if got, err := l.Get(ctx, good.Key); err != nil || got.CallID != good.CallID {
 		t.Fatalf("Get of a good call beside a damaged one = %+v, %v", got, err)
 	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // A call in flight keeps its key for the retention past its deadline, not

@@ -250,8 +250,13 @@ func bounded(text string) string {
 }
 
 func isJSON(contentType string) bool {
-	if contentType == "" {
+	switch contentType {
+	case "":
 		return false
+	case "application/json":
+		// The usual answer, known without parsing (ParseMediaType makes a
+		// map for the parameters).
+		return true
 	}
 	mt, _, err := mime.ParseMediaType(contentType)
 	if err != nil && err != mime.ErrInvalidMediaParameter {

@@ -1,0 +1,4 @@
+package dispatch
+
+// SocketOf is socketOf for the tests of package dispatch_test.
+var SocketOf = socketOf

@@ -1,0 +1,55 @@
+package httpapi
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/toolgate/toolgate/internal/apitest"
+	"github.com/toolgate/toolgate/internal/clienttools"
+	"github.com/toolgate/toolgate/internal/redistest"
+)
+
+// TestPagesRedisUnavailable: with the bridge on Redis and Redis gone, the
+// page endpoints answer 503 without naming the server, then work again
+// once it is back.
+func TestPagesRedisUnavailable(t *testing.T) {
+	rs := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: rs.Addr, DialTimeout: time.Second, ReadTimeout: time.Second, MaxRetries: 1, DialerRetries: 1})
+	t.Cleanup(func() { client.Close() })
+	bridge, err := clienttools.NewRedisBridge(context.Background(), client, "tg:", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bridge.Close() })
+	o := pagesOptions(t)
+	o.bridge = bridge
+	s := startServer(t, o)
+	tok := apitest.PageToken(t, "u_1", "th_1")
+
+	rs.Stop()
+	if status, body := s.Claim(t, tok, "c1"); status != 503 || !strings.Contains(body, `"unavailable"`) || strings.Contains(body, rs.Addr) {
+		t.Errorf("claim while Redis is down: %d %s", status, body)
+	}
+	if status, body, _ := s.PagePost(t, tok, "/client/calls/c1/result", `{"result":1}`); status != 503 || strings.Contains(body, rs.Addr) {
+		t.Errorf("result while Redis is down: %d %s", status, body)
+	}
+	if page, status, body := apitest.OpenStream(t, s.URL, tok, "th_1"); page != nil || status != 503 || strings.Contains(body, rs.Addr) {
+		t.Errorf("stream while Redis is down: %d %s", status, body)
+	}
+
+	rs.Restart(t)
+	var status int
+	var body string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if status, body = s.Claim(t, tok, "c1"); status != 503 {
+			break
+		}
+	}
+	if status != 404 {
+		t.Errorf("claim of an unknown call once Redis is back: %d %s", status, body)
+	}
+}
