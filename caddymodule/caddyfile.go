@@ -47,6 +47,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		}
 //		ledger bolt [<path>] | redis <[redis[s]://]host:port> | off {
 //			retention   <duration>
+//			max_result_size <size>   (kept for a repeat; default 64KiB)
 //			fsync                    (bolt: wait for the disk on each commit)
 //			password    <redis password>
 //			db          <redis db>
@@ -276,13 +277,14 @@ func (l *Ledger) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		}
 	}
 	return parseBlock(d, "ledger subdirective", map[string]option{
-		"retention":   durationArg(&l.Retention, true),
-		"fsync":       flag(&l.Fsync, "bolt"),
-		"password":    redis(stringArg(&l.Password)),
-		"db":          redis(intArg(&l.DB, false)),
-		"prefix":      redis(stringArg(&l.Prefix)),
-		"tls":         flag(&l.TLS, "redis"),
-		"tls_ca_file": redis(stringArg(&l.TLSCAFile)),
+		"retention":       durationArg(&l.Retention, true),
+		"max_result_size": sizeArg(&l.MaxResultSize),
+		"fsync":           flag(&l.Fsync, "bolt"),
+		"password":        redis(stringArg(&l.Password)),
+		"db":              redis(intArg(&l.DB, false)),
+		"prefix":          redis(stringArg(&l.Prefix)),
+		"tls":             flag(&l.TLS, "redis"),
+		"tls_ca_file":     redis(stringArg(&l.TLSCAFile)),
 	})
 }
 

@@ -66,6 +66,14 @@ type Ledger struct {
 	// always survive). It costs two disk flushes per commit, a call making
 	// two commits that concurrent calls share. Default: off.
 	Fsync bool `json:"fsync,omitempty"`
+
+	// MaxResultSize is the most of a call's result the ledger keeps, in
+	// bytes of the result's JSON; at least 1 KiB. A call with a larger
+	// result is recorded without it: its caller gets the whole result,
+	// while a repeat of the call, a waiter or GET /calls/{id} gets an error
+	// result, "result too large to replay", naming the size and the limit
+	// (the call is not run again). Default: 64 KiB.
+	MaxResultSize int64 `json:"max_result_size,omitempty"`
 }
 
 // config is the ledger's config as internal/ledger takes it.
@@ -73,7 +81,7 @@ func (c *Ledger) config() *ledger.Config {
 	return &ledger.Config{
 		Backend: c.Backend, Path: c.Path, DataDir: filepath.Join(caddy.AppDataDir(), "toolgate"), Fsync: c.Fsync,
 		Addr: c.Addr, TLS: c.TLS, TLSCAFile: c.TLSCAFile, Password: c.Password, DB: c.DB, Prefix: c.Prefix,
-		Retention: time.Duration(c.Retention),
+		Retention: time.Duration(c.Retention), MaxResultSize: c.MaxResultSize,
 	}
 }
 

@@ -3,9 +3,13 @@ package caddymodule
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -209,3 +213,68 @@ func TestLedgerReloadChangesOptions(t *testing.T) {
 // patienceReload bounds the wait for a reloaded ledger to open: it tries
 // every second.
 const patienceReload = 10 * time.Second
+
+// A result larger than the ledger's max_result_size reaches the call's
+// caller whole, and is recorded without it: a repeat of the call and GET
+// /calls/{id} answer an error result that names the size and the limit,
+// and the target is not called again.
+func TestLedgerMaxResultSize(t *testing.T) {
+	big := strings.Repeat("y", 100<<10)
+	answer, _ := json.Marshal(map[string]string{"content": big})
+	var runs atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(answer)
+	}))
+	defer up.Close()
+
+	dir := dataDir(t)
+	cfg := testGlobals(dir) + fmt.Sprintf(`http://127.0.0.1:9080 {
+	bind 127.0.0.1
+	handle_path /toolgate/* {
+		toolgate {
+			identity {
+				key_file %s
+			}
+			ledger bolt %s/ledger.db {
+				max_result_size 64KiB
+			}
+			tool big {
+				description "A large answer."
+				input_schema {"type":"object"}
+				target url GET %s/big
+			}
+		}
+	}
+}
+`, writeKey(t), dir, up.URL)
+	tc := caddytest.NewTester(t)
+	tc.InitServer(cfg, "caddyfile")
+
+	body := `{"input":{},"callId":"big_1",` + apitest.Who + `}`
+	status, first := client(tc).Call(t, "POST", "/tools/big", body)
+	if status != 200 || first.IsError || first.Content != big {
+		t.Fatalf("first call: %d, error %v, %d bytes of content; want the whole %d", status, first.IsError, len(first.Content), len(big))
+	}
+	want := fmt.Sprintf("result too large to replay: the call ran once and answered %d bytes, more than the ledger keeps (max_result_size 65536 bytes)", len(big)+len(`{"isError":false,"content":""}`))
+	status, again := client(tc).Call(t, "POST", "/tools/big", body)
+	if status != 200 || again.Status != "done" || !again.IsError || !strings.HasPrefix(again.Content, want) {
+		t.Errorf("repeat: %d %+v; want a done error result starting %q", status, again.Answer, want)
+	}
+	status, got := client(tc).GetCall(t, "/calls/big_1?user=u_1&install=in_1")
+	if status != 200 || got.Status != "done" || !got.IsError || !strings.HasPrefix(got.Content, want) {
+		t.Errorf("GET /calls: %d %+v; want a done error result starting %q", status, got, want)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Errorf("the target ran %d times; want once", n)
+	}
+}
+
+// A max_result_size under 1 KiB is a config error that says the least.
+func TestLedgerMaxResultSizeTooSmall(t *testing.T) {
+	err := provisionLedger(t, &Handler{Ledger: &Ledger{Path: filepath.Join(dataDir(t), "ledger.db"), MaxResultSize: 512}})
+	if want := "max_result_size 512 bytes is less than the least it may be, 1024 bytes"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("provision error %v; want one with %q", err, want)
+	}
+}

@@ -9,12 +9,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/toolgate/toolgate/internal/clock"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/ledger"
 	"github.com/toolgate/toolgate/internal/redistest"
@@ -168,5 +170,96 @@ func redisCPU(addr string) func(b *testing.B) func() {
 			b.ReportMetric(float64((client()-c0).Microseconds())/n, "client-µs/op")
 			b.ReportMetric(float64((server()-s0).Microseconds())/n, "server-µs/op")
 		}
+	}
+}
+
+// BenchmarkBoltSteadyState measures a call's Create and Update once the
+// ledger holds a retention of calls and sweeps the oldest as new ones
+// come ("sweeping": a 10s retention, the clock 1 ms on per call, so 10,000
+// calls are kept and a sweep every 1,000 calls removes as many), beside
+// the same run where nothing is old enough to sweep ("no-sweep": a 24h
+// retention). Call ids are random, like a model's. The file starts filled
+// to steady state; the sweeps' own cost is in the figure, as the gateway
+// pays it. "serial" and "parallel" are as in benchCall.
+func BenchmarkBoltSteadyState(b *testing.B) {
+	for _, tc := range []struct {
+		name      string
+		retention time.Duration
+	}{
+		{"sweeping", 10 * time.Second},
+		{"no-sweep", 24 * time.Hour},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			clk := clock.NewManual(time.Date(2030, 1, 2, 12, 0, 0, 0, time.UTC))
+			path := filepath.Join(b.TempDir(), "ledger.db")
+			l, err := ledger.OpenBolt(path, ledger.BoltOptions{Retention: tc.retention, Clock: clk})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = l.Close() })
+			res := &result.Result{Content: strings.Repeat("x", 1024)}
+			var n atomic.Int64
+			one := func(ctx context.Context) error {
+				now := clk.Add(time.Millisecond)
+				if n.Add(1)%1000 == 0 {
+					if _, err := l.Sweep(now); err != nil {
+						return err
+					}
+				}
+				id := fmt.Sprintf("toolu_%016x%016x", rand.Uint64(), rand.Uint64())
+				c := &ledger.Call{
+					Key: ledger.Key("user-1", "install-1", id), CallID: id, Tool: "ping", User: "user-1", Install: "install-1",
+					Digest: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+					State:  ledger.Running, Owner: "bench", Deadline: now.Add(time.Second), Created: now, Updated: now,
+				}
+				if _, created, err := l.Create(ctx, c); err != nil || !created {
+					return fmt.Errorf("Create %s = %v, %w", id, created, err)
+				}
+				d := *c
+				d.State, d.Result = ledger.Done, res
+				_, err := l.Update(ctx, &d, ledger.Running)
+				return err
+			}
+			// Fill a retention and a half of the short one: the
+			// sweeping ledger is at its steady size.
+			for range 15_000 {
+				if err := one(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			// disk-B/call is the file's size over the calls it holds:
+			// what a call costs on disk, free pages included.
+			diskPerCall := func(b *testing.B) {
+				fi, err := os.Stat(path)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(fi.Size())/float64(l.StoredCalls()), "disk-B/call")
+			}
+			b.Run("serial", func(b *testing.B) {
+				ctx := context.Background()
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := one(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+				diskPerCall(b)
+			})
+			b.Run("parallel", func(b *testing.B) {
+				b.ReportAllocs()
+				b.SetParallelism(16)
+				b.RunParallel(func(pb *testing.PB) {
+					ctx := context.Background()
+					for pb.Next() {
+						if err := one(ctx); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+				diskPerCall(b)
+			})
+		})
 	}
 }

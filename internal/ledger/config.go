@@ -45,6 +45,10 @@ type Config struct {
 	// Retention is how long a call is kept (BoltOptions.Retention,
 	// RedisOptions.Retention). Default: DefaultRetention.
 	Retention time.Duration
+
+	// MaxResultSize is the most of a result's JSON the ledger keeps, in
+	// bytes (LimitResults). Default: DefaultMaxResultSize.
+	MaxResultSize int64
 }
 
 // Check sets c's defaults and checks that its options fit its back end.
@@ -82,6 +86,14 @@ func (c *Config) Check() error {
 	}
 	if c.Retention < 0 {
 		return errors.New("ledger: retention must not be negative")
+	}
+	switch {
+	case c.MaxResultSize == 0:
+		c.MaxResultSize = DefaultMaxResultSize
+	case c.MaxResultSize < 0:
+		return errors.New("ledger: max_result_size must not be negative")
+	case c.MaxResultSize < MinMaxResultSize:
+		return fmt.Errorf("ledger: max_result_size %d bytes is less than the least it may be, %d bytes (1KiB)", c.MaxResultSize, MinMaxResultSize)
 	}
 	return nil
 }
@@ -166,10 +178,23 @@ const (
 	redisOpenTimeout = 10 * time.Second
 )
 
-// Open opens the ledger c configures, once Check passed: Off for "off". A
+// Open opens the ledger c configures, once Check passed: Off for "off",
+// else one that keeps results up to MaxResultSize (LimitResults). A
 // bolt file that another process holds is opened later (OpenLater); logger
 // (nil for none) is told so, and of the damaged calls OpenBolt finds.
 func (c *Config) Open(logger *zap.Logger) (Ledger, error) {
+	l, err := c.open(logger)
+	if err != nil {
+		return nil, err
+	}
+	max := c.MaxResultSize
+	if max == 0 {
+		max = DefaultMaxResultSize
+	}
+	return LimitResults(l, max), nil
+}
+
+func (c *Config) open(logger *zap.Logger) (Ledger, error) {
 	if logger == nil {
 		logger = zap.NewNop()
 	}

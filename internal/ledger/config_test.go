@@ -57,6 +57,32 @@ func TestConfigCheck(t *testing.T) {
 	}
 }
 
+// max_result_size defaults to 64 KiB, and is refused below 1 KiB.
+func TestConfigMaxResultSize(t *testing.T) {
+	for _, tc := range []struct {
+		set, want int64
+		err       string
+	}{
+		{0, ledger.DefaultMaxResultSize, ""},
+		{1024, 1024, ""},
+		{10 << 20, 10 << 20, ""},
+		{1023, 0, "max_result_size 1023 bytes is less than the least it may be, 1024 bytes"},
+		{-1, 0, "max_result_size must not be negative"},
+	} {
+		cfg := ledger.Config{DataDir: t.TempDir(), MaxResultSize: tc.set}
+		err := cfg.Check()
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("Check with max_result_size %d = %v; want an error with %q", tc.set, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || cfg.MaxResultSize != tc.want {
+			t.Errorf("Check with max_result_size %d = %v, set to %d; want %d", tc.set, err, cfg.MaxResultSize, tc.want)
+		}
+	}
+}
+
 func TestConfigOpen(t *testing.T) {
 	cfg := ledger.Config{Backend: "off"}
 	if l, err := cfg.Open(nil); l != ledger.Off || err != nil {
@@ -70,16 +96,22 @@ func TestConfigOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := l.(*ledger.Bolt); !ok {
-		t.Errorf("Open(bolt) = %T", l)
+	// Both keep results up to max_result_size.
+	type limited interface{ Unwrap() ledger.Ledger }
+	if lim, ok := l.(limited); !ok {
+		t.Errorf("Open(bolt) = %T; want results limited", l)
+	} else if _, ok := lim.Unwrap().(*ledger.Bolt); !ok {
+		t.Errorf("Open(bolt) = %T", lim.Unwrap())
 	}
 	// The file is taken: the second is opened later, and fails meanwhile.
 	later, err := cfg.Open(nil)
 	if err != nil {
 		t.Fatalf("Open of a locked bolt file = %v; want one that opens later", err)
 	}
-	if _, ok := later.(*ledger.Later); !ok {
-		t.Errorf("Open of a locked bolt file = %T; want *ledger.Later", later)
+	if lim, ok := later.(limited); !ok {
+		t.Errorf("Open of a locked bolt file = %T; want results limited", later)
+	} else if _, ok := lim.Unwrap().(*ledger.Later); !ok {
+		t.Errorf("Open of a locked bolt file = %T; want *ledger.Later", lim.Unwrap())
 	}
 	_ = later.Close()
 	_ = l.Close()

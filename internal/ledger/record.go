@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/toolgate/toolgate/internal/clock"
+	"github.com/toolgate/toolgate/internal/result"
 )
 
 // stamp returns the call to store: c with its zero times set, so a call
@@ -113,4 +115,70 @@ func salvage(data []byte) *Call {
 			*field = string(s)
 		}
 	}
+}
+
+// DefaultMaxResultSize is the most of a result a ledger keeps by default
+// (LimitResults): a model's tool result is read whole into its context,
+// so one larger than this is rare, and a day of them would fill the
+// ledger.
+const DefaultMaxResultSize = 64 << 10
+
+// MinMaxResultSize is the least max_result_size a config may set: below
+// it, ordinary results, and the error result that replaces a large one,
+// would not be kept.
+const MinMaxResultSize = 1 << 10
+
+// LimitResults returns l keeping only results whose JSON is at most max
+// bytes. A finished call with a larger result is recorded Done with an
+// error result in its place ("result too large to replay", naming both
+// sizes): a repeat, a waiter or a read of the call gets that, while the
+// caller of the run has the whole result from memory. The call still ran
+// once and is never run again. Off, which keeps nothing, is returned as
+// it is.
+func LimitResults(l Ledger, max int64) Ledger {
+	if l == Off {
+		return l
+	}
+	return &resultLimit{Ledger: l, max: max}
+}
+
+type resultLimit struct {
+	Ledger
+	max int64
+}
+
+// Unwrap returns the ledger whose results are limited.
+func (r *resultLimit) Unwrap() Ledger { return r.Ledger }
+
+// Update implements Ledger.
+func (r *resultLimit) Update(ctx context.Context, c *Call, from State) (*Call, error) {
+	if size, over := resultOver(c.Result, r.max); over {
+		kept := *c
+		kept.Result = &result.Result{IsError: true, Content: fmt.Sprintf(
+			"result too large to replay: the call ran once and answered %d bytes, more than the ledger keeps (max_result_size %d bytes); it is not run again",
+			size, r.max)}
+		c = &kept
+	}
+	return r.Ledger.Update(ctx, c, from)
+}
+
+// resultOver says whether res's JSON is longer than max bytes, and how
+// long. It encodes res only when its text could be: JSON writes a byte
+// of a string as at most 6 (\u00XX), and the names and the flag take
+// less than resultOverhead.
+func resultOver(res *result.Result, max int64) (int64, bool) {
+	if res == nil {
+		return 0, false
+	}
+	const resultOverhead = 128
+	text := len(res.Content) + len(res.Markdown) + len(res.EmbedURL) + len(res.Card)
+	if int64(text)*6+resultOverhead <= max {
+		return 0, false
+	}
+	data, err := json.Marshal(res, callOptions)
+	if err != nil {
+		// The back end's own encoding says why.
+		return 0, false
+	}
+	return int64(len(data)), int64(len(data)) > max
 }

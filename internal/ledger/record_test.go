@@ -206,3 +206,36 @@ func hasHighName(v any) bool {
 	}
 	return false
 }
+
+// A call stored in format 2 reads back as it was, every member of Call
+// included, and its JSON holds none of what the key and the header hold.
+func TestBoltValueRoundTrip(t *testing.T) {
+	now := time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC)
+	c := &Call{
+		Key: Key("u", "i", "c1"), CallID: "c1", Tool: "t", User: "u", Install: "i", Source: "thread", ThreadID: "th",
+		Digest: "d", State: ActionRequired, Result: &result.Result{IsError: true, Content: "x", Markdown: "m", EmbedURL: "https://e", Card: "markdown"},
+		Card: []byte(`{"type":"confirm"}`), Resume: &Resume{ButtonID: "b", Action: "skip", Device: "dev"},
+		Owner: "o", Deadline: now.Add(time.Minute), Created: now.Add(-time.Second), Updated: now,
+	}
+	v, err := boltValue(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{`"key"`, `"state"`, `"created"`, `"updated"`, `"deadline"`} {
+		if bytes.Contains(v, []byte(name)) {
+			t.Errorf("stored call holds %s: %s", name, v[boltHeader2Size:])
+		}
+	}
+	got, err := boltCall(c.Key, v)
+	if err != nil || !reflect.DeepEqual(got, c) {
+		t.Fatalf("boltCall = %+v, %v; want %+v", got, err, c)
+	}
+	// No deadline stays none.
+	c.Deadline = time.Time{}
+	if v, err = boltValue(c); err == nil {
+		got, err = boltCall(c.Key, v)
+	}
+	if err != nil || !got.Deadline.IsZero() {
+		t.Fatalf("a call without a deadline read back with %v, %v", got.Deadline, err)
+	}
+}

@@ -353,6 +353,59 @@ func testLedger(t *testing.T, open func(t *testing.T) ledger.Ledger) {
 	t.Run("spend once", func(t *testing.T) {
 		testSpend(t, open(t))
 	})
+
+	t.Run("max result size", func(t *testing.T) {
+		testMaxResultSize(t, ledger.LimitResults(open(t), 2048))
+	})
+}
+
+// testMaxResultSize: a result whose JSON is at most the limit is kept
+// whole; one larger is recorded as an error result that names both sizes,
+// read so by a Get and by a waiter, and the call is still done (a repeat
+// is not run). Escapes count: JSON writes a control character as 6 bytes.
+func testMaxResultSize(t *testing.T, l ledger.Ledger) {
+	ctx := context.Background()
+	// {"isError":false,"content":""} is 30 bytes of the 2048.
+	for _, tc := range []struct {
+		name    string
+		content string
+		size    int // of the JSON, when over
+	}{
+		{"at the limit", strings.Repeat("x", 2048-30), 0},
+		{"a byte over", strings.Repeat("x", 2048-29), 2049},
+		{"escapes over", strings.Repeat("\x01", 400), 30 + 6*400},
+	} {
+		c := newCall(t, tc.name)
+		mustCreate(t, l, c)
+		waiting := waitAsync(ctx, l, c.Key, ledger.Running)
+		if _, err := l.Update(ctx, done(c, tc.content), ledger.Running); err != nil {
+			t.Fatalf("%s: Update: %v", tc.name, err)
+		}
+		got, err := l.Get(ctx, c.Key)
+		if err != nil {
+			t.Fatalf("%s: Get: %v", tc.name, err)
+		}
+		w := receive(t, waiting)
+		if w.err != nil || !reflect.DeepEqual(w.call, got) {
+			t.Errorf("%s: waiter got %+v, %v; want %+v", tc.name, w.call, w.err, got)
+		}
+		if got.State != ledger.Done || got.Result == nil {
+			t.Fatalf("%s: stored %+v; want done with a result", tc.name, got)
+		}
+		if tc.size == 0 {
+			if got.Result.IsError || got.Result.Content != tc.content {
+				t.Errorf("%s: result kept as %.60q (error %v); want it whole", tc.name, got.Result.Content, got.Result.IsError)
+			}
+			continue
+		}
+		want := fmt.Sprintf("result too large to replay: the call ran once and answered %d bytes, more than the ledger keeps (max_result_size 2048 bytes)", tc.size)
+		if !got.Result.IsError || !strings.HasPrefix(got.Result.Content, want) {
+			t.Errorf("%s: result kept as %.200q (error %v); want an error result starting %q", tc.name, got.Result.Content, got.Result.IsError, want)
+		}
+		if existing, created, err := l.Create(ctx, newCall(t, tc.name)); err != nil || created || !reflect.DeepEqual(existing, got) {
+			t.Errorf("%s: repeat = %+v, %v, %v; want the stored call", tc.name, existing, created, err)
+		}
+	}
 }
 
 // testSpend: of concurrent Spends of one id exactly one is fresh; an id
