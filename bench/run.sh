@@ -60,6 +60,7 @@ start_upstream -unix "$SOCK"
 hop=$!
 pids+=($hop)
 redis-server --port 9802 --bind 127.0.0.1 --save "" --appendonly no --dir "$work" >"$work/redis.log" 2>&1 &
+rds=$!
 pids+=($!)
 
 cat >"$work/Caddyfile" <<EOF
@@ -103,22 +104,25 @@ for port in 9812 9813 9814 9816; do
 	check -X POST -H 'Content-Type: application/json' -d '{"input":{"id":"b1"},"identity":{"user":"u_1","install":"in_1"}}' "http://127.0.0.1:$port/tools/get_item"
 done
 
-declare -A RPS P50 P99 CPU_GW CPU_UP
+declare -A RPS P50 P99 CPU_GW CPU_UP CPU_RD
 TICK=$(getconf CLK_TCK)
 run() { # run NAME CONNS ROUND GATEWAY_PID URL [wrk args...]
 	local name=$1 c=$2 r=$3 gw=$4 url=$5
 	shift 5
 	local t=2
 	((c < t)) && t=$c
-	local out gw0 up0 gw1 up1 n
+	local out gw0 up0 rd0 gw1 up1 rd1 n
 	gw0=$(cputicks "$gw")
 	up0=$(cputicks "$up")
+	rd0=$(cputicks "$rds")
 	out=$(wrk -t"$t" -c"$c" -d"$DURATION" --latency "$@" "$url")
 	gw1=$(cputicks "$gw")
 	up1=$(cputicks "$up")
+	rd1=$(cputicks "$rds")
 	n=$(awk '/requests in/ {print $1}' <<<"$out")
 	CPU_GW[$name,$c,$r]=$(awk -v d=$((gw1 - gw0)) -v n="$n" -v k="$TICK" 'BEGIN { printf "%.0f", d * 1e6 / k / n }')
 	CPU_UP[$name,$c,$r]=$(awk -v d=$((up1 - up0)) -v n="$n" -v k="$TICK" 'BEGIN { printf "%.0f", d * 1e6 / k / n }')
+	CPU_RD[$name,$c,$r]=$(awk -v d=$((rd1 - rd0)) -v n="$n" -v k="$TICK" 'BEGIN { printf "%.0f", d * 1e6 / k / n }')
 	RPS[$name,$c,$r]=$(awk '/^Requests\/sec/ {printf "%.0f", $2}' <<<"$out")
 	P50[$name,$c,$r]=$(ms "$(awk '$1 == "50%" {print $2}' <<<"$out")")
 	P99[$name,$c,$r]=$(ms "$(awk '$1 == "99%" {print $2}' <<<"$out")")
@@ -164,6 +168,7 @@ for c in $CONNS; do
 		P99[$n,$c]=$(rounds P99 "$n" "$c" | median)
 		CPU_GW[$n,$c]=$(rounds CPU_GW "$n" "$c" | median | whole)
 		CPU_UP[$n,$c]=$(rounds CPU_UP "$n" "$c" | median | whole)
+		CPU_RD[$n,$c]=$(rounds CPU_RD "$n" "$c" | median | whole)
 	done
 done
 
@@ -194,17 +199,18 @@ rc() { ratio "${CPU_GW[$1,$c]}" "${CPU_GW[$2,$c]}"; }
 		echo "and a run this short may see no sweep: not bbolt's steady state."
 	fi
 	echo
-	echo "| run | conns | req/s | p50 ms | p99 ms | CPU µs/req, gateway | CPU µs/req, upstream |"
-	echo "|---|---|---|---|---|---|---|"
+	echo "| run | conns | req/s | p50 ms | p99 ms | CPU µs/req, gateway | CPU µs/req, upstream | CPU µs/req, Redis |"
+	echo "|---|---|---|---|---|---|---|---|"
 	for c in $CONNS; do
 		for n in $NAMES; do
-			echo "| $n | $c | ${RPS[$n,$c]} | ${P50[$n,$c]} | ${P99[$n,$c]} | ${CPU_GW[$n,$c]} | ${CPU_UP[$n,$c]} |"
+			echo "| $n | $c | ${RPS[$n,$c]} | ${P50[$n,$c]} | ${P99[$n,$c]} | ${CPU_GW[$n,$c]} | ${CPU_UP[$n,$c]} | ${CPU_RD[$n,$c]} |"
 		done
 	done
 	echo
 	echo "CPU µs/req is the CPU time (user and system) a process used during the run over the"
 	echo "requests served, median of the rounds: \"gateway\" is the bare hop's process for h, and"
-	echo "the one Caddy process that serves b to u for the others (a counts it too: it is idle)."
+	echo "the one Caddy process that serves b to u for the others (a counts it too: it is idle);"
+	echo "\"Redis\" is redis-server, which only e uses (the others show it idle)."
 	echo
 	echo "Throughput ratios (h = the bare hop, b = plain Caddy reverse_proxy sent the same POST,"
 	echo "g = sent a bare GET, a = the upstream directly; u = c with the component on a unix socket):"
