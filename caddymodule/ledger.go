@@ -150,7 +150,7 @@ func (c *Ledger) open(repl *caddy.Replacer, logger *zap.Logger) (ledger.Ledger, 
 			}
 		}
 		bridge := clienttools.NewBridge()
-		if r, ok := l.(*ledger.Redis); ok {
+		if r, ok := ledger.Backend(l).(*ledger.Redis); ok {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			if bridge, err = clienttools.NewRedisBridge(ctx, r.Client(), r.Prefix(), logger); err != nil {

@@ -113,6 +113,12 @@ func TestConfigOpen(t *testing.T) {
 	} else if _, ok := lim.Unwrap().(*ledger.Later); !ok {
 		t.Errorf("Open of a locked bolt file = %T; want *ledger.Later", lim.Unwrap())
 	}
+	if _, ok := ledger.Backend(later).(*ledger.Later); !ok {
+		t.Errorf("Backend(%T) = %T; want *ledger.Later", later, ledger.Backend(later))
+	}
+	if ledger.Backend(ledger.Off) != ledger.Off {
+		t.Error("Backend(Off) is not Off")
+	}
 	_ = later.Close()
 	_ = l.Close()
 }

@@ -150,6 +150,19 @@ type resultLimit struct {
 // Unwrap returns the ledger whose results are limited.
 func (r *resultLimit) Unwrap() Ledger { return r.Ledger }
 
+// Backend returns the back end under l's wrappers (those with an Unwrap
+// method, as LimitResults'), for a caller that needs what only it offers:
+// the Redis ledger's client, to share client tool calls through.
+func Backend(l Ledger) Ledger {
+	for {
+		w, ok := l.(interface{ Unwrap() Ledger })
+		if !ok {
+			return l
+		}
+		l = w.Unwrap()
+	}
+}
+
 // Update implements Ledger.
 func (r *resultLimit) Update(ctx context.Context, c *Call, from State) (*Call, error) {
 	if size, over := resultOver(c.Result, r.max); over {
