@@ -16,6 +16,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
+
+	"github.com/toolgate/toolgate/internal/ledger"
 )
 
 // With the Redis ledger the bridge keeps the calls' state in Redis, so that
@@ -328,16 +330,9 @@ func newRedisBridge(ctx context.Context, client *redis.Client, prefix string, lo
 	}
 	// The first confirmation is read here so that no offer published
 	// after NewRedisBridge returns can be missed.
-	r.pubsub = client.Subscribe(ctx, r.channel)
-	msg, err := r.pubsub.Receive(ctx)
-	if err == nil {
-		if _, ok := msg.(*redis.Subscription); !ok {
-			err = fmt.Errorf("unexpected %T while subscribing", msg)
-		}
-	}
-	if err != nil {
+	var err error
+	if r.pubsub, err = ledger.Subscribe(ctx, client, r.channel); err != nil {
 		r.cancel()
-		_ = r.pubsub.Close()
 		return nil, fmt.Errorf("client tool bridge: subscribing to %s: %w", r.channel, err)
 	}
 	b.relay = r

@@ -209,15 +209,8 @@ func OpenRedis(ctx context.Context, opts RedisOptions) (*Redis, error) {
 	// One subscription serves every Wait of this instance. The first
 	// confirmation is read here so that no Update published after
 	// OpenRedis returns can be missed.
-	r.pubsub = client.Subscribe(ctx, r.channel)
-	msg, err := r.pubsub.Receive(ctx)
-	if err == nil {
-		if _, ok := msg.(*redis.Subscription); !ok {
-			err = fmt.Errorf("unexpected %T while subscribing", msg)
-		}
-	}
-	if err != nil {
-		_ = r.pubsub.Close()
+	var err error
+	if r.pubsub, err = Subscribe(ctx, client, r.channel); err != nil {
 		_ = client.Close()
 		return nil, r.unavailable("subscribing to "+r.channel, err)
 	}
