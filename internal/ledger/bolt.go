@@ -292,16 +292,16 @@ func boltValue(c *Call) ([]byte, error) {
 	if code == 0 {
 		return nil, fmt.Errorf("ledger: storing call %q in unknown state %q", c.Key, c.State)
 	}
-	v := make([]byte, boltHeader2Size, boltHeader2Size+512)
+	data, err := encodeStored(c.Key, storedCall{Call: c})
+	if err != nil {
+		return nil, err
+	}
+	v := make([]byte, boltHeader2Size, boltHeader2Size+len(data))
 	v[0], v[1] = boltFormat, byte(code)
 	binary.BigEndian.PutUint64(v[2:], unixNano(c.Updated))
 	binary.BigEndian.PutUint64(v[10:], unixNano(c.Created))
 	binary.BigEndian.PutUint64(v[18:], unixNano(c.Deadline))
-	buf := bytes.NewBuffer(v)
-	if err := json.MarshalWrite(buf, storedCall{Call: c}, callOptions); err != nil {
-		return nil, fmt.Errorf("ledger: encoding call %q: %w", c.Key, err)
-	}
-	return buf.Bytes(), nil
+	return append(v, data...), nil
 }
 
 // boltHeader checks the header of a stored call.

@@ -64,10 +64,17 @@ func checkCreate(c *Call) error {
 var callOptions = jsontext.AllowInvalidUTF8(true)
 
 // encodeCall is the stored form of c.
-func encodeCall(c *Call) ([]byte, error) {
-	data, err := json.Marshal(c, callOptions)
+func encodeCall(c *Call) ([]byte, error) { return encodeStored(c.Key, c) }
+
+// encodeStored is the JSON of v, a call (key's) or a stored form of it. The
+// back ends copy it after their header: json.Marshal encodes into a pooled
+// buffer and allocates the result once, at its size, where encoding into
+// the header's own buffer grew it, copying, several times for a call with
+// a 1 KiB result (BenchmarkRedisCall: 9.6 KB a call against 6.4).
+func encodeStored(key string, v any) ([]byte, error) {
+	data, err := json.Marshal(v, callOptions)
 	if err != nil {
-		return nil, fmt.Errorf("ledger: encoding call %q: %w", c.Key, err)
+		return nil, fmt.Errorf("ledger: encoding call %q: %w", key, err)
 	}
 	return data, nil
 }
