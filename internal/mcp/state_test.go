@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"go.uber.org/zap"
 
 	"github.com/toolgate/toolgate/internal/clock"
 	"github.com/toolgate/toolgate/internal/gateway"
@@ -238,5 +240,31 @@ func BenchmarkState(b *testing.B) {
 		if _, err := s.open(ctx, raw, c); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// A ledger that cannot say whether a state was used refuses it (fail
+// closed), without naming the ledger's error to the client; once the
+// ledger answers again the same state opens.
+func TestStateLedgerDown(t *testing.T) {
+	clk := clock.NewManual(stateT0)
+	s, spent := stateServer(clk)
+	s.logger = zap.NewNop()
+	ctx := context.Background()
+	raw := mustSign(t, s, newState(s, "n"))
+	working := s.spend
+	s.spend = func(context.Context, string, time.Time) (bool, error) {
+		return true, errors.New("ledger: unavailable: redis 10.0.0.7:6379")
+	}
+	_, err := s.open(ctx, raw, callerOf("u_1", "in_1"))
+	if err == nil || !strings.Contains(err.Error(), "cannot be checked") || strings.Contains(err.Error(), "10.0.0.7") {
+		t.Fatalf("open with the ledger down: %v; want a refusal that names no server", err)
+	}
+	if len(spent.ids) != 0 {
+		t.Fatalf("spent while the ledger was down: %v", spent.ids)
+	}
+	s.spend = working
+	if _, err := s.open(ctx, raw, callerOf("u_1", "in_1")); err != nil {
+		t.Fatalf("open once the ledger is back: %v", err)
 	}
 }
