@@ -94,7 +94,7 @@ func TestNextHandlerAndStoredKey(t *testing.T) {
 		t.Errorf("storage holds %v", entries)
 	}
 	rec2 := apitest.NewRecorder(t)
-	tc.InitServer(testConfig(t, rec2.URL, dataDir), "caddyfile")
+	reinit(tc, testConfig(t, rec2.URL, dataDir))
 	kid2 := client(tc).JWKSKeys(t)
 	for k := range kid {
 		if _, ok := kid2[k]; !ok {

@@ -416,11 +416,11 @@ func TestFaultsReload(t *testing.T) {
 		t.Fatalf("the page was offered %+v", o)
 	}
 
-	tc.InitServer(faultsConfig(dir, up.srv.URL, ledger, "20s", `tool added {
+	reinit(tc, faultsConfig(dir, up.srv.URL, ledger, "20s", `tool added {
 				description "Added by the reload."
 				input_schema `+emptySchema+`
 				target app api GET /f/ok
-			}`), "caddyfile")
+			}`))
 	if status, raw := rawInvoke(t, tc, "added", `{"input":{},"callId":"rl_3",`+apitest.Who+`}`); status != 200 || decode(t, raw).Content != "ok" {
 		t.Fatalf("the reloaded config does not serve: %d %s", status, raw)
 	}

@@ -169,6 +169,15 @@ func client(tc *caddytest.Tester) apitest.Client {
 	return apitest.Client{HTTP: tc.Client, Base: base}
 }
 
+// reinit loads cfg into the running Caddy and drops the client's idle
+// connections: they were accepted by the servers the reload shuts down, and
+// a POST sent on one as it closes fails with EOF (net/http sends again only
+// requests it may replay), which made TestManifestTypeScript fail once in CI.
+func reinit(tc *caddytest.Tester, cfg string) {
+	tc.InitServer(cfg, "caddyfile")
+	tc.Client.CloseIdleConnections()
+}
+
 func startGateway(t *testing.T) (*caddytest.Tester, *apitest.Recorder, string) {
 	rec := apitest.NewRecorder(t)
 	dataDir := dataDir(t)

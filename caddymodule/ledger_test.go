@@ -191,7 +191,7 @@ func TestLedgerReloadChangesOptions(t *testing.T) {
 	if !strings.Contains(cfg, line+"\n") {
 		t.Fatalf("the test config has no %q line", line)
 	}
-	tc.InitServer(strings.Replace(cfg, line+"\n", line+" {\n\t\t\t\tretention 48h\n\t\t\t}\n", 1), "caddyfile")
+	reinit(tc, strings.Replace(cfg, line+"\n", line+" {\n\t\t\t\tretention 48h\n\t\t\t}\n", 1))
 	before := rec.Count()
 	deadline := time.Now().Add(patienceReload)
 	var status int

@@ -66,7 +66,7 @@ func TestMetricsSurviveReload(t *testing.T) {
 	first := scrape(t, tc)
 
 	// Another config, so that Caddy reloads rather than keeps the same.
-	tc.InitServer(strings.Replace(cfg, "upstream_timeout 300ms", "upstream_timeout 310ms", 1), "caddyfile")
+	reinit(tc, strings.Replace(cfg, "upstream_timeout 300ms", "upstream_timeout 310ms", 1))
 	call()
 	if got := scrape(t, tc); got != first+1 {
 		t.Errorf("after a reload and one call: %d, want %d", got, first+1)

@@ -126,13 +126,13 @@ func TestManifestTypeScript(t *testing.T) {
     name: 'ping', displayName: 'Ping', description: 'Ping.', input: z.object({}).strict(),
     target: { ...api, method: 'GET', path: '/ping' },
   },`, 1))
-	if status, body := adminLoad(t, cfg, false); status != 200 {
+	if status, body := adminLoad(t, tc, cfg, false); status != 200 {
 		t.Fatalf("reload: %d %s", status, body)
 	}
 	if status, _ := client(tc).Invoke(t, "ping", `{"input":{},`+apitest.Who+`}`); status != 404 {
 		t.Errorf("ping after an unforced reload of the same config: %d, want 404 (Caddy skips it)", status)
 	}
-	if status, body := adminLoad(t, cfg, true); status != 200 {
+	if status, body := adminLoad(t, tc, cfg, true); status != 200 {
 		t.Fatalf("forced reload: %d %s", status, body)
 	}
 	if status, a := client(tc).Invoke(t, "ping", `{"input":{},`+apitest.Who+`}`); status != 200 || a.IsError || a.Content != "ok" {
@@ -143,7 +143,7 @@ func TestManifestTypeScript(t *testing.T) {
     name: 'elsewhere', displayName: 'Elsewhere', description: 'On a component the config lacks.',
     input: z.object({}).strict(), target: { type: 'app', component: 'nowhere', method: 'GET', path: '/' },
   },`, 1))
-	status, msg := adminLoad(t, cfg, true)
+	status, msg := adminLoad(t, tc, cfg, true)
 	if want := `manifest ` + tools + `: tool \"elsewhere\": target: app target: component \"nowhere\" is not declared`; status != 400 || !strings.Contains(msg, want) {
 		t.Errorf("a reload with a broken tools.ts: %d %s\nwant 400 and %s", status, msg, want)
 	}
@@ -155,7 +155,7 @@ func TestManifestTypeScript(t *testing.T) {
 // adminLoad posts a Caddyfile to the admin API's /load, as `caddy reload`
 // does; force is its --force (Cache-Control: must-revalidate), without
 // which Caddy skips a config equal to the running one.
-func adminLoad(t *testing.T, caddyfile string, force bool) (int, string) {
+func adminLoad(t *testing.T, tc *caddytest.Tester, caddyfile string, force bool) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest("POST", "http://localhost:2999/load", strings.NewReader(caddyfile))
 	if err != nil {
@@ -171,6 +171,8 @@ func adminLoad(t *testing.T, caddyfile string, force bool) (int, string) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
+	// A reload shuts the earlier servers down; see reinit.
+	tc.Client.CloseIdleConnections()
 	return resp.StatusCode, string(b)
 }
 
