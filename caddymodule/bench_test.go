@@ -133,7 +133,7 @@ func BenchmarkServer(b *testing.B) {
 	up := benchUpstream(b)
 	tc := caddytest.NewTester(b)
 	dir := b.TempDir()
-	tc.InitServer(testGlobals(dir, "log {\n\t\tlevel ERROR\n\t}")+fmt.Sprintf(`http://127.0.0.1:9080 {
+	initServer(tc, testGlobals(dir, "log {\n\t\tlevel ERROR\n\t}")+fmt.Sprintf(`http://127.0.0.1:9080 {
 	bind 127.0.0.1
 	handle_path /toolgate/* {
 		toolgate {
@@ -160,7 +160,7 @@ func BenchmarkServer(b *testing.B) {
 	handle_path /proxy/* {
 		reverse_proxy %[3]s
 	}
-}`, dir, up.URL, strings.TrimPrefix(up.URL, "http://")), "caddyfile")
+}`, dir, up.URL, strings.TrimPrefix(up.URL, "http://")))
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
 	run := func(b *testing.B, method, url, body string) {
 		b.ReportAllocs()

@@ -92,7 +92,7 @@ func TestIdentityKeyRotation(t *testing.T) {
 		{"key k1 " + k1 + "\nkey k2 " + k2, "k2", []string{"k1", "k2"}},
 		{"key k2 " + k2 + "\nkey k3 " + k3, "k3", []string{"k2", "k3"}},
 	} {
-		reinit(tc, cfg(step.keys, step.signing))
+		initServer(tc, cfg(step.keys, step.signing))
 		keys := client(tc).JWKSKeys(t)
 		if len(keys) != len(step.published) {
 			t.Errorf("signing %s: JWKS has %d keys, want %v", step.signing, len(keys), step.published)

@@ -28,7 +28,7 @@ func startAttackGateway(t *testing.T) *apitest.AttackRig {
 	}
 	dir := dataDir(t)
 	tc := caddytest.NewTester(t)
-	tc.InitServer(testGlobals(dir)+fmt.Sprintf(`http://127.0.0.1:9080 {
+	initServer(tc, testGlobals(dir)+fmt.Sprintf(`http://127.0.0.1:9080 {
 	bind 127.0.0.1
 	handle_path /toolgate/* {
 		toolgate {
@@ -47,7 +47,7 @@ func startAttackGateway(t *testing.T) *apitest.AttackRig {
 		}
 	}
 }
-`, manifestPath, rig.API.URL, apitest.SecretOfAPI, rig.Files.URL, apitest.SecretOfFiles, dir), "caddyfile")
+`, manifestPath, rig.API.URL, apitest.SecretOfAPI, rig.Files.URL, apitest.SecretOfFiles, dir))
 	rig.Client = client(tc)
 	return rig
 }

@@ -94,7 +94,7 @@ func TestNextHandlerAndStoredKey(t *testing.T) {
 		t.Errorf("storage holds %v", entries)
 	}
 	rec2 := apitest.NewRecorder(t)
-	reinit(tc, testConfig(t, rec2.URL, dataDir))
+	initServer(tc, testConfig(t, rec2.URL, dataDir))
 	kid2 := client(tc).JWKSKeys(t)
 	for k := range kid {
 		if _, ok := kid2[k]; !ok {
@@ -111,7 +111,7 @@ func TestDirectiveCallers(t *testing.T) {
 	rec := apitest.NewRecorder(t)
 	p := apitest.NewPlatform(t, "k1")
 	tc := caddytest.NewTester(t)
-	tc.InitServer(callersConfig(t, rec.URL, p.URL), "caddyfile")
+	initServer(tc, callersConfig(t, rec.URL, p.URL))
 
 	if resp, body := client(tc).Get(t, base+"/tools"); resp.StatusCode != 401 || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer ") {
 		t.Errorf("no token: %d %s %q", resp.StatusCode, body, resp.Header.Get("WWW-Authenticate"))
@@ -141,7 +141,7 @@ func TestDirectiveCallers(t *testing.T) {
 func TestDirectivePages(t *testing.T) {
 	cfg := strings.Replace(pagesConfig(t, dataDir(t)), "origins "+apitest.PageOrigin, "origins "+apitest.PageOrigin+"\n\t\t\t\tmax_streams_per_token 1", 1)
 	tc := caddytest.NewTester(t)
-	tc.InitServer(cfg, "caddyfile")
+	initServer(tc, cfg)
 
 	req, _ := http.NewRequest(http.MethodOptions, base+"/client/calls/x/claim", nil)
 	req.Header.Set("Origin", apitest.PageOrigin)

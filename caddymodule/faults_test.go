@@ -237,7 +237,7 @@ func TestFaultsUpstream(t *testing.T) {
 	up := newFaultUpstream(t)
 	tc := caddytest.NewTester(t)
 	dir := dataDir(t)
-	tc.InitServer(faultsConfig(dir, up.srv.URL, "bolt "+dir+"/ledger.db", "1s"), "caddyfile")
+	initServer(tc, faultsConfig(dir, up.srv.URL, "bolt "+dir+"/ledger.db", "1s"))
 
 	for i, c := range []struct {
 		kind string
@@ -345,7 +345,7 @@ func TestFaultsRedisDiesMidCall(t *testing.T) {
 	rs := redistest.StartPersistent(t)
 	up := newFaultUpstream(t)
 	tc := caddytest.NewTester(t)
-	tc.InitServer(faultsConfig(dataDir(t), up.srv.URL, "redis "+rs.Addr, "20s"), "caddyfile")
+	initServer(tc, faultsConfig(dataDir(t), up.srv.URL, "redis "+rs.Addr, "20s"))
 
 	held := `{"input":{"kind":"hold"},"callId":"rd_1",` + apitest.Who + `}`
 	first := asyncInvoke(t, "fault", held)
@@ -400,7 +400,7 @@ func TestFaultsReload(t *testing.T) {
 	dir := dataDir(t)
 	ledger := "bolt " + dir + "/ledger.db"
 	tc := caddytest.NewTester(t)
-	tc.InitServer(faultsConfig(dir, up.srv.URL, ledger, "20s"), "caddyfile")
+	initServer(tc, faultsConfig(dir, up.srv.URL, ledger, "20s"))
 	tok := apitest.PageToken(t, "u_1", "th_1")
 	page, status, msg := apitest.OpenStream(t, base, tok, "th_1")
 	if page == nil {
@@ -416,7 +416,7 @@ func TestFaultsReload(t *testing.T) {
 		t.Fatalf("the page was offered %+v", o)
 	}
 
-	reinit(tc, faultsConfig(dir, up.srv.URL, ledger, "20s", `tool added {
+	initServer(tc, faultsConfig(dir, up.srv.URL, ledger, "20s", `tool added {
 				description "Added by the reload."
 				input_schema `+emptySchema+`
 				target app api GET /f/ok

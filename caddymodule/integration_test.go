@@ -1,11 +1,16 @@
 package caddymodule
 
 import (
+	"bufio"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
@@ -169,20 +174,57 @@ func client(tc *caddytest.Tester) apitest.Client {
 	return apitest.Client{HTTP: tc.Client, Base: base}
 }
 
-// reinit loads cfg into the running Caddy and drops the client's idle
-// connections: they were accepted by the servers the reload shuts down, and
-// a POST sent on one as it closes fails with EOF (net/http sends again only
-// requests it may replay), which made TestManifestTypeScript fail once in CI.
-func reinit(tc *caddytest.Tester, cfg string) {
+// initServer loads cfg (a Caddyfile) into the test Caddy, as
+// tc.InitServer does, and then waits for the servers of the config it
+// replaced to stop taking connections: Caddy's load returns once their
+// shutdowns have started, "but the scheduler might still pause them right
+// before calling Shutdown()" (caddyhttp.App.Stop), and a request accepted
+// by such a server in that moment fails with EOF, as TestManifestTypeScript
+// and TestDirectiveCallers each did once on a busy machine. Fresh
+// connections to the site until three in a row are answered take whatever
+// a late old server still accepts; the client's idle connections, which
+// were the old servers', are dropped.
+func initServer(tc *caddytest.Tester, cfg string) {
 	tc.InitServer(cfg, "caddyfile")
+	settle(tc)
+}
+
+// settle waits for the site at 127.0.0.1:9080 to answer three fresh
+// connections in a row (at most two seconds), and drops tc's idle ones.
+func settle(tc *caddytest.Tester) {
 	tc.Client.CloseIdleConnections()
+	probe := func() bool {
+		conn, err := net.DialTimeout("tcp", "127.0.0.1:9080", time.Second)
+		if err != nil {
+			return false
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(time.Second))
+		if _, err := io.WriteString(conn, "GET /.settle HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"); err != nil {
+			return false
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return true
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for ok := 0; ok < 3 && time.Now().Before(deadline); {
+		if probe() {
+			ok++
+		} else {
+			ok = 0
+		}
+	}
 }
 
 func startGateway(t *testing.T) (*caddytest.Tester, *apitest.Recorder, string) {
 	rec := apitest.NewRecorder(t)
 	dataDir := dataDir(t)
 	tc := caddytest.NewTester(t)
-	tc.InitServer(testConfig(t, rec.URL, dataDir), "caddyfile")
+	initServer(tc, testConfig(t, rec.URL, dataDir))
 	return tc, rec, dataDir
 }
 

@@ -30,7 +30,7 @@ func TestRedisDown(t *testing.T) {
 	rec := apitest.NewRecorder(t)
 	cfg := strings.Replace(testConfig(t, rec.URL, dataDir(t)), "ledger bolt ", "ledger redis "+rs.Addr+" # ", 1)
 	tc := caddytest.NewTester(t)
-	tc.InitServer(cfg, "caddyfile")
+	initServer(tc, cfg)
 
 	if status, a := client(tc).Call(t, "POST", "/tools/md", `{"input":{},"callId":"r1",`+apitest.Who+`}`); status != 200 || a.Content != "saved" {
 		t.Fatalf("with redis: %d %+v", status, a)
@@ -128,7 +128,7 @@ func TestLedgerRedisTLS(t *testing.T) {
 		rec := apitest.NewRecorder(t)
 		cfg := strings.Replace(testConfig(t, rec.URL, dataDir(t)), "ledger bolt ", ledgerBlock+" # ", 1)
 		tc := caddytest.NewTester(t)
-		tc.InitServer(cfg, "caddyfile")
+		initServer(tc, cfg)
 		for range 2 {
 			if status, a := client(tc).Call(t, "POST", "/tools/md", `{"input":{},"callId":"tls_1",`+apitest.Who+`}`); status != 200 || a.Content != "saved" {
 				t.Fatalf("%s: %d %+v", ledgerBlock, status, a)
@@ -184,14 +184,14 @@ func TestLedgerReloadChangesOptions(t *testing.T) {
 	dir := dataDir(t)
 	cfg := testConfig(t, rec.URL, dir)
 	tc := caddytest.NewTester(t)
-	tc.InitServer(cfg, "caddyfile")
+	initServer(tc, cfg)
 	_, first := client(tc).Call(t, "POST", "/tools/md", `{"input":{},"callId":"reload_1",`+apitest.Who+`}`)
 
 	line := "ledger bolt " + dir + "/ledger.db"
 	if !strings.Contains(cfg, line+"\n") {
 		t.Fatalf("the test config has no %q line", line)
 	}
-	reinit(tc, strings.Replace(cfg, line+"\n", line+" {\n\t\t\t\tretention 48h\n\t\t\t}\n", 1))
+	initServer(tc, strings.Replace(cfg, line+"\n", line+" {\n\t\t\t\tretention 48h\n\t\t\t}\n", 1))
 	before := rec.Count()
 	deadline := time.Now().Add(patienceReload)
 	var status int
@@ -250,7 +250,7 @@ func TestLedgerMaxResultSize(t *testing.T) {
 }
 `, writeKey(t), dir, up.URL)
 	tc := caddytest.NewTester(t)
-	tc.InitServer(cfg, "caddyfile")
+	initServer(tc, cfg)
 
 	body := `{"input":{},"callId":"big_1",` + apitest.Who + `}`
 	status, first := client(tc).Call(t, "POST", "/tools/big", body)

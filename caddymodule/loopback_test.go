@@ -43,7 +43,7 @@ const mcpInit = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protoc
 func TestLoopbackThroughProxy(t *testing.T) {
 	rec := apitest.NewRecorder(t)
 	tc := caddytest.NewTester(t)
-	tc.InitServer(loopbackConfig(t, rec.URL, nil), "caddyfile")
+	initServer(tc, loopbackConfig(t, rec.URL, nil))
 	const direct, proxied = "http://127.0.0.1:9080/toolgate", "http://127.0.0.1:9081/toolgate"
 	envelope := `{"input":{},` + apitest.Who + `}`
 	before := rec.Count()
@@ -80,7 +80,7 @@ func TestLoopbackThroughProxy(t *testing.T) {
 func TestLoopbackTrustedProxy(t *testing.T) {
 	rec := apitest.NewRecorder(t)
 	tc := caddytest.NewTester(t)
-	tc.InitServer(loopbackConfig(t, rec.URL, []string{"servers {\n\t\ttrusted_proxies static 127.0.0.1/32\n\t}"}), "caddyfile")
+	initServer(tc, loopbackConfig(t, rec.URL, []string{"servers {\n\t\ttrusted_proxies static 127.0.0.1/32\n\t}"}))
 	envelope := `{"input":{},` + apitest.Who + `}`
 
 	before := rec.Count()

@@ -36,6 +36,6 @@ func mcpConfig(t *testing.T, upstream, dir string, extra ...string) string {
 func startMCPGateway(t *testing.T, extra ...string) (*caddytest.Tester, *apitest.Recorder) {
 	rec := apitest.NewRecorder(t)
 	tc := caddytest.NewTester(t)
-	tc.InitServer(mcpConfig(t, rec.URL, dataDir(t), extra...), "caddyfile")
+	initServer(tc, mcpConfig(t, rec.URL, dataDir(t), extra...))
 	return tc, rec
 }

@@ -55,7 +55,7 @@ func TestMetricsSurviveReload(t *testing.T) {
 	dir := dataDir(t)
 	cfg := testConfig(t, rec.URL, dir)
 	tc := caddytest.NewTester(t)
-	tc.InitServer(cfg, "caddyfile")
+	initServer(tc, cfg)
 	call := func() {
 		t.Helper()
 		if status, a := client(tc).Call(t, "POST", "/tools/md", `{"input":{},`+apitest.Who+`}`); status != 200 || a.Content != "saved" {
@@ -66,7 +66,7 @@ func TestMetricsSurviveReload(t *testing.T) {
 	first := scrape(t, tc)
 
 	// Another config, so that Caddy reloads rather than keeps the same.
-	reinit(tc, strings.Replace(cfg, "upstream_timeout 300ms", "upstream_timeout 310ms", 1))
+	initServer(tc, strings.Replace(cfg, "upstream_timeout 300ms", "upstream_timeout 310ms", 1))
 	call()
 	if got := scrape(t, tc); got != first+1 {
 		t.Errorf("after a reload and one call: %d, want %d", got, first+1)

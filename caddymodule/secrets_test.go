@@ -193,7 +193,7 @@ func TestTokenKindsNotInterchangeable(t *testing.T) {
 	t.Setenv("TOOLGATE_TEST_SHARED_SECRET", secret)
 	rec := apitest.NewRecorder(t)
 	tc := caddytest.NewTester(t)
-	tc.InitServer(tokenKindsConfig(rec.URL, dataDir(t)), "caddyfile")
+	initServer(tc, tokenKindsConfig(rec.URL, dataDir(t)))
 
 	caller := apitest.SignHS256(t, callerClaims("toolgate-callers"), secret)
 	page := apitest.SignHS256(t, pageTokenClaims("toolgate-pages"), secret)
@@ -478,7 +478,7 @@ func TestExamplePageSecret(t *testing.T) {
 	dir := dataDir(t)
 	logFile := filepath.Join(dir, "caddy.log")
 	tc := caddytest.NewTester(t)
-	tc.InitServer(fallbackConfig(dir, "127.0.0.1", logFile), "caddyfile")
+	initServer(tc, fallbackConfig(dir, "127.0.0.1", logFile))
 	if status, body, _ := doRequest(t, tc, "POST", "/client/calls/c1/claim", apitest.SignHS256(t, pageTokenClaims("toolgate-pages"), examplePageSecret), ""); status != 404 {
 		t.Errorf("page token by the example secret on loopback: %d %s", status, body)
 	}

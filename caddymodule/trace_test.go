@@ -42,7 +42,7 @@ func TestTracingDirective(t *testing.T) {
 			}
 		}`, up.URL, testSchema)
 	tc := caddytest.NewTester(t)
-	tc.InitServer(testGlobals(dataDir(t))+`http://127.0.0.1:9080 {
+	initServer(tc, testGlobals(dataDir(t))+`http://127.0.0.1:9080 {
 	bind 127.0.0.1
 	handle_path /traced/* {
 		tracing {
@@ -54,7 +54,7 @@ func TestTracingDirective(t *testing.T) {
 		`+gateway+`
 	}
 }
-`, "caddyfile")
+`)
 
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 	callerParent := "00-" + traceID + "-00f067aa0ba902b7-01"

@@ -100,7 +100,7 @@ func TestManifestTypeScript(t *testing.T) {
 	rec := apitest.NewRecorder(t)
 	cfg := tsConfig(t, tools, rec.URL)
 	tc := caddytest.NewTester(t)
-	tc.InitServer(cfg, "caddyfile")
+	initServer(tc, cfg)
 
 	status, a := client(tc).Invoke(t, "save_note", `{"input":{"title":"a b","tags":["x"]},`+apitest.Who+`}`)
 	if status != 200 || a.IsError || a.Content != "ok" {
@@ -171,8 +171,8 @@ func adminLoad(t *testing.T, tc *caddytest.Tester, caddyfile string, force bool)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	// A reload shuts the earlier servers down; see reinit.
-	tc.Client.CloseIdleConnections()
+	// A reload shuts the earlier servers down; see initServer.
+	settle(tc)
 	return resp.StatusCode, string(b)
 }
 

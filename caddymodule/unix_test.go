@@ -59,7 +59,7 @@ func TestUnixSocketComponent(t *testing.T) {
 	tcpAddr := strings.TrimPrefix(tcp.URL, "http://")
 
 	tc := caddytest.NewTester(t)
-	tc.InitServer(testGlobals(dir)+`http://127.0.0.1:9080 {
+	initServer(tc, testGlobals(dir)+`http://127.0.0.1:9080 {
 	bind 127.0.0.1
 	handle_path /toolgate/* {
 		toolgate {
@@ -75,7 +75,7 @@ func TestUnixSocketComponent(t *testing.T) {
 			}
 		}
 	}
-}`, "caddyfile")
+}`)
 
 	status, a := client(tc).Invoke(t, "get_item", `{"input":{"id":"b1"},"context":{"source":"thread","threadId":"th_1"},`+apitest.Who+`}`)
 	if status != 200 || a.IsError || a.Content != "from the socket" {
