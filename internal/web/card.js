@@ -27,7 +27,8 @@
 // It renders into an open shadow root. Theme it with the custom properties
 // below (--toolgate-card-*) and the parts: card, title, body, markdown,
 // content, error, embed, progress, notice, actions, button (and the
-// button's variant, e.g. button danger).
+// button's variant, e.g. button danger); a card showing an embed has its
+// card and title parts also named embedded.
 import { Marked } from "./marked.js";
 
 /** The share of the viewport an embed may take, at most (SPEC §6). */
@@ -317,6 +318,10 @@ export class ToolgateCard extends Base {
       return;
     }
     if (a.card === "embed" && safeURL(a.embedUrl).startsWith("http")) {
+      // "embedded" lets a page draw the embed without the card's chrome
+      // (::part(card embedded), ::part(title embedded)).
+      card.setAttribute("part", "card embedded");
+      title.setAttribute("part", "title embedded");
       const frame = el("iframe", {
         part: "embed",
         sandbox: "allow-scripts allow-forms allow-popups",
