@@ -389,6 +389,11 @@ func (r *appsRig) viewCard(t *testing.T, cs *sdk.ClientSession, user string) (st
 	if state == "" {
 		t.Fatalf("no state in _meta: %s", dump(res))
 	}
+	// Hosts may give the model the content and structuredContent: the
+	// state is in neither.
+	if strings.Contains(dump(res.Content), state) || strings.Contains(dump(res.StructuredContent), state) {
+		t.Errorf("the state is in what the model may read: %s", dump(res))
+	}
 	return state, sc["callId"].(string)
 }
 

@@ -164,6 +164,11 @@ func TestStateOpenRefused(t *testing.T) {
 			st.CallID = ""
 			return mustSign(t, s, st)
 		}, u1, 0, "malformed"},
+		{"issued for the view", func(t *testing.T, s *Server) string {
+			st := newState(s, "n")
+			st.Via = viaView
+			return mustSign(t, s, st)
+		}, u1, 0, "another way"},
 		{"garbage", func(*testing.T, *Server) string { return "garbage" }, u1, 0, "malformed"},
 		{"empty", func(*testing.T, *Server) string { return "" }, u1, 0, "malformed"},
 		{"the old body.mac form", func(t *testing.T, s *Server) string {
