@@ -301,6 +301,12 @@ test("a card's button, pressed in the view, resumes the call through the host on
   assert.match(await card.innerText(), /<script>window.__xss = 1<\/script>/);
   assert.equal(await viewFrame(page).locator("script").evaluateAll((s) => s.length), 1, "only the view's own script");
 
+  // A forged state (its signature broken) and a missing one run nothing.
+  const forged = state.slice(0, -4) + (state.endsWith("AAAA") ? "BBBB" : "AAAA");
+  for (const args of [{ state: forged, button: "send" }, { button: "send" }]) {
+    const r = await call("toolgate_card_answer", args);
+    assert.equal(r.isError, true, JSON.stringify(r));
+  }
   assert.deepEqual(hits.send, []);
   await card.getByRole("button", { name: "Send" }).click();
   const done = viewFrame(page).getByRole("region", { name: "send_report" });
