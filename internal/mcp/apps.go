@@ -34,7 +34,7 @@ const MetaState = "toolgate/state"
 // How a continuation may be used: an elicitation retry's requestState, or
 // the view's card answer. A state opens only the way it was issued.
 const (
-	viaElicitation = "" // the states issued before the view existed
+	viaElicitation = "" // empty, as states were before the view: a rolling deploy keeps them
 	viaView        = "view"
 )
 

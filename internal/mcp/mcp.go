@@ -1,6 +1,8 @@
 // Package mcp serves the gateway's tools over the Model Context Protocol
 // (Streamable HTTP) through the official Go SDK. Every tools/call goes
-// through the gateway's one invoke path; cards become MCP input requests.
+// through the gateway's one invoke path; cards become MCP input requests,
+// or, for MCP Apps clients without form elicitation, cards shown in the
+// gateway's view (apps.go).
 package mcp
 
 import (
