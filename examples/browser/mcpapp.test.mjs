@@ -9,7 +9,7 @@
 // Run with `node --test mcpapp.test.mjs`.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createServer } from "node:http";
@@ -26,6 +26,8 @@ let stack, browser, client, transport;
 let up, upServer, host, hostServer;
 let read, view; // resources/read of ui://toolgate/card, and its {html, csp}
 const hits = { page: 0, send: [] };
+// What a person saw: kept by the run in screenshots/mcpapp-*.png.
+const screenshots = join(import.meta.dirname, "screenshots");
 
 /**
  * serveUpstream is the test's app component "apps": a tool answering an
@@ -115,7 +117,7 @@ import { AppBridge, PostMessageTransport } from "@modelcontextprotocol/ext-apps/
 window.sizes = [];
 window.calls = [];
 const list = (a) => (a?.length ? a.join(" ") : "'none'");
-window.openView = async (html, csp) => {
+window.openView = async (html, csp, hostContext) => {
   const policy = ["default-src 'none'", "script-src 'unsafe-inline'", "style-src 'unsafe-inline'",
     "frame-src " + list(csp.frameDomains), "connect-src " + list(csp.connectDomains),
     "img-src " + list(csp.resourceDomains), "font-src " + list(csp.resourceDomains)].join("; ");
@@ -125,7 +127,7 @@ window.openView = async (html, csp) => {
   frame.setAttribute("sandbox", "allow-scripts");
   frame.style.cssText = "width: 600px; height: 10px; border: 0; display: block";
   document.body.append(frame);
-  const bridge = new AppBridge(null, { name: "toolgate-test-host", version: "1.0.0" }, { serverTools: {} });
+  const bridge = new AppBridge(null, { name: "toolgate-test-host", version: "1.0.0" }, { serverTools: {} }, { hostContext });
   bridge.addEventListener("sizechange", ({ height }) => {
     window.sizes.push(height);
     if (typeof height === "number") frame.style.height = height + "px";
@@ -215,14 +217,14 @@ after(async () => {
 const call = (name, args = {}) => client.callTool({ name, arguments: args, _meta: meta });
 
 /** openHost opens the host page with the view loaded and initialized. */
-async function openHost() {
+async function openHost(hostContext = {}) {
   const page = await browser.newPage({ viewport: { width: 900, height: 800 } });
   page.on("pageerror", (e) => console.error("page error:", e));
   page.on("console", (m) => m.type() === "error" && console.error("console:", m.text()));
   await page.exposeFunction("hostCallTool", (params) => call(params.name, params.arguments));
   await page.goto(`${host}/host`);
   await page.waitForFunction(() => typeof window.openView === "function");
-  await page.evaluate(({ html, csp }) => window.openView(html, csp), view);
+  await page.evaluate(({ html, csp, hostContext }) => window.openView(html, csp, hostContext), { ...view, hostContext });
   return page;
 }
 
@@ -272,6 +274,9 @@ test("an embed loads in the view's inner frame, and its __kazzle_height of 300 i
   assert.ok(frame, "the embed is a frame of the page");
   assert.equal(await frame.evaluate(() => window.innerHeight), 300);
 
+  mkdirSync(screenshots, { recursive: true });
+  await page.screenshot({ path: join(screenshots, "mcpapp-embed.png") });
+
   // The view runs under the resource's CSP, as a host applies it: an
   // image of the app's origin is refused (img-src 'none').
   const violated = await viewFrame(page).locator("body").evaluate((body, src) => new Promise((ok) => {
@@ -281,6 +286,7 @@ test("an embed loads in the view's inner frame, and its __kazzle_height of 300 i
     body.append(img);
   }), `${up}/x.png`);
   assert.equal(violated, "img-src");
+
   await page.close();
 });
 
@@ -292,10 +298,23 @@ test("a card's button, pressed in the view, resumes the call through the host on
   assert.equal(typeof state, "string");
   assert.match(res.content[0].text, /waits for a person to answer the card "Send the report\?"/);
 
-  const page = await openHost();
+  // A host in dark mode, with its own colours; one value is no colour at
+  // all, and one variable is none the view takes.
+  const page = await openHost({
+    theme: "dark",
+    styles: { variables: { "--color-text-primary": "rgb(230, 237, 243)", "--color-background-primary": "rgb(13, 17, 23)",
+      "--color-border-primary": "red; background: url(https://evil.example/)", "--color-ring-primary": "rgb(1, 2, 3)" } },
+  });
   await page.evaluate((r) => window.deliver(r), res);
   const card = viewFrame(page).getByRole("region", { name: "Send the report?" });
   await card.getByText("It goes to").waitFor();
+  assert.deepEqual(await card.evaluate((c) => {
+    const s = getComputedStyle(c);
+    return { color: s.color, background: s.backgroundColor, scheme: getComputedStyle(document.documentElement).colorScheme,
+      ring: document.documentElement.style.getPropertyValue("--color-ring-primary") };
+  }), { color: "rgb(230, 237, 243)", background: "rgb(13, 17, 23)", scheme: "dark", ring: "" });
+  mkdirSync(screenshots, { recursive: true });
+  await page.screenshot({ path: join(screenshots, "mcpapp-card.png") });
   assert.deepEqual(await card.getByRole("button").allInnerTexts(), ["Send", "Not now", "Skip", "Cancel"]);
   // The description's raw HTML is text.
   assert.match(await card.innerText(), /<script>window.__xss = 1<\/script>/);

@@ -58,6 +58,31 @@ export function answerArgs(state, choice) {
   throw new Error("unknown choice");
 }
 
+/**
+ * The host's style variables (SEP-1865 hostContext.styles.variables) the
+ * view takes; view.html maps them onto the card's --toolgate-card-*.
+ */
+const hostVariables = new Set([
+  "--color-text-primary", "--color-text-secondary", "--color-text-danger", "--color-text-info",
+  "--color-background-primary", "--color-background-secondary", "--color-border-primary",
+  "--font-sans", "--border-radius-md",
+]);
+
+/**
+ * themeOf is what the view takes of a host context: the known style
+ * variables with string values, and a light or dark theme.
+ */
+export function themeOf(ctx) {
+  const vars = ctx?.styles?.variables;
+  const out = { variables: {}, theme: ctx?.theme === "light" || ctx?.theme === "dark" ? ctx.theme : "" };
+  if (vars && typeof vars === "object") {
+    for (const [k, v] of Object.entries(vars)) {
+      if (hostVariables.has(k) && typeof v === "string" && v.length <= 200) out.variables[k] = v;
+    }
+  }
+  return out;
+}
+
 /** A press the view cannot send, or the host or gateway refused. */
 class AnswerError extends Error {
   constructor(code, message) {
@@ -91,11 +116,12 @@ export class View {
     const doc = this.#win.document;
     this.#card.addEventListener("toolgate.card.embedsize", () => this.#size());
     new this.#win.ResizeObserver(() => this.#size()).observe(doc.documentElement);
-    await this.request("ui/initialize", {
+    const init = await this.request("ui/initialize", {
       appInfo: { name: "toolgate-card", version: "1.0.0" },
       appCapabilities: {},
       protocolVersion: PROTOCOL_VERSION,
     });
+    this.#theme(init?.hostContext);
     this.#post({ jsonrpc: "2.0", method: "ui/notifications/initialized", params: {} });
     this.#size();
   }
@@ -135,6 +161,15 @@ export class View {
 
   #notified(method, params) {
     if (method === "ui/notifications/tool-result") this.show(params);
+    else if (method === "ui/notifications/host-context-changed") this.#theme(params);
+  }
+
+  /** theme follows the host's look: its colours, font and light or dark. */
+  #theme(ctx) {
+    const { variables, theme } = themeOf(ctx);
+    const style = this.#win.document.documentElement.style;
+    for (const [k, v] of Object.entries(variables)) style.setProperty(k, v);
+    if (theme) style.colorScheme = theme;
   }
 
   #serve(m) {
@@ -148,14 +183,14 @@ export class View {
 
   /**
    * answer presses a card through the host: tools/call toolgate_card_answer
-   * with the state the card came with, spent by this press (the gateway
-   * takes it once); the result's answer is the card's next, its state the
-   * next card's.
+   * with the state the card came with; the result's answer is the card's
+   * next, its state the next card's. A failed press keeps the state: the
+   * gateway takes a state once, so a second press after one that reached
+   * it is refused there, and one that never got there may be tried again.
    */
   async #answer(choice) {
     const state = this.#state;
     if (!state) throw new AnswerError("no_state", "This card cannot be answered here: it came without its continuation.");
-    this.#state = "";
     const result = await this.request("tools/call", { name: ANSWER_TOOL, arguments: answerArgs(state, choice) });
     const sc = result?.structuredContent;
     if (!sc || typeof sc !== "object" || typeof sc.status !== "string") {
