@@ -161,7 +161,16 @@ export class View {
 
   #notified(method, params) {
     if (method === "ui/notifications/tool-result") this.show(params);
+    else if (method === "ui/notifications/tool-cancelled") this.#cancelled(params?.reason);
     else if (method === "ui/notifications/host-context-changed") this.#theme(params);
+  }
+
+  /** cancelled shows that the host cancelled the call; a card shown is gone. */
+  #cancelled(reason) {
+    this.#state = "";
+    const why = typeof reason === "string" && reason ? `: ${reason}` : ".";
+    this.#card.answer = { status: "done", tool: "", isError: true, content: `The call was cancelled${why}` };
+    this.#size();
   }
 
   /** theme follows the host's look: its colours, font and light or dark. */

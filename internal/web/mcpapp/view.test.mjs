@@ -109,6 +109,18 @@ test("a press without a state sends nothing; a refusal is an error with its text
   await assert.rejects(again, /host says no/);
 });
 
+test("a cancelled call is shown as such, and its card can no longer be pressed", async () => {
+  const { deliver, card, sent } = await started();
+  deliver({ jsonrpc: "2.0", method: "ui/notifications/tool-result", params: cardResult("s1") });
+  deliver({ jsonrpc: "2.0", method: "ui/notifications/tool-cancelled", params: { reason: "<b>user</b> action" } });
+  assert.deepEqual(card.answers.at(-1), { status: "done", tool: "", isError: true, content: "The call was cancelled: <b>user</b> action" });
+  const n = sent.length;
+  await assert.rejects(card.resume(card.answers[0], { buttonId: "go" }), /cannot be answered here/);
+  assert.equal(sent.length, n);
+  deliver({ jsonrpc: "2.0", method: "ui/notifications/tool-cancelled", params: { reason: 5 } });
+  assert.equal(card.answers.at(-1).content, "The call was cancelled.");
+});
+
 test("the host's requests: ping answered, others not found", async () => {
   const { deliver, sent } = await started();
   deliver({ jsonrpc: "2.0", id: "p", method: "ping" });
