@@ -84,6 +84,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			component <name>
 //			allow  <expression>
 //			result <expression>
+//			ui     on | off
 //		}
 //	}
 //
@@ -91,8 +92,10 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 // env, origins, query and header in their blocks. A tool's component line
 // lets a url target use that component's env in ${env.NAME} references. A
 // body that is not valid JSON is taken as a JSON string, so `body ${input}`
-// sends the whole input. Inline tools are checked when the Caddyfile is
-// adapted; errors name the file and line.
+// sends the whole input. `ui off` keeps an app tool's answers out of the
+// MCP Apps view (they are plain MCP results, as for any other client).
+// Inline tools are checked when the Caddyfile is adapted; errors name the
+// file and line.
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // consume directive name
 	if d.NextArg() {
@@ -337,6 +340,18 @@ func unmarshalTool(d *caddyfile.Dispenser) (manifest.Tool, error) {
 		"component": once(stringArg(&t.Target.Component)),
 		"allow":     once(stringArg(&t.Allow)),
 		"result":    once(stringArg(&t.Target.Result)),
+		"ui": once(func(d *caddyfile.Dispenser) error {
+			var v string
+			if err := stringArg(&v)(d); err != nil {
+				return err
+			}
+			if v != "on" && v != "off" {
+				return d.Errf("tool %s: want: ui on | off", t.Name)
+			}
+			on := v == "on"
+			t.UI = &on
+			return nil
+		}),
 	})
 	return t, err
 }

@@ -38,7 +38,22 @@ type Tool struct {
 	// Allow is a policy expression (expr-lang) over {claims, user,
 	// install, tool, context, input}; unset, every caller may call.
 	Allow string `json:"allow,omitempty"`
+	// UI says whether an MCP client that declares the MCP Apps extension
+	// shows the tool's answers (markdown, embeds, cards) in the gateway's
+	// view. Only an app target may show one. Default: true for app
+	// targets, false for others.
+	UI *bool `json:"ui,omitempty"`
 }
+
+// ShowsUI reports whether the tool's answers show in the MCP Apps view.
+func (t *Tool) ShowsUI() bool {
+	return t.Target.Type == dispatch.TypeApp && (t.UI == nil || *t.UI)
+}
+
+// CardAnswerTool is the tool the gateway adds for MCP Apps clients, whose
+// view answers action-required cards through it; no declared tool may
+// take its name.
+const CardAnswerTool = "toolgate_card_answer"
 
 // Annotations are the optional MCP tool hints.
 type Annotations struct {
@@ -193,6 +208,9 @@ func CompileTool(t Tool, components map[string]*dispatch.Component) (*Compiled, 
 	if !nameRE.MatchString(t.Name) {
 		return nil, fmt.Errorf("name %q must match %s", t.Name, nameRE)
 	}
+	if t.Name == CardAnswerTool {
+		return nil, fmt.Errorf("name %q is reserved: the gateway serves a tool of that name to MCP Apps clients", t.Name)
+	}
 	if strings.TrimSpace(t.Description) == "" {
 		return nil, errors.New("description is required")
 	}
@@ -209,6 +227,11 @@ func CompileTool(t Tool, components map[string]*dispatch.Component) (*Compiled, 
 	}
 	if err := checkInputRefs(doc, target.Refs()); err != nil {
 		return nil, fmt.Errorf("target: %w", err)
+	}
+	// Only an app's own component answers cards and pages of its own; a
+	// view promised for another target would show nothing it can answer.
+	if t.UI != nil && *t.UI && t.Target.Type != dispatch.TypeApp {
+		return nil, fmt.Errorf(`ui: only an app target shows in the MCP Apps view (this one is %q)`, t.Target.Type)
 	}
 	c := &Compiled{Tool: t, Schema: sch, Target: target}
 	if t.Allow != "" {

@@ -52,6 +52,8 @@ func TestParse(t *testing.T) {
 		{name: "trailing whitespace", doc: "{\"tools\":[]}\n\t \n"},
 		{name: "one tool", doc: `{"tools":[{"name":"a","description":"d","input_schema":{"type":"object"},"target":{"type":"kazzle","name":"a"}}]}`, wantTools: 1},
 		{name: "annotations", doc: `{"tools":[{"name":"a","description":"d","input_schema":{"type":"object"},"target":{"type":"kazzle","name":"a"},"annotations":{"readOnlyHint":true,"destructiveHint":false,"idempotentHint":true,"openWorldHint":false}}]}`, wantTools: 1},
+		{name: "ui", doc: `{"tools":[{"name":"a","description":"d","input_schema":{"type":"object"},"target":{"type":"kazzle","name":"a"},"ui":false}]}`, wantTools: 1},
+		{name: "ui not a boolean", doc: `{"tools":[{"name":"a","ui":"off"}]}`, wantErr: "invalid JSON"},
 		{name: "unknown top-level field", doc: `{"tools":[],"version":2}`, wantErr: "unknown field"},
 		{name: "unknown tool field", doc: `{"tools":[{"name":"a","descripton":"d"}]}`, wantErr: "unknown field"},
 		{name: "unknown target field", doc: `{"tools":[{"name":"a","target":{"type":"url","metod":"GET"}}]}`, wantErr: "unknown field"},
@@ -255,6 +257,15 @@ func TestCompileErrors(t *testing.T) {
 			tl.Target.Query = map[string]string{"q": "${input.other}"}
 		}, wantErr: "${input.other} can never resolve"},
 		{name: "undeclared property in url", change: target(dispatch.Spec{Type: "url", Method: "GET", URL: "https://api.example.com/s?q=${input.query}"}), wantErr: "${input.query}"},
+		{name: "the card answer tool's name", toolName: manifest.CardAnswerTool, wantErr: "reserved"},
+		{name: "ui on a url target", change: func(tl *manifest.Tool) {
+			tl.Target = dispatch.Spec{Type: "url", Method: "GET", URL: "https://api.example.com/s"}
+			tl.UI = ptr(true)
+		}, wantErr: `ui: only an app target`},
+		{name: "ui on a client tool", change: func(tl *manifest.Tool) {
+			tl.Target = dispatch.Spec{Type: "kazzle", Name: "pick"}
+			tl.UI = ptr(true)
+		}, wantErr: `ui: only an app target`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -645,5 +656,48 @@ func TestValidateInputFormat(t *testing.T) {
 				t.Errorf("no problem at %s naming %q in %q", tt.wantPath, tt.reason, ie.Problems)
 			}
 		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// TestShowsUI: an app target shows in the MCP Apps view unless it says
+// "ui": false; no other target does, and "ui": false on one compiles.
+func TestShowsUI(t *testing.T) {
+	url := dispatch.Spec{Type: "url", Method: "GET", URL: "https://api.example.com/s"}
+	for _, c := range []struct {
+		name   string
+		target *dispatch.Spec // nil keeps validTool's app target
+		ui     *bool
+		want   bool
+	}{
+		{"app", nil, nil, true},
+		{"app ui true", nil, ptr(true), true},
+		{"app ui false", nil, ptr(false), false},
+		{"url", &url, nil, false},
+		{"url ui false", &url, ptr(false), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tl := validTool("t")
+			if c.target != nil {
+				tl.Target = *c.target
+			}
+			tl.UI = c.ui
+			compiled, err := manifest.CompileTool(tl, testComponents(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := compiled.ShowsUI(); got != c.want {
+				t.Errorf("ShowsUI = %v, want %v", got, c.want)
+			}
+		})
+	}
+	// A manifest's "ui": false reaches the tool.
+	f, err := manifest.Parse([]byte(`{"tools":[{"name":"a","description":"d","input_schema":{"type":"object"},"target":{"type":"app","component":"notes","method":"GET","path":"/"},"ui":false}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ui := f.Tools[0].UI; ui == nil || *ui {
+		t.Errorf(`"ui": false parsed as %v`, ui)
 	}
 }

@@ -1,6 +1,8 @@
 // Package mcp serves the gateway's tools over the Model Context Protocol
 // (Streamable HTTP) through the official Go SDK. Every tools/call goes
-// through the gateway's one invoke path; cards become MCP input requests.
+// through the gateway's one invoke path; cards become MCP input requests,
+// or, for MCP Apps clients without form elicitation, cards shown in the
+// gateway's view (apps.go).
 package mcp
 
 import (
@@ -21,8 +23,10 @@ import (
 
 	"github.com/toolgate/toolgate/internal/clock"
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/manifest"
 	"github.com/toolgate/toolgate/internal/observe"
 	"github.com/toolgate/toolgate/internal/result"
+	"github.com/toolgate/toolgate/internal/web"
 )
 
 // Keys of _meta a client may set on tools/call.
@@ -81,6 +85,12 @@ type Server struct {
 	// spend marks a continuation's nonce used until it expires, in the
 	// gateway's ledger: once across instances and restarts.
 	spend func(ctx context.Context, id string, until time.Time) (bool, error)
+
+	// uiTools are the tools whose answers show in the MCP Apps view, as
+	// tools/list gives them to Apps clients (with the view in _meta).
+	uiTools map[string]*sdk.Tool
+	// view is the view's resources/read content, built at load.
+	view *sdk.ResourceContents
 }
 
 // stateTTL bounds how long an answer to a card may take over MCP.
@@ -111,7 +121,14 @@ func New(gw *gateway.Gateway, opts Options) *Server {
 				s.obs.MCPSession(-1)
 			}()
 		},
+		// Logging is the SDK's default, kept; the MCP Apps extension is
+		// declared for hosts that look for it before showing a view.
+		Capabilities: &sdk.ServerCapabilities{
+			Logging:    &sdk.LoggingCapabilities{},
+			Extensions: map[string]any{AppsExtension: map[string]any{}},
+		},
 	})
+	s.uiTools = map[string]*sdk.Tool{}
 	for _, t := range gw.Tools().List() {
 		tool := &sdk.Tool{
 			Name:        t.Name,
@@ -128,7 +145,15 @@ func New(gw *gateway.Gateway, opts Options) *Server {
 			}
 		}
 		s.server.AddTool(tool, s.call)
+		if t.ShowsUI() {
+			ui := *tool
+			ui.Meta = uiMeta()
+			s.uiTools[t.Name] = &ui
+		}
 	}
+	s.server.AddTool(cardAnswerTool(), s.answerCard)
+	s.view = viewContents(gw.Tools().List())
+	s.server.AddResource(&sdk.Resource{URI: web.MCPAppURI, Name: "toolgate-card", Title: "toolgate card", MIMEType: web.MCPAppMIMEType}, s.readView)
 	s.server.AddReceivingMiddleware(s.filterList)
 	getServer := func(*http.Request) *sdk.Server { return s.server }
 	// toolgate checks Host itself (see Handler): the SDK's own check would
@@ -179,7 +204,9 @@ func invalidMeta(key, msg string) error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: `_meta["` + key + `"]: ` + msg}
 }
 
-// filterList hides the tools the caller may not call from tools/list.
+// filterList hides the tools the caller may not call from tools/list, and
+// to an MCP Apps client lists the view on the tools that show in it, and
+// the card answer tool.
 func (s *Server) filterList(next sdk.MethodHandler) sdk.MethodHandler {
 	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 		res, err := next(ctx, method, req)
@@ -198,15 +225,23 @@ func (s *Server) filterList(next sdk.MethodHandler) sdk.MethodHandler {
 		if err != nil {
 			return nil, err
 		}
-		visible := map[string]bool{}
+		apps := false
+		if lr, ok := req.(*sdk.ListToolsRequest); ok {
+			apps = isAppsClient(lr.ClientCapabilities())
+		}
+		visible := map[string]bool{manifest.CardAnswerTool: apps}
 		for _, t := range s.gw.Visible(gateway.Call{Identity: c.Identity, Claims: c.Claims}) {
 			visible[t.Name] = true
 		}
 		kept := list.Tools[:0:0]
 		for _, t := range list.Tools {
-			if visible[t.Name] {
-				kept = append(kept, t)
+			if !visible[t.Name] {
+				continue
 			}
+			if ui, ok := s.uiTools[t.Name]; ok && apps {
+				t = ui
+			}
+			kept = append(kept, t)
 		}
 		out := *list
 		out.Tools = kept
@@ -226,8 +261,9 @@ func (s *Server) call(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallT
 		return nil, err
 	}
 
+	caps := req.ClientCapabilities()
 	if p.RequestState != "" || len(p.InputResponses) > 0 {
-		return s.resume(ctx, req, c)
+		return s.resume(ctx, req, c, caps)
 	}
 
 	call := gateway.Call{Tool: p.Name, Input: p.Arguments, Identity: c.Identity, Claims: c.Claims}
@@ -250,7 +286,8 @@ func (s *Server) call(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallT
 	}
 	if thread, _ := p.Meta[MetaThreadID].(string); thread != "" {
 		call.Origin = gateway.Origin{Source: gateway.SourceThread, ThreadID: thread}
-	} else if caps := req.ClientCapabilities(); caps != nil && caps.Elicitation != nil {
+	} else if caps != nil && caps.Elicitation != nil || s.inView(p.Name, caps) {
+		// A person can answer a card: in an input request, or in the view.
 		thread := "mcp-" + call.CallID
 		if req.Session != nil && req.Session.ID() != "" {
 			thread = "mcp-" + req.Session.ID()
@@ -266,15 +303,38 @@ func (s *Server) call(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallT
 		}
 		return s.failed(err), nil
 	}
+	return s.reply(ans, c, caps, false)
+}
+
+// inView reports whether the client shows the tool's answers in the MCP
+// Apps view.
+func (s *Server) inView(tool string, caps *sdk.ClientCapabilities) bool {
+	_, ok := s.uiTools[tool]
+	return ok && isAppsClient(caps)
+}
+
+// reply maps an answer onto a tools/call result, for a client with caps.
+// fromView is a card answer of the view, whose answer shows in the view
+// and whose next card the view answers too, never an input request. A
+// card for an Apps client that can answer input requests is one, as for
+// any client.
+func (s *Server) reply(ans *gateway.Answer, c Caller, caps *sdk.ClientCapabilities, fromView bool) (*sdk.CallToolResult, error) {
+	view := fromView || s.inView(ans.Tool, caps)
 	if ans.Status == gateway.StatusActionRequired {
-		return s.askCard(ans, c, req.ClientCapabilities())
+		if fromView || view && !canAskForm(caps) {
+			return s.viewCard(ans, c)
+		}
+		return s.askCard(ans, c, caps)
 	}
-	return toolResult(ans.Result), nil
+	if view {
+		return viewResult(ans), nil
+	}
+	return toolResult(ans.Result, true), nil
 }
 
 // toolResult maps a result onto MCP content: one text item for the model,
-// the markdown for the user, the embed as a resource link.
-func toolResult(r result.Result) *sdk.CallToolResult {
+// the markdown for the user, and with link the embed as a resource link.
+func toolResult(r result.Result, link bool) *sdk.CallToolResult {
 	out := &sdk.CallToolResult{IsError: r.IsError, Content: []sdk.Content{&sdk.TextContent{Text: r.Content}}}
 	if r.Markdown != "" {
 		out.Content = append(out.Content, &sdk.TextContent{
@@ -282,7 +342,7 @@ func toolResult(r result.Result) *sdk.CallToolResult {
 			Annotations: &sdk.Annotations{Audience: []sdk.Role{"user"}},
 		})
 	}
-	if r.EmbedURL != "" {
+	if link && r.EmbedURL != "" {
 		out.Content = append(out.Content, &sdk.ResourceLink{
 			URI: r.EmbedURL, Name: "embed", Title: "Embedded page", MIMEType: "text/html",
 			Annotations: &sdk.Annotations{Audience: []sdk.Role{"user"}},
@@ -312,6 +372,10 @@ type state struct {
 	CallID  string `json:"call"`
 	User    string `json:"user"`
 	Install string `json:"install"`
+	// Via is how the state may be used (viaElicitation, viaView): an
+	// input request's state never presses a button from the view, nor the
+	// other way round.
+	Via string `json:"via,omitempty"`
 	jwt.RegisteredClaims
 }
 
@@ -319,10 +383,23 @@ func (s *Server) sign(st state) (string, error) {
 	return jwt.NewWithClaims(jwt.SigningMethodHS256, st).SignedString(s.key)
 }
 
-// open checks a continuation: its signature, its age, its caller, and that
-// it was not used before; it spends it. A ledger that cannot tell whether
-// it was used refuses it.
-func (s *Server) open(ctx context.Context, raw string, c Caller) (state, error) {
+// newState signs a fresh continuation of call for c, to be used via.
+func (s *Server) newState(callID string, c Caller, via string) (string, error) {
+	nonce := make([]byte, 16)
+	_, _ = rand.Read(nonce)
+	return s.sign(state{
+		CallID: callID, User: c.Identity.User, Install: c.Identity.Install, Via: via,
+		RegisteredClaims: jwt.RegisteredClaims{
+			ExpiresAt: jwt.NewNumericDate(s.clock.Now().Add(stateTTL)),
+			ID:        base64.RawURLEncoding.EncodeToString(nonce),
+		},
+	})
+}
+
+// open checks a continuation: its signature, its age, its caller, the way
+// it is used (via), and that it was not used before; it spends it. A
+// ledger that cannot tell whether it was used refuses it.
+func (s *Server) open(ctx context.Context, raw string, c Caller, via string) (state, error) {
 	var st state
 	_, err := jwt.NewParser(
 		// Only what sign makes: never "none", never another algorithm.
@@ -344,6 +421,9 @@ func (s *Server) open(ctx context.Context, raw string, c Caller) (state, error) 
 	}
 	if st.User != c.Identity.User || st.Install != c.Identity.Install {
 		return state{}, errors.New("request state belongs to another caller")
+	}
+	if st.Via != via {
+		return state{}, errors.New("request state was issued for another way of answering the card")
 	}
 	fresh, err := s.spend(ctx, "mcp-state:"+st.ID, st.ExpiresAt.Time)
 	switch {
@@ -394,15 +474,7 @@ func (s *Server) askCard(ans *gateway.Answer, c Caller, caps *sdk.ClientCapabili
 		},
 		"required": []string{"button"},
 	}
-	nonce := make([]byte, 16)
-	_, _ = rand.Read(nonce)
-	raw, err := s.sign(state{
-		CallID: ans.CallID, User: c.Identity.User, Install: c.Identity.Install,
-		RegisteredClaims: jwt.RegisteredClaims{
-			ExpiresAt: jwt.NewNumericDate(s.clock.Now().Add(stateTTL)),
-			ID:        base64.RawURLEncoding.EncodeToString(nonce),
-		},
-	})
+	raw, err := s.newState(ans.CallID, c, viaElicitation)
 	if err != nil {
 		return s.failed(err), nil
 	}
@@ -414,17 +486,13 @@ func (s *Server) askCard(ans *gateway.Answer, c Caller, caps *sdk.ClientCapabili
 
 // resume answers a card with the client's input response: accept presses
 // the chosen button, decline skips, cancel cancels.
-func (s *Server) resume(ctx context.Context, req *sdk.CallToolRequest, c Caller) (*sdk.CallToolResult, error) {
+func (s *Server) resume(ctx context.Context, req *sdk.CallToolRequest, c Caller, caps *sdk.ClientCapabilities) (*sdk.CallToolResult, error) {
 	p := req.Params
-	st, err := s.open(ctx, p.RequestState, c)
-	if err != nil {
-		return errorResult("the card's answer was refused: " + err.Error()), nil
-	}
 	resp, ok := p.InputResponses[cardInput].(*sdk.ElicitResult)
 	if !ok {
 		return errorResult("the card's answer is missing"), nil
 	}
-	rr := gateway.ResumeRequest{CallID: st.CallID, Identity: c.Identity, Device: c.Device}
+	var rr gateway.ResumeRequest
 	switch resp.Action {
 	case "accept":
 		rr.ButtonID, _ = resp.Content["button"].(string)
@@ -436,12 +504,23 @@ func (s *Server) resume(ctx context.Context, req *sdk.CallToolRequest, c Caller)
 	default:
 		rr.Action = gateway.ActionCancel
 	}
+	return s.continueCard(ctx, p.RequestState, viaElicitation, c, rr, caps, false)
+}
+
+// continueCard answers the card of the call a continuation names, the one
+// path of both ways a card is answered over MCP (an input response, the
+// view's button): the state opens (signature, expiry, caller, way, spent
+// once), the gateway resumes the call with rr's button or action, and the
+// new answer is mapped as reply says. A refused state resumes nothing.
+func (s *Server) continueCard(ctx context.Context, raw, via string, c Caller, rr gateway.ResumeRequest, caps *sdk.ClientCapabilities, fromView bool) (*sdk.CallToolResult, error) {
+	st, err := s.open(ctx, raw, c, via)
+	if err != nil {
+		return errorResult("the card's answer was refused: " + err.Error()), nil
+	}
+	rr.CallID, rr.Identity, rr.Device = st.CallID, c.Identity, c.Device
 	ans, err := s.gw.Resume(ctx, rr)
 	if err != nil {
 		return s.failed(err), nil
 	}
-	if ans.Status == gateway.StatusActionRequired {
-		return s.askCard(ans, c, req.ClientCapabilities())
-	}
-	return toolResult(ans.Result), nil
+	return s.reply(ans, c, caps, fromView)
 }

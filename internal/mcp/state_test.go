@@ -96,7 +96,7 @@ func TestStateOpen(t *testing.T) {
 	s, _ := stateServer(clk)
 	ctx := context.Background()
 	raw := mustSign(t, s, newState(s, "n1"))
-	st, err := s.open(ctx, raw, callerOf("u_1", "in_1"))
+	st, err := s.open(ctx, raw, callerOf("u_1", "in_1"), viaElicitation)
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -114,7 +114,7 @@ func TestStateOpen(t *testing.T) {
 	}
 	// Valid until its exp, not at it.
 	clk.Set(stateT0.Add(stateTTL - time.Second))
-	if _, err := s.open(ctx, mustSign(t, s, newState(s, "n2")), callerOf("u_1", "in_1")); err != nil {
+	if _, err := s.open(ctx, mustSign(t, s, newState(s, "n2")), callerOf("u_1", "in_1"), viaElicitation); err != nil {
 		t.Errorf("open before exp: %v", err)
 	}
 }
@@ -164,6 +164,11 @@ func TestStateOpenRefused(t *testing.T) {
 			st.CallID = ""
 			return mustSign(t, s, st)
 		}, u1, 0, "malformed"},
+		{"issued for the view", func(t *testing.T, s *Server) string {
+			st := newState(s, "n")
+			st.Via = viaView
+			return mustSign(t, s, st)
+		}, u1, 0, "another way"},
 		{"garbage", func(*testing.T, *Server) string { return "garbage" }, u1, 0, "malformed"},
 		{"empty", func(*testing.T, *Server) string { return "" }, u1, 0, "malformed"},
 		{"the old body.mac form", func(t *testing.T, s *Server) string {
@@ -179,7 +184,7 @@ func TestStateOpenRefused(t *testing.T) {
 			ctx := context.Background()
 			raw := tt.raw(t, s)
 			clk.Set(stateT0.Add(tt.at))
-			st, err := s.open(ctx, raw, tt.caller)
+			st, err := s.open(ctx, raw, tt.caller, viaElicitation)
 			if err == nil {
 				t.Fatalf("open accepted %+v", st)
 			}
@@ -200,27 +205,27 @@ func TestStateOnce(t *testing.T) {
 	s, _ := stateServer(clk)
 	ctx := context.Background()
 	raw := mustSign(t, s, newState(s, "n"))
-	if _, err := s.open(ctx, raw, callerOf("u_2", "in_1")); err == nil || !strings.Contains(err.Error(), "another caller") {
+	if _, err := s.open(ctx, raw, callerOf("u_2", "in_1"), viaElicitation); err == nil || !strings.Contains(err.Error(), "another caller") {
 		t.Fatalf("another caller: %v", err)
 	}
-	if _, err := s.open(ctx, raw, callerOf("u_1", "in_1")); err != nil {
+	if _, err := s.open(ctx, raw, callerOf("u_1", "in_1"), viaElicitation); err != nil {
 		t.Fatalf("the owner after a refused stranger: %v", err)
 	}
-	if _, err := s.open(ctx, raw, callerOf("u_1", "in_1")); err == nil || !strings.Contains(err.Error(), "already used") {
+	if _, err := s.open(ctx, raw, callerOf("u_1", "in_1"), viaElicitation); err == nil || !strings.Contains(err.Error(), "already used") {
 		t.Fatalf("reused: %v", err)
 	}
 	// Another state with the same nonce is the same state.
 	clk.Add(time.Minute)
-	if _, err := s.open(ctx, mustSign(t, s, newState(s, "n")), callerOf("u_1", "in_1")); err == nil || !strings.Contains(err.Error(), "already used") {
+	if _, err := s.open(ctx, mustSign(t, s, newState(s, "n")), callerOf("u_1", "in_1"), viaElicitation); err == nil || !strings.Contains(err.Error(), "already used") {
 		t.Fatalf("same nonce, later exp: %v", err)
 	}
 	clk.Set(stateT0.Add(stateTTL + time.Second))
-	if _, err := s.open(ctx, mustSign(t, s, newState(s, "other")), callerOf("u_1", "in_1")); err != nil {
+	if _, err := s.open(ctx, mustSign(t, s, newState(s, "other")), callerOf("u_1", "in_1"), viaElicitation); err != nil {
 		t.Fatal(err)
 	}
 	// Its nonce's expiry passed with it: a state under it would be
 	// fresh (and signed only by someone holding the key).
-	if _, err := s.open(ctx, mustSign(t, s, newState(s, "n")), callerOf("u_1", "in_1")); err != nil {
+	if _, err := s.open(ctx, mustSign(t, s, newState(s, "n")), callerOf("u_1", "in_1"), viaElicitation); err != nil {
 		t.Errorf("a new state under the expired state's nonce: %v", err)
 	}
 }
@@ -237,7 +242,7 @@ func BenchmarkState(b *testing.B) {
 		i++
 		clear(spent.ids) // the sweep of spent nonces is not what is measured
 		raw := mustSign(b, s, newState(s, strconv.Itoa(i)))
-		if _, err := s.open(ctx, raw, c); err != nil {
+		if _, err := s.open(ctx, raw, c, viaElicitation); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -256,7 +261,7 @@ func TestStateLedgerDown(t *testing.T) {
 	s.spend = func(context.Context, string, time.Time) (bool, error) {
 		return true, errors.New("ledger: unavailable: redis 10.0.0.7:6379")
 	}
-	_, err := s.open(ctx, raw, callerOf("u_1", "in_1"))
+	_, err := s.open(ctx, raw, callerOf("u_1", "in_1"), viaElicitation)
 	if err == nil || !strings.Contains(err.Error(), "cannot be checked") || strings.Contains(err.Error(), "10.0.0.7") {
 		t.Fatalf("open with the ledger down: %v; want a refusal that names no server", err)
 	}
@@ -264,7 +269,7 @@ func TestStateLedgerDown(t *testing.T) {
 		t.Fatalf("spent while the ledger was down: %v", spent.ids)
 	}
 	s.spend = working
-	if _, err := s.open(ctx, raw, callerOf("u_1", "in_1")); err != nil {
+	if _, err := s.open(ctx, raw, callerOf("u_1", "in_1"), viaElicitation); err != nil {
 		t.Fatalf("open once the ledger is back: %v", err)
 	}
 }

@@ -14,17 +14,32 @@
 // as text. An action-required card shows its buttons, Skip and Cancel, and
 // resumes the call when one is pressed. A call still running is polled
 // until it settles. The element fires toolgate.card.resolved (detail: the
-// done answer it obtained) and toolgate.card.error (detail: {status, code,
-// message}), both bubbling out of the shadow root.
+// done answer it obtained), toolgate.card.error (detail: {status, code,
+// message}) and toolgate.card.embedsize (detail: {height}, the px its embed
+// was given), all bubbling out of the shadow root.
+//
+// A page that is not the gateway's caller (the MCP Apps view, mcpapp/) sets
+// instead:
+//   card.resume = async (answer, choice) => nextAnswer; // choice: {buttonId} or {action}
+//   card.embedMaxShare = 0;  // the host sizes the page to its content: no viewport cap
+// and leaves gateway unset: without one nothing is polled.
 //
 // It renders into an open shadow root. Theme it with the custom properties
 // below (--toolgate-card-*) and the parts: card, title, body, markdown,
 // content, error, embed, progress, notice, actions, button (and the
-// button's variant, e.g. button danger).
+// button's variant, e.g. button danger); a card showing an embed has its
+// card and title parts also named embedded.
 import { Marked } from "./marked.js";
 
 /** The share of the viewport an embed may take, at most (SPEC §6). */
 export const EMBED_MAX_SHARE = 0.7;
+
+/**
+ * The most px an embed may take however it is capped: without a viewport
+ * share (the MCP Apps view), an embed asking for a billion px must not
+ * get them.
+ */
+export const EMBED_MAX_PX = 10000;
 
 /** The polling delays for a call in flight, in ms: from first to last. */
 const POLL_FIRST = 500;
@@ -139,12 +154,14 @@ export function renderMarkdown(src) {
 
 /**
  * embedHeight is the height an embed gets for the height it asked for:
- * at most share of the viewport, at least 1 px; null for a request that
- * is no finite number.
+ * at most share of the viewport (no share, 0 or less: no viewport cap)
+ * and EMBED_MAX_PX, at least 1 px; null for a request that is no finite
+ * number.
  */
 export function embedHeight(asked, viewport, share = EMBED_MAX_SHARE) {
   if (typeof asked !== "number" || !Number.isFinite(asked)) return null;
-  const cap = Math.max(1, Math.floor(viewport * share));
+  let cap = EMBED_MAX_PX;
+  if (typeof share === "number" && share > 0) cap = Math.min(cap, Math.max(1, Math.floor(viewport * share)));
   return Math.min(cap, Math.max(1, Math.round(asked)));
 }
 
@@ -182,9 +199,11 @@ export class ToolgateCard extends Base {
   #root;
 
   // gateway (the gateway's base URL), getToken (optional async () =>
-  // caller token) and identity (optional {user, install}, sent when there
-  // is no token) are plain properties: no field initializers, which would
-  // overwrite the values a page set before the element was upgraded.
+  // caller token), identity (optional {user, install}, sent when there
+  // is no token), resume (optional, see above) and embedMaxShare (optional,
+  // EMBED_MAX_SHARE when unset) are plain properties: no field
+  // initializers, which would overwrite the values a page set before the
+  // element was upgraded.
 
   constructor() {
     super();
@@ -204,7 +223,7 @@ export class ToolgateCard extends Base {
   connectedCallback() {
     window.addEventListener("message", this.onMessage);
     window.addEventListener("resize", this.onResize);
-    if (this.#answer && !this.#timer && inFlight(this.#answer)) this.#poll(this.#generation, POLL_FIRST);
+    if (this.#answer && !this.#timer && inFlight(this.#answer) && this.gateway) this.#poll(this.#generation, POLL_FIRST);
   }
 
   disconnectedCallback() {
@@ -238,16 +257,25 @@ export class ToolgateCard extends Base {
     if (!embed || e.source !== embed.frame.contentWindow) return;
     const d = e.data;
     if (d === null || typeof d !== "object" || !Object.hasOwn(d, "__kazzle_height")) return;
-    const h = embedHeight(d.__kazzle_height, window.innerHeight);
+    const h = embedHeight(d.__kazzle_height, window.innerHeight, this.#share());
     if (h === null) return;
     embed.asked = d.__kazzle_height;
-    embed.frame.style.height = `${h}px`;
+    this.#sizeEmbed(embed.frame, h);
   }
 
   onResize() {
     const embed = this.#embed;
     if (!embed || embed.asked === null) return;
-    embed.frame.style.height = `${embedHeight(embed.asked, window.innerHeight)}px`;
+    this.#sizeEmbed(embed.frame, embedHeight(embed.asked, window.innerHeight, this.#share()));
+  }
+
+  #share() {
+    return this.embedMaxShare ?? EMBED_MAX_SHARE;
+  }
+
+  #sizeEmbed(frame, h) {
+    frame.style.height = `${h}px`;
+    this.dispatchEvent(new CustomEvent("toolgate.card.embedsize", { detail: { height: h }, bubbles: true, composed: true }));
   }
 
   #render() {
@@ -279,7 +307,9 @@ export class ToolgateCard extends Base {
       body.append(el("p", { part: "progress", class: "progress", role: "status" },
         a.status === "awaiting_client" ? "Waiting for the page to run it…" : "Running…"));
       card.setAttribute("aria-busy", "true");
-      if (this.isConnected) this.#poll(gen, POLL_FIRST);
+      // Without a gateway there is nothing to ask (the MCP Apps view gets
+      // only settled or action-required answers).
+      if (this.isConnected && this.gateway) this.#poll(gen, POLL_FIRST);
       return;
     }
     if (a.isError) {
@@ -288,6 +318,10 @@ export class ToolgateCard extends Base {
       return;
     }
     if (a.card === "embed" && safeURL(a.embedUrl).startsWith("http")) {
+      // "embedded" lets a page draw the embed without the card's chrome
+      // (::part(card embedded), ::part(title embedded)).
+      card.setAttribute("part", "card embedded");
+      title.setAttribute("part", "title embedded");
       const frame = el("iframe", {
         part: "embed",
         sandbox: "allow-scripts allow-forms allow-popups",
@@ -350,7 +384,9 @@ export class ToolgateCard extends Base {
     notice.classList.remove("failed");
     const body = { ...choice };
     if (this.#device) body.device = this.#device;
-    const r = await this.#request("POST", `calls/${encodeURIComponent(a.callId)}/resume`, body);
+    const r = typeof this.resume === "function"
+      ? await this.#resumeBy(this.resume, a, body)
+      : await this.#request("POST", `calls/${encodeURIComponent(a.callId)}/resume`, body);
     if (gen !== this.#generation) return;
     if (r.answer) {
       this.#settled(r.answer);
@@ -360,6 +396,22 @@ export class ToolgateCard extends Base {
     notice.classList.add("failed");
     notice.textContent = r.error.message;
     this.#fail(r.error);
+  }
+
+  /**
+   * resumeBy resumes through the page's own function: {answer} for the
+   * answer it resolves to, {error} when it rejects or resolves to no
+   * answer.
+   */
+  async #resumeBy(resume, answer, choice) {
+    try {
+      const next = await resume(answer, choice);
+      if (next && typeof next === "object" && typeof next.status === "string") return { answer: next };
+      return { error: { status: 0, code: "bad_answer", message: "the call's answer could not be read" } };
+    } catch (e) {
+      const code = typeof e?.code === "string" ? e.code : "resume_failed";
+      return { error: { status: 0, code, message: String(e?.message ?? e) } };
+    }
   }
 
   #poll(gen, delay) {

@@ -2,7 +2,7 @@
 // The browser tests (examples/browser/card.test.mjs) render them.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { markdownHTML, safeURL, embedHeight, escapeHTML } from "./card.js";
+import { markdownHTML, safeURL, embedHeight, escapeHTML, EMBED_MAX_PX } from "./card.js";
 
 test("raw HTML in markdown is text", () => {
   for (const [src, want] of [
@@ -63,6 +63,21 @@ test("embed heights are capped at 70% of the viewport and never below 1 px", () 
   assert.equal(embedHeight(300.6, 1000), 301);
   for (const bad of [NaN, Infinity, "300", null, undefined, {}]) assert.equal(embedHeight(bad, 1000), null);
   assert.equal(embedHeight(500, 0), 1);
+});
+
+test("without a viewport share an embed gets what it asks, within EMBED_MAX_PX", () => {
+  // The MCP Apps view: the host sizes the page to the embed, so 70% of a
+  // 150 px frame must not shrink a 300 px embed to 105.
+  for (const share of [0, null, -1, NaN]) {
+    assert.equal(embedHeight(300, 150, share), 300, String(share));
+    assert.equal(embedHeight(1e12, 150, share), EMBED_MAX_PX, String(share));
+    assert.equal(embedHeight(-5, 150, share), 1, String(share));
+    assert.equal(embedHeight("300", 150, share), null, String(share));
+  }
+  assert.equal(EMBED_MAX_PX, 10000);
+  // A share still caps, and so does EMBED_MAX_PX under a tall viewport.
+  assert.equal(embedHeight(300, 150, 0.7), 105);
+  assert.equal(embedHeight(50000, 100000), EMBED_MAX_PX);
 });
 
 test("escapeHTML", () => {

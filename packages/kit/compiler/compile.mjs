@@ -23,7 +23,11 @@ export class CompileError extends Error {
 // toolgate's tool-name rule (internal/manifest's nameRE).
 const NAME_RE = /^[a-zA-Z0-9_-]{1,64}$/;
 
-const TOOL_FIELDS = ['name', 'displayName', 'description', 'input', 'target', 'annotations', 'allow'];
+const TOOL_FIELDS = ['name', 'displayName', 'description', 'input', 'target', 'annotations', 'allow', 'ui'];
+
+// The tool the gateway adds for MCP Apps clients (internal/manifest's
+// CardAnswerTool): a declared tool may not take its name.
+const RESERVED_NAME = 'toolgate_card_answer';
 const ANNOTATIONS = ['readOnlyHint', 'destructiveHint', 'idempotentHint', 'openWorldHint'];
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
 
@@ -196,6 +200,8 @@ function checkTool(tool, fail, toJSONSchema) {
   }
   if (typeof tool.name !== 'string' || !NAME_RE.test(tool.name)) {
     fail('name', tool.name === undefined ? `required: a string matching ${NAME_RE.source}` : `${show(tool.name)} must match ${NAME_RE.source}`);
+  } else if (tool.name === RESERVED_NAME) {
+    fail('name', `${show(tool.name)} is reserved: the gateway serves a tool of that name to MCP Apps clients`);
   }
   for (const field of ['displayName', 'description']) {
     if (typeof tool[field] !== 'string' || tool[field].trim() === '') fail(field, 'required: a non-empty string');
@@ -211,6 +217,12 @@ function checkTool(tool, fail, toJSONSchema) {
   if (tool.allow !== undefined) {
     if (typeof tool.allow !== 'string' || tool.allow.trim() === '') fail('allow', 'must be a non-empty expression string');
     entry.allow = tool.allow;
+  }
+  if (tool.ui !== undefined) {
+    // As the gateway checks at load: only an app target shows in the view.
+    if (typeof tool.ui !== 'boolean') fail('ui', 'must be true or false');
+    else if (tool.ui && isPlainObject(tool.target) && tool.target.type !== 'app') fail('ui', 'only an app target shows in the MCP Apps view');
+    entry.ui = tool.ui;
   }
   return entry;
 }

@@ -80,6 +80,12 @@ export type Tool = {
   annotations?: Annotations;
   /** A policy expression (expr-lang) over {claims, user, install, tool, context, input}. */
   allow?: string;
+  /**
+   * Whether MCP clients with the MCP Apps extension show the tool's answers
+   * (markdown, embeds, cards) in toolgate's view. Only app targets may;
+   * default true for them. `false` keeps them plain MCP results.
+   */
+  ui?: boolean;
 };
 
 /** The seed's name for a Tool. */

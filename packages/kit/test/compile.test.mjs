@@ -89,6 +89,11 @@ test('Zod features reach the schema as the gateway must read them', () => {
   assert.deepEqual(Object.keys(tools.nested.target), ['type', 'component', 'method', 'url', 'headers', 'body']);
   assert.deepEqual(tools.nested.annotations, { readOnlyHint: false, openWorldHint: true });
   assert.deepEqual(tools.nested.target.body, { items: '${input.items}', literal: 1 });
+
+  // "ui" passes through as written, last; unset, it is left out.
+  assert.deepEqual(Object.keys(tools.strict), ['name', 'displayName', 'description', 'input_schema', 'target', 'ui']);
+  assert.equal(tools.strict.ui, false);
+  assert.equal('ui' in tools.loose, false);
 });
 
 test('-o writes the manifest; --check passes when equal, fails on drift', (t) => {
@@ -143,7 +148,10 @@ test('bad tools.ts files: exit 1, the file, the tool and the field named', async
       'test/fixtures/bad-fields.ts: tool "bigint": input.n[]: BigInt cannot be represented in JSON Schema',
       'test/fixtures/bad-fields.ts: tool "bigint": target.body.when: is not plain JSON (an object of another class)',
       'test/fixtures/bad-fields.ts: tool "bigint": target.body.n: NaN is not a JSON number',
-      'test/fixtures/bad-fields.ts: tool "transform": inputSchema: unknown field (a tool has name, displayName, description, input, target, annotations, allow)',
+      'test/fixtures/bad-fields.ts: tool "ui_text": ui: must be true or false',
+      'test/fixtures/bad-fields.ts: tool "ui_url": ui: only an app target shows in the MCP Apps view',
+      'test/fixtures/bad-fields.ts: tool "toolgate_card_answer": name: "toolgate_card_answer" is reserved: the gateway serves a tool of that name to MCP Apps clients',
+      'test/fixtures/bad-fields.ts: tool "transform": inputSchema: unknown field (a tool has name, displayName, description, input, target, annotations, allow, ui)',
     ]],
     ['missing.ts', ['test/fixtures/missing.ts: no such file']],
   ];
