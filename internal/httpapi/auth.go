@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -327,12 +328,10 @@ func (a *Authenticator) challenge(err error, metadataURL string) string {
 	return c
 }
 
-// quote makes s an HTTP quoted-string (RFC 9110 §5.6.4).
-func quote(s string) string {
-	return `"` + quoteEscaper.Replace(s) + `"`
-}
-
-var quoteEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
+// quote makes s an HTTP quoted-string (RFC 9110 §5.6.4): Go's quoting
+// escapes '"' and '\' as quoted-pairs and leaves no control character,
+// whatever a Host header or an error holds.
+func quote(s string) string { return strconv.Quote(s) }
 
 // checkJWKSURL accepts an https URL, or an http one to a loopback host:
 // keys fetched in the clear could be swapped on the way.

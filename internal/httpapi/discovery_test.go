@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -507,4 +508,27 @@ func newTestAPIErr(t *testing.T, c Config) error {
 	c.Gateway, c.Bridge = api.gw, api.bridge
 	_, err := New(c)
 	return err
+}
+
+// Whatever an error or a Host holds, the challenge stays one challenge
+// whose parameters read back as they were: quotes and backslashes are
+// quoted-pairs, control characters never reach the header.
+func TestChallengeQuoting(t *testing.T) {
+	callers, _, err := NewAuthenticators(&TokenConfig{Secret: asSecret, Audience: "toolgate"}, nil, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	metadata := `http://evil", error="none\x/.well-known/oauth-protected-resource/mcp`
+	h := callers.challenge(&tokenError{errors.New(`a "quoted" \ claim` + "\x01")}, metadata)
+	if strings.ContainsAny(h, "\x00\x01\r\n") {
+		t.Fatalf("control characters in %q", h)
+	}
+	cs, err := oauthex.ParseWWWAuthenticate([]string{h})
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("%q: %v %+v", h, err, cs)
+	}
+	p := cs[0].Params
+	if p["error"] != "invalid_token" || p["resource_metadata"] != metadata || !strings.HasPrefix(p["error_description"], `a "quoted" \ claim`) {
+		t.Errorf("%q read back as %v", h, p)
+	}
 }
