@@ -364,7 +364,7 @@ func checkAudiences(callers, pages *TokenConfig) error {
 	}
 	switch {
 	case len(callers.audiences()) == 0:
-		return errors.New("callers: audience (or resource) is required when pages are configured too, so that a page token is never taken for a caller token")
+		return errors.New("callers: audience is required when pages are configured too, so that a page token is never taken for a caller token (a resource serves as one)")
 	case pages.Audience == "":
 		return errors.New("pages: audience is required when callers are configured too, so that a caller token is never taken for a page token")
 	case slices.Contains(callers.audiences(), pages.Audience):
