@@ -149,9 +149,10 @@ test("the 401 from /mcp points to the metadata, which names the resource and its
   const { gate } = authStack;
   const res = await postMCP(gate);
   assert.equal(res.status, 401);
-  const { resourceMetadataUrl, error } = extractWWWAuthenticateParams(res);
+  const { resourceMetadataUrl, error, scope } = extractWWWAuthenticateParams(res);
   assert.equal(resourceMetadataUrl?.href, `${gate}/.well-known/oauth-protected-resource/mcp`);
   assert.equal(error, undefined, "no token sent is no invalid_token");
+  assert.equal(scope, "tools:call", "the scopes to ask for");
 
   const md = await discoverOAuthProtectedResourceMetadata(`${gate}/mcp`, { resourceMetadataUrl });
   assert.deepEqual(md, {

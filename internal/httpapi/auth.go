@@ -310,17 +310,22 @@ func (a *Authenticator) Challenge(err error) string {
 }
 
 // challenge is Challenge with resource_metadata (RFC 9728 §5.1) when
-// metadataURL is not empty, and with the required scopes for a token that
-// lacks one (the MCP authorization spec's scope challenge).
+// metadataURL is not empty, and with the required scopes when there are
+// (RFC 6750 §3; insufficient_scope for a token that lacks one).
 func (a *Authenticator) challenge(err error, metadataURL string) string {
 	c := `Bearer realm="` + a.realm + `"`
 	var te *tokenError
 	var se *scopeError
 	switch {
 	case errors.As(err, &se):
-		c += `, error="insufficient_scope", scope=` + quote(strings.Join(se.want, " "))
+		c += `, error="insufficient_scope"`
 	case errors.As(err, &te):
 		c += `, error="invalid_token", error_description=` + quote(err.Error())
+	}
+	// The scopes a token needs, on a 401 too: a client asks for them the
+	// first time (the MCP authorization spec's scope selection).
+	if len(a.cfg.Scopes) > 0 {
+		c += ", scope=" + quote(strings.Join(a.cfg.Scopes, " "))
 	}
 	if metadataURL != "" {
 		c += ", resource_metadata=" + quote(metadataURL)

@@ -173,7 +173,7 @@ func TestMCPChallenge(t *testing.T) {
 
 	resp, body := postMCP(t, s, s.URL+"/mcp", "")
 	c := challenge(t, resp)
-	if resp.StatusCode != 401 || c["error"] != "" || c["realm"] != "toolgate" || apitest.ErrCode(body) != "unauthorized" {
+	if resp.StatusCode != 401 || c["error"] != "" || c["realm"] != "toolgate" || c["scope"] != "" || apitest.ErrCode(body) != "unauthorized" {
 		t.Errorf("no token: %d %v %s", resp.StatusCode, c, body)
 	}
 	if c["resource_metadata"] != s.URL+metadataPath+"/mcp" {
@@ -297,6 +297,11 @@ func TestScopes(t *testing.T) {
 		if code != 403 || apitest.ErrCode(tbody) != "insufficient_scope" {
 			t.Errorf("%s: Tools API %d %s", c.name, code, tbody)
 		}
+	}
+	// The 401 names the scopes too, for a client's first request.
+	resp, _ := postMCP(t, s, s.URL+"/mcp", "")
+	if c := challenge(t, resp); resp.StatusCode != 401 || c["scope"] != "tools:call notes" || c["error"] != "" || c["resource_metadata"] == "" {
+		t.Errorf("no token: %d %v", resp.StatusCode, c)
 	}
 	if n := rec.Count(); n != 3 {
 		t.Errorf("the upstream saw %d calls, want the 3 of the accepted tokens", n)
