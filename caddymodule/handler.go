@@ -181,17 +181,8 @@ func (h *Handler) localIdentity() (*gateway.Identity, error) {
 	if h.MCP == nil || h.MCP.Identity == nil {
 		return nil, nil
 	}
-	if h.Callers != nil {
-		return nil, errors.New("mcp: identity is for loopback mode only, without callers: with callers, each token names its user")
-	}
-	id := &gateway.Identity{User: h.MCP.Identity.User, Install: h.MCP.Identity.Install}
-	if id.User == "" {
-		return nil, errors.New("mcp: identity names no user")
-	}
-	if err := gateway.CheckIdentity(*id); err != nil {
-		return nil, fmt.Errorf("mcp: identity: %w", err)
-	}
-	return id, nil
+	id := gateway.Identity{User: h.MCP.Identity.User, Install: h.MCP.Identity.Install}
+	return &id, httpapi.CheckLocalIdentity(id, h.Callers != nil)
 }
 
 // CaddyModule returns the Caddy module information.

@@ -141,14 +141,8 @@ func New(c Config) (*API, error) {
 	}
 	opts := mcp.Options{Logger: a.logger, Observer: a.obs}
 	if c.LocalIdentity != nil {
-		if c.Callers != nil {
-			return nil, errors.New("mcp: identity is for loopback mode only: with callers, each token names its user")
-		}
-		if err := gateway.CheckIdentity(*c.LocalIdentity); err != nil {
-			return nil, fmt.Errorf("mcp: identity: %w", err)
-		}
-		if c.LocalIdentity.User == "" {
-			return nil, errors.New("mcp: identity names no user")
+		if err := CheckLocalIdentity(*c.LocalIdentity, c.Callers != nil); err != nil {
+			return nil, err
 		}
 		opts.LocalIdentity = *c.LocalIdentity
 	}
@@ -157,6 +151,22 @@ func New(c Config) (*API, error) {
 	a.mcp = a.mcpHandler(mcp.New(c.Gateway, opts))
 	a.routes()
 	return a, nil
+}
+
+// CheckLocalIdentity checks the local identity of MCP calls: a user, with
+// the installation if any, within the gateway's bounds, and only in
+// loopback mode (callers false): with callers, each token names its user.
+func CheckLocalIdentity(id gateway.Identity, callers bool) error {
+	switch {
+	case callers:
+		return errors.New("mcp: identity is for loopback mode only, without callers: with callers, each token names its user")
+	case id.User == "":
+		return errors.New("mcp: identity names no user")
+	}
+	if err := gateway.CheckIdentity(id); err != nil {
+		return fmt.Errorf("mcp: identity: %w", err)
+	}
+	return nil
 }
 
 // routes registers the API's patterns. Each path has its method's pattern
