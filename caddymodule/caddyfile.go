@@ -44,6 +44,12 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			leeway        <duration>
 //			user_claim    <claim>
 //			install_claim <claim>
+//			authorization_server <issuer url...>
+//			resource      <canonical /mcp url>
+//			scopes        <scope...>
+//		}
+//		mcp {
+//			identity <user> [<install>]   (loopback mode only)
 //		}
 //		ledger bolt [<path>] | redis <[redis[s]://]host:port> | off {
 //			retention   <duration>
@@ -89,7 +95,8 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	}
 //
 // manifest, component, allowed_hosts and tool may repeat, and so may key,
-// env, origins, query and header in their blocks. A tool's component line
+// env, origins, authorization_server, scopes, query and header in their
+// blocks. A tool's component line
 // lets a url target use that component's env in ${env.NAME} references. A
 // body that is not valid JSON is taken as a JSON string, so `body ${input}`
 // sends the whole input. `ui off` keeps an app tool's answers out of the
@@ -125,6 +132,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		},
 		"identity":            subBlock(&h.Identity),
 		"callers":             subBlock(&h.Callers),
+		"mcp":                 subBlock(&h.MCP),
 		"pages":               subBlock(&h.Pages),
 		"ledger":              subBlock(&h.Ledger),
 		"client_tool_timeout": durationArg(&h.ClientToolTimeout, true),
@@ -151,6 +159,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	})
 	if err != nil {
 		return err
+	}
+	if _, err := h.localIdentity(); err != nil {
+		return d.Errf("%v", err)
 	}
 	return h.checkTools(d, at)
 }
@@ -215,7 +226,30 @@ func (c *Callers) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	opts := c.Tokens.options()
 	opts["user_claim"] = stringArg(&c.UserClaim)
 	opts["install_claim"] = stringArg(&c.InstallClaim)
+	opts["authorization_server"] = listArg(&c.AuthorizationServers)
+	opts["resource"] = stringArg(&c.Resource)
+	opts["scopes"] = listArg(&c.Scopes)
 	return parseSubBlock(d, opts)
+}
+
+// UnmarshalCaddyfile sets up MCP from an `mcp {…}` block.
+func (m *MCP) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	return parseSubBlock(d, map[string]option{
+		"identity": func(d *caddyfile.Dispenser) error {
+			args := d.RemainingArgs()
+			if len(args) < 1 || len(args) > 2 {
+				return d.Errf("want: identity <user> [<install>]")
+			}
+			if m.Identity != nil {
+				return d.Errf("identity already specified")
+			}
+			m.Identity = &MCPIdentity{User: args[0]}
+			if len(args) == 2 {
+				m.Identity.Install = args[1]
+			}
+			return nil
+		},
+	})
 }
 
 // options are the token options callers and pages share.
@@ -547,6 +581,7 @@ var (
 	_ caddyfile.Unmarshaler = (*Component)(nil)
 	_ caddyfile.Unmarshaler = (*Identity)(nil)
 	_ caddyfile.Unmarshaler = (*Callers)(nil)
+	_ caddyfile.Unmarshaler = (*MCP)(nil)
 	_ caddyfile.Unmarshaler = (*Pages)(nil)
 	_ caddyfile.Unmarshaler = (*Ledger)(nil)
 )

@@ -66,6 +66,9 @@ type Handler struct {
 	// with the identity the envelope names.
 	Callers *Callers `json:"callers,omitempty"`
 
+	// MCP configures the MCP endpoint, /mcp.
+	MCP *MCP `json:"mcp,omitempty"`
+
 	// Pages configures the page tokens of the client-tool endpoints. Unset,
 	// those endpoints answer 404 and client tools time out.
 	Pages *Pages `json:"pages,omitempty"`
@@ -153,6 +156,35 @@ type IdentityKey struct {
 	File string `json:"file"`
 }
 
+// MCP configures the MCP endpoint.
+type MCP struct {
+	// Identity is who MCP calls act for when they name no identity in
+	// _meta: the one user of a single-user gateway, so that a desktop MCP
+	// client on this machine can call app tools with no toolgate-specific
+	// configuration. Only without Callers (loopback mode), where any local
+	// process may name any user anyway; with Callers each token names its
+	// user. Default: none (a call acts for no user).
+	Identity *MCPIdentity `json:"identity,omitempty"`
+}
+
+// MCPIdentity is the user, and optionally the installation, that MCP
+// calls act for.
+type MCPIdentity struct {
+	// User is the user's id, as app targets are told it (sub).
+	User string `json:"user"`
+	// Install is the installation's id. Default: none.
+	Install string `json:"install,omitempty"`
+}
+
+// localIdentity is the configured MCP identity, checked, or nil.
+func (h *Handler) localIdentity() (*gateway.Identity, error) {
+	if h.MCP == nil || h.MCP.Identity == nil {
+		return nil, nil
+	}
+	id := gateway.Identity{User: h.MCP.Identity.User, Install: h.MCP.Identity.Install}
+	return &id, httpapi.CheckLocalIdentity(id, h.Callers != nil)
+}
+
 // CaddyModule returns the Caddy module information.
 func (Handler) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{
@@ -191,6 +223,10 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) error {
 		return err
 	}
 	callers, pages, err := h.authenticators(ctx, repl)
+	if err != nil {
+		return err
+	}
+	local, err := h.localIdentity()
 	if err != nil {
 		return err
 	}
@@ -241,8 +277,9 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) error {
 	})
 	cfg := httpapi.Config{
 		Gateway: gw, Bridge: bridge, Callers: callers, Pages: pages,
-		AllowedHosts: h.AllowedHosts, Client: caddyClient,
-		JWKS: issuer.JWKS(), StateSeed: key.Private.Seed(),
+		AllowedHosts: h.AllowedHosts, Client: caddyClient, OriginalPath: originalPath,
+		LocalIdentity: local,
+		JWKS:          issuer.JWKS(), StateSeed: key.Private.Seed(),
 		MaxRequestSize: h.MaxRequestSize, Logger: h.logger, Observer: obs,
 	}
 	if h.Pages != nil {
@@ -288,6 +325,15 @@ func caddyClient(r *http.Request) (netip.Addr, bool) {
 	}
 	trusted, _ := caddyhttp.GetVar(r.Context(), caddyhttp.TrustedProxyVarKey).(bool)
 	return httpapi.ParseClientIP(s), trusted
+}
+
+// originalPath is the request's path before any route rewrote it or
+// stripped the mount (handle_path), as its client sent it.
+func originalPath(r *http.Request) string {
+	if or, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request); ok && or.URL != nil {
+		return or.URL.Path
+	}
+	return r.URL.Path
 }
 
 // Validate checks the config.

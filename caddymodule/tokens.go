@@ -55,6 +55,32 @@ type Callers struct {
 	// InstallClaim names the claim holding the installation.
 	// Default: install.
 	InstallClaim string `json:"install_claim,omitempty"`
+
+	// AuthorizationServers are the OAuth authorization servers (their
+	// RFC 8414 issuer URLs: https, http only to a loopback host) whose
+	// access tokens MCP clients bring. Set, toolgate publishes the OAuth
+	// protected resource metadata of /mcp (RFC 9728) at
+	// /.well-known/oauth-protected-resource and
+	// /.well-known/oauth-protected-resource/mcp under its mount, and the
+	// 401 and 403 of /mcp name it in WWW-Authenticate, which is how an MCP
+	// client finds where to get a token. toolgate never issues one.
+	// Requires Resource or Audience. Default: none.
+	AuthorizationServers []string `json:"authorization_servers,omitempty"`
+
+	// Resource is the canonical URI of this gateway's /mcp (RFC 8707,
+	// RFC 9728), as clients reach it, such as
+	// https://example.com/toolgate/mcp: an absolute https URL (http only
+	// to a loopback host) without a fragment. The metadata names it, and a
+	// token must name it in aud, or name Audience when that is set too.
+	// Default: none; the metadata then names the /mcp a request reached,
+	// from its Host, and only Audience is accepted.
+	Resource string `json:"resource,omitempty"`
+
+	// Scopes are the scopes every caller token must carry, in its scope
+	// claim (space separated) or scp claim (array), on every runtime
+	// endpoint; a token without one is refused with 403
+	// insufficient_scope. The metadata lists them. Default: none.
+	Scopes []string `json:"scopes,omitempty"`
 }
 
 // Pages configures the page tokens: JWTs the app mints for one user and one
@@ -130,6 +156,7 @@ func (h *Handler) authenticators(ctx caddy.Context, repl *caddy.Replacer) (calle
 			return nil, nil, err
 		}
 		c.UserClaim, c.InstallClaim = h.Callers.UserClaim, h.Callers.InstallClaim
+		c.AuthorizationServers, c.Resource, c.Scopes = h.Callers.AuthorizationServers, h.Callers.Resource, h.Callers.Scopes
 		cc = &c
 	}
 	if h.Pages != nil {

@@ -14,6 +14,9 @@
 //	POST /client/calls/{id}/claim  a page claims a call before running it
 //	POST /client/calls/{id}/result a page posts a call's result
 //	POST /mcp (+ GET, DELETE)      MCP Streamable HTTP
+//	GET  /.well-known/oauth-protected-resource[/mcp]
+//	                               /mcp's protected resource metadata
+//	                               (with callers' authorization servers)
 //	GET  /client.js                the browser client
 //	GET  /card.js                  <toolgate-card>, the result renderer
 //	GET  /marked.js                the markdown library card.js imports
@@ -27,6 +30,7 @@ package httpapi
 import (
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"net/http"
 	"path"
 	"slices"
@@ -64,6 +68,15 @@ type Config struct {
 	AllowedHosts []string
 	// Client tells a request's real client. Default: PeerClient.
 	Client ClientFunc
+	// OriginalPath is a request's path as its client sent it, before a
+	// route stripped the mount; it names /mcp in the protected resource
+	// metadata and its challenges. Default: the request's path.
+	OriginalPath func(*http.Request) string
+
+	// LocalIdentity, when set, is who MCP calls act for when they name no
+	// identity in _meta: the user of a single-user, loopback-mode gateway.
+	// Refused with Callers, whose tokens name the user.
+	LocalIdentity *gateway.Identity
 
 	// JWKS is the published key set of the identity tokens.
 	JWKS []byte
@@ -90,6 +103,7 @@ type API struct {
 	// slash: an Origin header that names one exactly gets CORS.
 	corsOrigins map[string]bool
 	jwks        []byte
+	origPath    func(*http.Request) string
 	list        toolList
 	mcp         http.Handler
 	maxRequest  int64
@@ -105,7 +119,7 @@ func New(c Config) (*API, error) {
 	}
 	a := &API{
 		gw: c.Gateway, bridge: c.Bridge, callers: c.Callers, pages: c.Pages,
-		jwks: c.JWKS, maxRequest: c.MaxRequestSize, logger: c.Logger,
+		jwks: c.JWKS, origPath: c.OriginalPath, maxRequest: c.MaxRequestSize, logger: c.Logger,
 		obs: observe.Or(c.Observer),
 	}
 	if a.maxRequest <= 0 {
@@ -125,10 +139,34 @@ func New(c Config) (*API, error) {
 	if a.list, err = newToolList(c.Gateway); err != nil {
 		return nil, err
 	}
+	opts := mcp.Options{Logger: a.logger, Observer: a.obs}
+	if c.LocalIdentity != nil {
+		if err := CheckLocalIdentity(*c.LocalIdentity, c.Callers != nil); err != nil {
+			return nil, err
+		}
+		opts.LocalIdentity = *c.LocalIdentity
+	}
 	stateKey := sha256.Sum256(append([]byte("toolgate mcp request state\x00"), c.StateSeed...))
-	a.mcp = a.mcpHandler(mcp.New(c.Gateway, mcp.Options{StateKey: stateKey[:], Logger: a.logger, Observer: a.obs}))
+	opts.StateKey = stateKey[:]
+	a.mcp = a.mcpHandler(mcp.New(c.Gateway, opts))
 	a.routes()
 	return a, nil
+}
+
+// CheckLocalIdentity checks the local identity of MCP calls: a user, with
+// the installation if any, within the gateway's bounds, and only in
+// loopback mode (callers false): with callers, each token names its user.
+func CheckLocalIdentity(id gateway.Identity, callers bool) error {
+	switch {
+	case callers:
+		return errors.New("mcp: identity is for loopback mode only, without callers: with callers, each token names its user")
+	case id.User == "":
+		return errors.New("mcp: identity names no user")
+	}
+	if err := gateway.CheckIdentity(id); err != nil {
+		return fmt.Errorf("mcp: identity: %w", err)
+	}
+	return nil
 }
 
 // routes registers the API's patterns. Each path has its method's pattern
@@ -149,6 +187,14 @@ func (a *API) routes() {
 	a.handle("POST /page-context", a.runtime(a.servePageContext))
 	a.handle("GET /.well-known/jwks.json", a.serveJWKS)
 	a.handle("/mcp", a.serveMCP)
+	if a.publishesMetadata() {
+		a.handle("GET "+metadataPath, a.serveMetadata)
+		a.handle("GET "+metadataPath+"/mcp", a.serveMetadata)
+		// The metadata is fetched cross-origin (browser-based clients):
+		// the SDK's handler answers the preflight, and 405 to the rest.
+		a.handle(metadataPath, a.serveMetadata)
+		a.handle(metadataPath+"/mcp", a.serveMetadata)
+	}
 
 	a.handle("/tools", only(http.MethodGet))
 	a.handle("/tools/{name...}", only(http.MethodPost))

@@ -8,6 +8,9 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -42,6 +45,20 @@ type TokenConfig struct {
 	// ThreadClaim, when set, names a claim the token must hold: the one
 	// thread a page token is for.
 	ThreadClaim string
+
+	// Callers only: OAuth 2.0 resource server settings (MCP authorization).
+
+	// Resource is the canonical URI of /mcp (RFC 8707, RFC 9728): an
+	// absolute URL without a fragment. Set, a token must name it in aud,
+	// or name Audience when that is set too.
+	Resource string
+	// AuthorizationServers are the issuers of tokens for this resource
+	// (RFC 8414 issuer URLs). Set, the protected resource metadata is
+	// published and /mcp's challenges point to it.
+	AuthorizationServers []string
+	// Scopes are the scopes a token must all carry, in its scope (space
+	// separated) or scp (array) claim.
+	Scopes []string
 }
 
 // Authenticator checks one kind of bearer token and maps its claims to
@@ -61,6 +78,8 @@ type Principal struct {
 	Claims   map[string]any
 	// Expires is the token's exp, which the verifier requires.
 	Expires time.Time
+	// Scopes are the token's scope and scp claims' scopes.
+	Scopes []string
 	// token is the verified token itself.
 	token string
 }
@@ -75,18 +94,18 @@ func NewAuthenticators(callers, pages *TokenConfig, logger *zap.Logger) (c, p *A
 		return nil, nil, err
 	}
 	if callers != nil {
-		refuse := ""
+		var refuse []string
 		if pages != nil {
-			refuse = pages.Audience
+			refuse = []string{pages.Audience}
 		}
 		if c, err = newAuthenticator("callers", "toolgate", *callers, refuse, logger); err != nil {
 			return nil, nil, err
 		}
 	}
 	if pages != nil {
-		refuse := ""
+		var refuse []string
 		if callers != nil {
-			refuse = callers.Audience
+			refuse = callers.audiences()
 		}
 		cfg := *pages
 		cfg.UserClaim, cfg.InstallClaim, cfg.ThreadClaim = "sub", "", "thread"
@@ -97,7 +116,7 @@ func NewAuthenticators(callers, pages *TokenConfig, logger *zap.Logger) (c, p *A
 	return c, p, nil
 }
 
-func newAuthenticator(kind, realm string, cfg TokenConfig, refuse string, logger *zap.Logger) (*Authenticator, error) {
+func newAuthenticator(kind, realm string, cfg TokenConfig, refuse []string, logger *zap.Logger) (*Authenticator, error) {
 	n := 0
 	for _, s := range []string{cfg.JWKSURL, cfg.KeyFile, cfg.Secret} {
 		if s != "" {
@@ -106,6 +125,9 @@ func newAuthenticator(kind, realm string, cfg TokenConfig, refuse string, logger
 	}
 	if n != 1 {
 		return nil, fmt.Errorf("%s: set exactly one of jwks_url, key_file and secret", kind)
+	}
+	if err := checkResourceServer(kind, cfg); err != nil {
+		return nil, err
 	}
 	if cfg.Leeway < 0 || cfg.Leeway > MaxLeeway {
 		return nil, fmt.Errorf("%s: leeway %v must be between 0 and %v", kind, cfg.Leeway, MaxLeeway)
@@ -120,9 +142,12 @@ func newAuthenticator(kind, realm string, cfg TokenConfig, refuse string, logger
 	if opts.Leeway == 0 {
 		opts.Leeway = DefaultLeeway
 	}
-	if refuse != "" {
-		opts.RefuseAudiences = []string{refuse}
+	if cfg.Resource != "" {
+		// The resource is the audience an authorization server names
+		// (RFC 8707); a configured audience stays accepted beside it.
+		opts.Audiences = []string{cfg.Resource}
 	}
+	opts.RefuseAudiences = refuse
 	a := &Authenticator{kind: kind, realm: realm, cfg: cfg}
 	var err error
 	switch {
@@ -172,6 +197,7 @@ func (a *Authenticator) Verify(r *http.Request, token string) (Principal, error)
 	if exp, err := claims.GetExpirationTime(); err == nil && exp != nil {
 		p.Expires = exp.Time
 	}
+	p.Scopes = tokenScopes(claims)
 	if a.cfg.ThreadClaim != "" {
 		p.Thread, _ = claims[a.cfg.ThreadClaim].(string)
 		if p.Identity.User == "" || p.Thread == "" {
@@ -182,7 +208,45 @@ func (a *Authenticator) Verify(r *http.Request, token string) (Principal, error)
 	if err := a.checkIdentity(p.Identity); err != nil {
 		return Principal{}, &tokenError{err}
 	}
+	for _, want := range a.cfg.Scopes {
+		if !slices.Contains(p.Scopes, want) {
+			return Principal{}, &scopeError{want: a.cfg.Scopes, missing: want}
+		}
+	}
 	return p, nil
+}
+
+// tokenScopes reads the scopes a token grants: the space-separated scope
+// claim (RFC 8693 §4.2, RFC 9068) and the scp array some servers use
+// instead. Anything else in them grants nothing.
+func tokenScopes(claims map[string]any) []string {
+	var scopes []string
+	if s, ok := claims["scope"].(string); ok {
+		scopes = strings.Fields(s)
+	}
+	switch scp := claims["scp"].(type) {
+	case []any:
+		for _, v := range scp {
+			if s, ok := v.(string); ok {
+				scopes = append(scopes, s)
+			}
+		}
+	case string:
+		scopes = append(scopes, strings.Fields(scp)...)
+	}
+	return scopes
+}
+
+// scopeError is a valid token that lacks a scope the gateway requires:
+// 403 insufficient_scope (RFC 6750 §3.1), naming every required scope so
+// that the client asks for them all at once.
+type scopeError struct {
+	want    []string
+	missing string
+}
+
+func (e *scopeError) Error() string {
+	return fmt.Sprintf("the token lacks the scope %q (required: %s)", e.missing, strings.Join(e.want, " "))
 }
 
 // checkIdentity checks the identity a verified caller token names: a
@@ -209,10 +273,23 @@ func (e *tokenError) Error() string { return e.err.Error() }
 func (e *tokenError) Unwrap() error { return e.err }
 
 // refuseToken answers a request whose token au refused: 401 with a
-// challenge (RFC 6750 §3) naming the error when a token was sent. The
-// refusal is counted and logged as one of auth.
+// challenge (RFC 6750 §3) naming the error when a token was sent, 403
+// insufficient_scope for a token without a required scope. The refusal is
+// counted and logged as one of auth.
 func (a *API) refuseToken(w http.ResponseWriter, au *Authenticator, err error) {
-	w.Header().Set("WWW-Authenticate", au.Challenge(err))
+	a.refuseTokenWith(w, au, err, "")
+}
+
+// refuseTokenWith is refuseToken with the challenge's resource_metadata
+// URL, when not empty.
+func (a *API) refuseTokenWith(w http.ResponseWriter, au *Authenticator, err error, metadataURL string) {
+	w.Header().Set("WWW-Authenticate", au.challenge(err, metadataURL))
+	var se *scopeError
+	if errors.As(err, &se) {
+		a.refused(observe.RefusedAuth, "insufficient_scope")
+		writeError(w, http.StatusForbidden, "insufficient_scope", err.Error())
+		return
+	}
 	code, msg := "invalid_token", err.Error()
 	var te *tokenError
 	if !errors.As(err, &te) {
@@ -229,16 +306,45 @@ func (a *API) refuseToken(w http.ResponseWriter, au *Authenticator, err error) {
 // Challenge is the WWW-Authenticate value for a refusal: the realm alone
 // when no token was sent, with the error when one was refused.
 func (a *Authenticator) Challenge(err error) string {
-	var te *tokenError
-	if errors.As(err, &te) {
-		return fmt.Sprintf(`Bearer realm=%q, error="invalid_token", error_description=%q`, a.realm, err.Error())
-	}
-	return `Bearer realm="` + a.realm + `"`
+	return a.challenge(err, "")
 }
+
+// challenge is Challenge with resource_metadata (RFC 9728 §5.1) when
+// metadataURL is not empty, and with the required scopes when there are
+// (RFC 6750 §3; insufficient_scope for a token that lacks one).
+func (a *Authenticator) challenge(err error, metadataURL string) string {
+	c := `Bearer realm="` + a.realm + `"`
+	var te *tokenError
+	var se *scopeError
+	switch {
+	case errors.As(err, &se):
+		c += `, error="insufficient_scope"`
+	case errors.As(err, &te):
+		c += `, error="invalid_token", error_description=` + quote(err.Error())
+	}
+	// The scopes a token needs, on a 401 too: a client asks for them the
+	// first time (the MCP authorization spec's scope selection).
+	if len(a.cfg.Scopes) > 0 {
+		c += ", scope=" + quote(strings.Join(a.cfg.Scopes, " "))
+	}
+	if metadataURL != "" {
+		c += ", resource_metadata=" + quote(metadataURL)
+	}
+	return c
+}
+
+// quote makes s an HTTP quoted-string (RFC 9110 §5.6.4): Go's quoting
+// escapes '"' and '\' as quoted-pairs and leaves no control character,
+// whatever a Host header or an error holds.
+func quote(s string) string { return strconv.Quote(s) }
 
 // checkJWKSURL accepts an https URL, or an http one to a loopback host:
 // keys fetched in the clear could be swapped on the way.
-func checkJWKSURL(raw string) error {
+func checkJWKSURL(raw string) error { return checkSecureURL(raw) }
+
+// checkSecureURL accepts an absolute https URL, or an http one to a
+// loopback host.
+func checkSecureURL(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return err
@@ -262,14 +368,85 @@ func checkAudiences(callers, pages *TokenConfig) error {
 		return nil
 	}
 	switch {
-	case callers.Audience == "":
-		return errors.New("callers: audience is required when pages are configured too, so that a page token is never taken for a caller token")
+	case len(callers.audiences()) == 0:
+		return errors.New("callers: audience is required when pages are configured too, so that a page token is never taken for a caller token (a resource serves as one)")
 	case pages.Audience == "":
 		return errors.New("pages: audience is required when callers are configured too, so that a caller token is never taken for a page token")
-	case callers.Audience == pages.Audience:
-		return fmt.Errorf("callers and pages: the audience %q is the same; each kind of token needs its own", callers.Audience)
+	case slices.Contains(callers.audiences(), pages.Audience):
+		return fmt.Errorf("callers and pages: the audience %q is the same; each kind of token needs its own", pages.Audience)
 	}
 	return nil
+}
+
+// audiences are those a caller token may name: the audience and the
+// resource, as configured; never one a request names.
+func (c *TokenConfig) audiences() []string {
+	var auds []string
+	for _, a := range []string{c.Audience, c.Resource} {
+		if a != "" {
+			auds = append(auds, a)
+		}
+	}
+	return auds
+}
+
+// checkResourceServer checks the OAuth resource server settings, which
+// only callers take. With an authorization server, tokens must be bound
+// to this gateway by audience or resource: one issued for any other
+// resource of that server would otherwise be taken here (the token
+// passthrough the MCP authorization spec forbids).
+func checkResourceServer(kind string, cfg TokenConfig) error {
+	if kind != "callers" {
+		if cfg.Resource != "" || len(cfg.AuthorizationServers) > 0 || len(cfg.Scopes) > 0 {
+			return fmt.Errorf("%s: resource, authorization_server and scopes are for callers only", kind)
+		}
+		return nil
+	}
+	if cfg.Resource != "" {
+		u, err := url.Parse(cfg.Resource)
+		switch {
+		case err != nil:
+			return fmt.Errorf("callers: resource: %w", err)
+		case !u.IsAbs() || u.Host == "" || u.Opaque != "":
+			return fmt.Errorf("callers: resource %q is not an absolute URL", cfg.Resource)
+		case u.Fragment != "" || strings.Contains(cfg.Resource, "#"):
+			return fmt.Errorf("callers: resource %q must not have a fragment (RFC 8707 §2)", cfg.Resource)
+		}
+		if err := checkSecureURL(cfg.Resource); err != nil {
+			return fmt.Errorf("callers: resource: %w", err)
+		}
+	}
+	for _, as := range cfg.AuthorizationServers {
+		if err := checkSecureURL(as); err != nil {
+			return fmt.Errorf("callers: authorization_server: %w", err)
+		}
+		if u, _ := url.Parse(as); u.RawQuery != "" || u.Fragment != "" || strings.ContainsAny(as, "?#") {
+			return fmt.Errorf("callers: authorization_server %q: an issuer has no query or fragment (RFC 8414 §2)", as)
+		}
+	}
+	if len(cfg.AuthorizationServers) > 0 && cfg.Resource == "" && cfg.Audience == "" {
+		return errors.New("callers: authorization_server needs resource (or audience): tokens must be bound to this gateway, or one the authorization server issued for any other resource would be taken here")
+	}
+	for _, s := range cfg.Scopes {
+		if !validScope(s) {
+			return fmt.Errorf("callers: scopes: %q is not a scope (RFC 6749 §3.3: printable ASCII without space, \" or \\)", s)
+		}
+	}
+	return nil
+}
+
+// validScope reports whether s is a scope-token (RFC 6749 §3.3), which
+// may appear in a challenge's quoted scope as it is.
+func validScope(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // keyFileVerifier verifies tokens against the public key in a PEM file

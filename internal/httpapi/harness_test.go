@@ -221,6 +221,9 @@ type options struct {
 	// api is the API's config; its Gateway, Bridge, JWKS and StateSeed
 	// are filled in.
 	api Config
+	// listener, when set, is the one the server serves on: a test that
+	// configures the server's own URL (a resource) listens first.
+	listener net.Listener
 }
 
 // server is the API on a loopback port; its Client sends requests to it.
@@ -284,7 +287,12 @@ func startServer(t *testing.T, o options) *server {
 	if s.api, err = New(cfg); err != nil {
 		t.Fatal(err)
 	}
-	s.srv = httptest.NewServer(s.api)
+	s.srv = httptest.NewUnstartedServer(s.api)
+	if o.listener != nil {
+		s.srv.Listener.Close()
+		s.srv.Listener = o.listener
+	}
+	s.srv.Start()
 	s.URL = s.srv.URL
 	addr := s.srv.Listener.Addr().String()
 	s.client = &http.Client{

@@ -13,20 +13,32 @@ import (
 
 // mcpHandler puts the MCP server behind the callers' tokens, when callers
 // are configured; the SDK then binds each session to its caller.
+//
+// serveMCP has verified the token by then, and answered a refusal with
+// the challenges of the MCP authorization spec (error, scope,
+// resource_metadata), which the SDK's middleware does not write. The SDK
+// middleware stays only because it alone can hand the SDK the caller's
+// TokenInfo; its verifier takes the principal serveMCP put in the context.
 func (a *API) mcpHandler(srv *mcp.Server) http.Handler {
 	if a.callers == nil {
 		return srv
 	}
-	verify := func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
-		p, err := a.callers.Verify(r.WithContext(ctx), token)
-		if err != nil {
-			a.refused(observe.RefusedAuth, "invalid_token")
-			return nil, fmt.Errorf("%w: %v", auth.ErrInvalidToken, err)
+	verified := func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
+		p, ok := ctx.Value(principalKey{}).(Principal)
+		if !ok {
+			return nil, fmt.Errorf("%w: not verified", auth.ErrInvalidToken)
 		}
-		return mcp.Caller{Identity: p.Identity, Claims: p.Claims, Device: p.Device}.TokenInfo(p.Expires), nil
+		info := mcp.Caller{Identity: p.Identity, Claims: p.Claims, Device: p.Device}.TokenInfo(p.Expires)
+		info.Scopes = p.Scopes
+		return info, nil
 	}
-	return auth.RequireBearerToken(verify, nil)(srv)
+	// The verifier allowed for clock skew on exp already; the SDK must not
+	// refuse again what it accepted.
+	return auth.RequireBearerToken(verified, &auth.RequireBearerTokenOptions{ClockSkew: MaxLeeway})(srv)
 }
+
+// principalKey keys the verified caller of an MCP request.
+type principalKey struct{}
 
 // serveMCP serves MCP Streamable HTTP. Without callers, it takes the
 // runtime endpoints' loopback rules, Host check included. With callers,
@@ -42,6 +54,17 @@ func (a *API) serveMCP(w http.ResponseWriter, r *http.Request) {
 		a.refused(observe.RefusedLoopback, "forbidden")
 		writeError(w, http.StatusForbidden, "forbidden", fmt.Sprintf("MCP: Host %q is not allowed on a loopback listener: list it in allowed_hosts", r.Host))
 		return
+	} else {
+		p, err := a.callers.Authenticate(r)
+		if err != nil {
+			metadata := ""
+			if a.publishesMetadata() {
+				metadata = a.metadataURL(r)
+			}
+			a.refuseTokenWith(w, a.callers, err, metadata)
+			return
+		}
+		r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
 	}
 	if !requireJSON(w, r) {
 		return

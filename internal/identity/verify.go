@@ -20,6 +20,11 @@ type VerifyOptions struct {
 	Issuer string
 	// Audience, when set, must be among the token's aud.
 	Audience string
+	// Audiences, when set, are accepted beside Audience: the token's aud
+	// must name one of them or Audience. A resource server known by two
+	// names (an app's own audience, and the resource indicator an
+	// authorization server puts in aud, RFC 8707) takes either.
+	Audiences []string
 	// Leeway allows for clock skew on exp, nbf and iat.
 	Leeway time.Duration
 	// RefuseAudiences are audiences a token must not name, even beside
@@ -72,6 +77,14 @@ func NewSecretVerifier(secret []byte, opts VerifyOptions) (*Verifier, error) {
 	return &Verifier{secret: secret, opts: opts, algs: []string{"HS256", "HS384", "HS512"}, clock: clock.Real}, nil
 }
 
+// audiences are those the token must name one of; none: any.
+func (v *Verifier) audiences() []string {
+	if v.opts.Audience == "" {
+		return v.opts.Audiences
+	}
+	return append([]string{v.opts.Audience}, v.opts.Audiences...)
+}
+
 // SetClock replaces the clock, for tests.
 func (v *Verifier) SetClock(c clock.Clock) { v.clock = clock.Or(c) }
 
@@ -89,8 +102,8 @@ func (v *Verifier) Verify(ctx context.Context, token string) (jwt.MapClaims, err
 	if v.opts.Issuer != "" {
 		opts = append(opts, jwt.WithIssuer(v.opts.Issuer))
 	}
-	if v.opts.Audience != "" {
-		opts = append(opts, jwt.WithAudience(v.opts.Audience))
+	if auds := v.audiences(); len(auds) > 0 {
+		opts = append(opts, jwt.WithAudience(auds...))
 	}
 	claims := jwt.MapClaims{}
 	_, err := jwt.NewParser(opts...).ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {

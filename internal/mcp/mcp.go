@@ -69,6 +69,10 @@ type Options struct {
 	Clock clock.Clock
 	// Observer counts sessions and calls. Default: observe.Nop.
 	Observer observe.Observer
+	// LocalIdentity is who a call acts for when it has neither a verified
+	// caller nor a _meta identity: the one user of a loopback-mode gateway,
+	// so that a desktop client needs no toolgate-specific _meta. Zero: none.
+	LocalIdentity gateway.Identity
 }
 
 // Server is the MCP endpoint.
@@ -81,6 +85,7 @@ type Server struct {
 	stateless http.Handler
 	key       []byte
 	clock     clock.Clock
+	local     gateway.Identity
 
 	// spend marks a continuation's nonce used until it expires, in the
 	// gateway's ledger: once across instances and restarts.
@@ -98,7 +103,7 @@ const stateTTL = 15 * time.Minute
 
 // New builds the MCP server for the gateway's tools.
 func New(gw *gateway.Gateway, opts Options) *Server {
-	s := &Server{gw: gw, key: opts.StateKey, clock: clock.Or(opts.Clock), spend: gw.SpendOnce, logger: opts.Logger, obs: observe.Or(opts.Observer)}
+	s := &Server{gw: gw, key: opts.StateKey, clock: clock.Or(opts.Clock), spend: gw.SpendOnce, logger: opts.Logger, obs: observe.Or(opts.Observer), local: opts.LocalIdentity}
 	if s.logger == nil {
 		s.logger = zap.NewNop()
 	}
@@ -176,17 +181,24 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // caller returns the verified caller, or the identity the client names in
-// _meta when no callers are configured (the loopback default). A _meta
-// identity that is not {user, install} strings within the gateway's
-// bounds is a malformed request, never read as no identity.
-func caller(extra *sdk.RequestExtra, meta sdk.Meta) (Caller, error) {
+// _meta when no callers are configured (the loopback default), or else the
+// local identity. A _meta identity that is not {user, install} strings
+// within the gateway's bounds is a malformed request, never read as no
+// identity.
+//
+// A _meta identity wins over the local one: in loopback mode any process
+// on this machine may name any user already (through _meta or the Tools
+// API), so the local identity is a default for clients that name none,
+// not a bound.
+func (s *Server) caller(extra *sdk.RequestExtra, meta sdk.Meta) (Caller, error) {
 	if extra != nil && extra.TokenInfo != nil {
 		if c, ok := extra.TokenInfo.Extra[callerKey].(Caller); ok {
 			return c, nil
 		}
 	}
-	var c Caller
+	c := Caller{Identity: s.local}
 	if raw, ok := meta[MetaIdentity]; ok && raw != nil {
+		c.Identity = gateway.Identity{}
 		b, _ := json.Marshal(raw)
 		if err := json.Unmarshal(b, &c.Identity); err != nil {
 			return Caller{}, invalidMeta(MetaIdentity, `the identity must be {"user", "install"} strings`)
@@ -221,7 +233,7 @@ func (s *Server) filterList(next sdk.MethodHandler) sdk.MethodHandler {
 		if p, ok := req.GetParams().(*sdk.ListToolsParams); ok && p != nil {
 			meta = p.Meta
 		}
-		c, err := caller(req.GetExtra(), meta)
+		c, err := s.caller(req.GetExtra(), meta)
 		if err != nil {
 			return nil, err
 		}
@@ -256,7 +268,7 @@ const cardInput = "card"
 func (s *Server) call(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 	s.obs.MCPCall()
 	p := req.Params
-	c, err := caller(req.Extra, p.Meta)
+	c, err := s.caller(req.Extra, p.Meta)
 	if err != nil {
 		return nil, err
 	}
