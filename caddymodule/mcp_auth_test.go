@@ -92,7 +92,7 @@ func wwwAuthenticate(t *testing.T, token string) (int, map[string]string) {
 func TestMCPDiscoveryMounted(t *testing.T) {
 	rec := apitest.NewRecorder(t)
 	tc := caddytest.NewTester(t)
-	tc.InitServer(authConfig(t, rec.URL, "audience toolgate\nauthorization_server https://as.test http://127.0.0.1:9/as\nscopes tools:call"), "caddyfile")
+	initServer(tc, authConfig(t, rec.URL, "audience toolgate\nauthorization_server https://as.test http://127.0.0.1:9/as\nscopes tools:call"))
 
 	want := oauthex.ProtectedResourceMetadata{
 		Resource: mcpEndpoint, AuthorizationServers: []string{"https://as.test", "http://127.0.0.1:9/as"},
@@ -137,7 +137,7 @@ func TestMCPDiscoveryMounted(t *testing.T) {
 func TestMCPResourceAudience(t *testing.T) {
 	rec := apitest.NewRecorder(t)
 	tc := caddytest.NewTester(t)
-	tc.InitServer(authConfig(t, rec.URL, "resource "+mcpEndpoint+"\nauthorization_server https://as.test"), "caddyfile")
+	initServer(tc, authConfig(t, rec.URL, "resource "+mcpEndpoint+"\nauthorization_server https://as.test"))
 
 	status, c := wwwAuthenticate(t, accessToken(t, "http://127.0.0.1:9080/other/mcp", ""))
 	if status != 401 || c["error"] != "invalid_token" || c["resource_metadata"] != base+"/.well-known/oauth-protected-resource/mcp" {

@@ -187,7 +187,7 @@ func (s *Server) answerCard(ctx context.Context, req *sdk.CallToolRequest) (*sdk
 	if !isAppsClient(req.ClientCapabilities()) {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", p.Name)}
 	}
-	c, err := caller(req.Extra, p.Meta)
+	c, err := s.caller(req.Extra, p.Meta)
 	if err != nil {
 		return nil, err
 	}
