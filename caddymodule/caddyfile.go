@@ -50,6 +50,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		}
 //		mcp {
 //			identity <user> [<install>]   (loopback mode only)
+//			embed_origins <origin...>     (embeds the MCP Apps view may frame)
 //		}
 //		ledger bolt [<path>] | redis <[redis[s]://]host:port> | off {
 //			retention   <duration>
@@ -235,6 +236,7 @@ func (c *Callers) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 // UnmarshalCaddyfile sets up MCP from an `mcp {…}` block.
 func (m *MCP) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return parseSubBlock(d, map[string]option{
+		"embed_origins": listArg(&m.EmbedOrigins),
 		"identity": func(d *caddyfile.Dispenser) error {
 			args := d.RemainingArgs()
 			if len(args) < 1 || len(args) > 2 {

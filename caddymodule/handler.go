@@ -165,6 +165,14 @@ type MCP struct {
 	// process may name any user anyway; with Callers each token names its
 	// user. Default: none (a call acts for no user).
 	Identity *MCPIdentity `json:"identity,omitempty"`
+
+	// EmbedOrigins are origins (scheme://host[:port]) whose pages the MCP
+	// Apps view may show as embeds besides the components' own: the
+	// site an app's pages are reached through when that is not the
+	// component's address (a reverse_proxy route beside toolgate). Hosts
+	// frame only the view's frameDomains, the components' origins and
+	// these. Default: none.
+	EmbedOrigins []string `json:"embed_origins,omitempty"`
 }
 
 // MCPIdentity is the user, and optionally the installation, that MCP
@@ -284,6 +292,9 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) error {
 	}
 	if h.Pages != nil {
 		cfg.PageOrigins = h.Pages.Origins
+	}
+	if h.MCP != nil {
+		cfg.EmbedOrigins = h.MCP.EmbedOrigins
 	}
 	if h.api, err = httpapi.New(cfg); err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/internal/apitest"
@@ -84,7 +85,8 @@ func appsSession(t *testing.T, version string) *mcp.ClientSession {
 // as structuredContent, and answers a card from the view, which reaches
 // the button's target once; a plain client sees none of it.
 func TestMCPApps(t *testing.T) {
-	_, rec := startMCPGateway(t, "tool quiet {\n\t\t\t\tdescription Quiet.\n\t\t\t\tinput_schema `{\"type\":\"object\"}`\n\t\t\t\ttarget app api GET /both\n\t\t\t\tui off\n\t\t\t}")
+	_, rec := startMCPGateway(t, "tool quiet {\n\t\t\t\tdescription Quiet.\n\t\t\t\tinput_schema `{\"type\":\"object\"}`\n\t\t\t\ttarget app api GET /both\n\t\t\t\tui off\n\t\t\t}",
+		"mcp {\n\t\t\t\tembed_origins https://Site.Example\n\t\t\t}")
 	for _, version := range []string{"2025-11-25", ""} {
 		t.Run("version "+version, func(t *testing.T) {
 			apps := appsSession(t, version)
@@ -112,7 +114,7 @@ func TestMCPApps(t *testing.T) {
 				t.Fatal(err)
 			}
 			if c := read.Contents[0]; len(read.Contents) != 1 || c.MIMEType != "text/html;profile=mcp-app" || !strings.Contains(c.Text, "<html") ||
-				apitest.Dump(c.Meta) != `{"ui":{"csp":{"connectDomains":[],"frameDomains":["`+rec.URL+`"],"resourceDomains":[]},"prefersBorder":true}}` {
+				apitest.Dump(c.Meta) != `{"ui":{"csp":{"connectDomains":[],"frameDomains":["`+rec.URL+`","https://site.example"],"resourceDomains":[]},"prefersBorder":true}}` {
 				t.Errorf("resources/read: %s", apitest.Dump(read))
 			}
 
@@ -158,4 +160,12 @@ func TestMCPApps(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMCPEmbedOriginsLoadError: an embed origin that is not one fails the
+// load, naming the option, before it could reach a host's CSP.
+func TestMCPEmbedOriginsLoadError(t *testing.T) {
+	rec := apitest.NewRecorder(t)
+	cfg := mcpConfig(t, rec.URL, dataDir(t), "mcp {\n\t\t\t\tembed_origins https://*.example.com\n\t\t\t}")
+	caddytest.AssertLoadError(t, cfg, "caddyfile", `mcp: embed_origins: embed origin \"https://*.example.com\" must be scheme://host[:port]`)
 }

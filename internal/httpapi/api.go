@@ -77,6 +77,9 @@ type Config struct {
 	// identity in _meta: the user of a single-user, loopback-mode gateway.
 	// Refused with Callers, whose tokens name the user.
 	LocalIdentity *gateway.Identity
+	// EmbedOrigins are origins, besides the components', whose pages the
+	// MCP Apps view may frame (mcp.EmbedOrigin checks each).
+	EmbedOrigins []string
 
 	// JWKS is the published key set of the identity tokens.
 	JWKS []byte
@@ -145,6 +148,13 @@ func New(c Config) (*API, error) {
 			return nil, err
 		}
 		opts.LocalIdentity = *c.LocalIdentity
+	}
+	for _, o := range c.EmbedOrigins {
+		origin, err := mcp.EmbedOrigin(o)
+		if err != nil {
+			return nil, fmt.Errorf("mcp: embed_origins: %w", err)
+		}
+		opts.EmbedOrigins = append(opts.EmbedOrigins, origin)
 	}
 	stateKey := sha256.Sum256(append([]byte("toolgate mcp request state\x00"), c.StateSeed...))
 	opts.StateKey = stateKey[:]

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -79,14 +80,14 @@ func cardAnswerTool() *sdk.Tool {
 
 // viewContents is the view as resources/read answers it, built once: the
 // page, and the CSP meta that lets it frame the components' pages.
-func viewContents(tools []*manifest.Compiled) *sdk.ResourceContents {
+func viewContents(tools []*manifest.Compiled, embedOrigins []string) *sdk.ResourceContents {
 	return &sdk.ResourceContents{
 		URI:      web.MCPAppURI,
 		MIMEType: web.MCPAppMIMEType,
 		Text:     string(web.MCPApp()),
 		Meta: sdk.Meta{"ui": map[string]any{
 			"csp": map[string]any{
-				"frameDomains":    frameDomains(tools),
+				"frameDomains":    frameDomains(tools, embedOrigins),
 				"connectDomains":  []string{},
 				"resourceDomains": []string{},
 			},
@@ -96,11 +97,16 @@ func viewContents(tools []*manifest.Compiled) *sdk.ResourceContents {
 }
 
 // frameDomains are the origins of the components whose answers show in
-// the view, sorted: an embed is a page of the app, and a host that applies
-// the view's CSP frames only these. A component on a unix socket has no
-// origin a browser could load.
-func frameDomains(tools []*manifest.Compiled) []string {
+// the view and the embed origins configured besides, sorted: an embed is a
+// page of the app, and a host that applies the view's CSP frames only
+// these. A component on a unix socket has no origin a browser could load.
+func frameDomains(tools []*manifest.Compiled, embedOrigins []string) []string {
 	out := []string{}
+	for _, o := range embedOrigins {
+		if !slices.Contains(out, o) {
+			out = append(out, o)
+		}
+	}
 	for _, t := range tools {
 		c := t.Target.Component
 		if !t.ShowsUI() || c == nil || c.Socket != "" {
@@ -113,6 +119,21 @@ func frameDomains(tools []*manifest.Compiled) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// EmbedOrigin checks an origin embeds may come from besides the
+// components (Options.EmbedOrigins) and returns it as the view's CSP
+// names it: scheme://host[:port], the host in lower case. It goes into
+// the CSP that hosts build from frameDomains, so nothing but an http(s)
+// origin is taken: no path, user, wildcard, space, quote or semicolon.
+func EmbedOrigin(o string) (string, error) {
+	u, err := url.Parse(o)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.Opaque != "" ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" ||
+		strings.ContainsAny(u.Host, "*;,'\" \t\r\n") {
+		return "", fmt.Errorf("embed origin %q must be scheme://host[:port] (http or https; no path, user or wildcard)", o)
+	}
+	return u.Scheme + "://" + strings.ToLower(u.Host), nil
 }
 
 // readView answers resources/read of the view.

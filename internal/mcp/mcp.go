@@ -73,6 +73,10 @@ type Options struct {
 	// caller nor a _meta identity: the one user of a loopback-mode gateway,
 	// so that a desktop client needs no toolgate-specific _meta. Zero: none.
 	LocalIdentity gateway.Identity
+	// EmbedOrigins are origins, besides the components', that embeds
+	// shown in the MCP Apps view come from (the site an app's pages are
+	// served through, say), each as EmbedOrigin returns it.
+	EmbedOrigins []string
 }
 
 // Server is the MCP endpoint.
@@ -157,7 +161,7 @@ func New(gw *gateway.Gateway, opts Options) *Server {
 		}
 	}
 	s.server.AddTool(cardAnswerTool(), s.answerCard)
-	s.view = viewContents(gw.Tools().List())
+	s.view = viewContents(gw.Tools().List(), opts.EmbedOrigins)
 	s.server.AddResource(&sdk.Resource{URI: web.MCPAppURI, Name: "toolgate-card", Title: "toolgate card", MIMEType: web.MCPAppMIMEType}, s.readView)
 	s.server.AddReceivingMiddleware(s.filterList)
 	getServer := func(*http.Request) *sdk.Server { return s.server }
