@@ -486,15 +486,34 @@ func TestAppsCardAnswerRefused(t *testing.T) {
 	refused("no state", answer("u_1", map[string]any{"button": "run"}), "state is required")
 	refused("tampered", answer("u_1", map[string]any{"state": state[:len(state)-3] + "AAA", "button": "run"}), "request state")
 
-	// A button not on the card: refused by the one resume path.
-	refused("unknown button", answer("u_1", map[string]any{"state": state, "button": "delete"}), `the card has no button "delete"`)
+	// A button not on the card: refused by the one resume path. The state
+	// was spent as it opened; the card still waits, so the refusal brings
+	// a fresh state (for the view only, in _meta), and with it the person
+	// can press again.
+	res := answer("u_1", map[string]any{"state": state, "button": "delete"})
+	refused("unknown button", res, `the card has no button "delete"`)
+	fresh, _ := res.Meta[MetaState].(string)
+	if fresh == "" || fresh == state || strings.Contains(dump(res.Content), fresh) {
+		t.Fatalf("a refused press of a waiting card: _meta %s, want a fresh state outside the content", dump(res.Meta))
+	}
+	if n := r.up.count("/run"); n != 0 {
+		t.Fatalf("the button's target was sent %d requests before any press it takes", n)
+	}
+	if res := answer("u_1", map[string]any{"state": fresh, "button": "run"}); res.IsError || structured(t, res)["status"] != "done" || r.up.count("/run") != 1 {
+		t.Fatalf("pressing with the fresh state: %s, the target sent %d", dump(res), r.up.count("/run"))
+	}
 
-	// A card answered another way (the Tools API) first.
+	// A card answered another way (the Tools API) first: refused, and no
+	// fresh state, since nothing waits.
 	state, callID := r.viewCard(t, apps, "u_1")
 	if _, err := r.gw.Resume(context.Background(), gateway.ResumeRequest{CallID: callID, Identity: gateway.Identity{User: "u_1", Install: "in_1"}, ButtonID: "approve"}); err != nil {
 		t.Fatal(err)
 	}
-	refused("already answered", answer("u_1", map[string]any{"state": state, "button": "run"}), "already answered")
+	res = answer("u_1", map[string]any{"state": state, "button": "run"})
+	refused("already answered", res, "already answered")
+	if res.Meta[MetaState] != nil {
+		t.Errorf("a refusal for an answered card carries a state: %s", dump(res.Meta))
+	}
 
 	// Expired.
 	state, _ = r.viewCard(t, apps, "u_1")
@@ -510,7 +529,7 @@ func TestAppsCardAnswerRefused(t *testing.T) {
 	refused("an input request's state", answer("u_1", map[string]any{"state": elicitState, "button": "run"}), "another way")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	res, err := apps.CallTool(ctx, &sdk.CallToolParams{Name: "card", Arguments: map[string]any{}, Meta: as("u_1"),
+	res, err = apps.CallTool(ctx, &sdk.CallToolParams{Name: "card", Arguments: map[string]any{}, Meta: as("u_1"),
 		RequestState: state, InputResponses: sdk.InputResponseMap{cardInput: &sdk.ElicitResult{Action: "accept", Content: map[string]any{"button": "run"}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -524,12 +543,13 @@ func TestAppsCardAnswerRefused(t *testing.T) {
 		t.Errorf("a plain client: %s, %v", dump(res), err)
 	}
 
-	if n := r.up.count("/run"); n != 0 {
-		t.Fatalf("refusals sent the button's target %d requests", n)
+	// Only the press with the fresh state above reached the target.
+	if n := r.up.count("/run"); n != 1 {
+		t.Fatalf("refusals sent the button's target %d requests", n-1)
 	}
 	// None of them spent the view's last state, which still answers once.
 	res = answer("u_1", map[string]any{"state": state, "button": "run"})
-	if res.IsError || r.up.count("/run") != 1 {
+	if res.IsError || r.up.count("/run") != 2 {
 		t.Errorf("the state after the refusals: %s, /run sent %d", dump(res), r.up.count("/run"))
 	}
 }

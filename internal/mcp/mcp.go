@@ -536,7 +536,26 @@ func (s *Server) continueCard(ctx context.Context, raw, via string, c Caller, rr
 	rr.CallID, rr.Identity, rr.Device = st.CallID, c.Identity, c.Device
 	ans, err := s.gw.Resume(ctx, rr)
 	if err != nil {
-		return s.failed(err), nil
+		out := s.failed(err)
+		if fromView {
+			s.stillOpen(ctx, out, st.CallID, c)
+		}
+		return out, nil
 	}
 	return s.reply(ans, c, caps, fromView)
+}
+
+// stillOpen gives a refused press of the view (a button not on the card,
+// another device's button, the ledger away) a fresh state when the card
+// still waits, so that the person can press again, skip or cancel: the
+// refused one was spent when it opened. A card already answered gets
+// none.
+func (s *Server) stillOpen(ctx context.Context, out *sdk.CallToolResult, callID string, c Caller) {
+	ans, err := s.gw.Status(ctx, c.Identity, callID)
+	if err != nil || ans.Status != gateway.StatusActionRequired {
+		return
+	}
+	if raw, err := s.newState(callID, c, viaView); err == nil {
+		out.Meta = sdk.Meta{MetaState: raw}
+	}
 }

@@ -193,9 +193,11 @@ export class View {
   /**
    * answer presses a card through the host: tools/call toolgate_card_answer
    * with the state the card came with; the result's answer is the card's
-   * next, its state the next card's. A failed press keeps the state: the
-   * gateway takes a state once, so a second press after one that reached
-   * it is refused there, and one that never got there may be tried again.
+   * next, its state the next card's. A failed press keeps the state unless
+   * the refusal brings a fresh one: the gateway takes a state once, so a
+   * second press after one that reached it is refused there (unless it sent
+   * a fresh one with the refusal), and one that never got there may be
+   * tried again.
    */
   async #answer(choice) {
     const state = this.#state;
@@ -203,7 +205,11 @@ export class View {
     const result = await this.request("tools/call", { name: ANSWER_TOOL, arguments: answerArgs(state, choice) });
     const sc = result?.structuredContent;
     if (!sc || typeof sc !== "object" || typeof sc.status !== "string") {
-      // A refusal (a used or expired state): its text says why.
+      // A refusal (a used or expired state, a button the gateway would not
+      // press): its text says why. The gateway spent the state if it got
+      // that far; when the card still waits it sends a fresh one.
+      const next = stateOf(result);
+      if (next) this.#state = next;
       throw new AnswerError("refused", answerOf(result).content || "the card could not be answered");
     }
     this.#state = stateOf(result);

@@ -107,6 +107,14 @@ test("a press without a state sends nothing; a refusal is an error with its text
   assert.equal(sent.at(-1).m.params.arguments.state, "s1");
   deliver({ jsonrpc: "2.0", id: sent.at(-1).m.id, error: { code: -32000, message: "host says no" } });
   await assert.rejects(again, /host says no/);
+
+  // A refusal of a card that still waits brings a fresh state: the next
+  // press uses it.
+  const refused = card.resume(card.answers[1], { buttonId: "gone" });
+  deliver({ jsonrpc: "2.0", id: sent.at(-1).m.id, result: { isError: true, content: [{ type: "text", text: 'the card has no button "gone"' }], _meta: { "toolgate/state": "s3" } } });
+  await assert.rejects(refused, /no button/);
+  card.resume(card.answers[1], { action: "skip" });
+  assert.deepEqual(sent.at(-1).m.params.arguments, { state: "s3", action: "skip" });
 });
 
 test("a cancelled call is shown as such, and its card can no longer be pressed", async () => {
