@@ -116,6 +116,7 @@ function hostPage() {
 import { AppBridge, PostMessageTransport } from "@modelcontextprotocol/ext-apps/app-bridge";
 window.sizes = [];
 window.calls = [];
+window.opened = [];
 const list = (a) => (a?.length ? a.join(" ") : "'none'");
 window.openView = async (html, csp, hostContext) => {
   const policy = ["default-src 'none'", "script-src 'unsafe-inline'", "style-src 'unsafe-inline'",
@@ -132,6 +133,10 @@ window.openView = async (html, csp, hostContext) => {
     window.sizes.push(height);
     if (typeof height === "number") frame.style.height = height + "px";
   });
+  bridge.onopenlink = async ({ url }) => {
+    window.opened.push(url);
+    return {};
+  };
   bridge.oncalltool = async (params) => {
     window.calls.push(params);
     return window.hostCallTool(params);
@@ -381,6 +386,17 @@ test("an embedUrl that is javascript:, data: or relative is no frame; markdown's
   assert.equal(await viewFrame(page).locator("body").evaluate(() => window.__xss), undefined);
   assert.equal(await page.evaluate(() => window.__xss), undefined);
   assert.equal(page.frames().length, 2, "the host page and the view, nothing else");
+  await page.close();
+});
+
+test("a markdown link clicked in the view is opened by the host (ui/open-link), not by the sandboxed view", async () => {
+  const page = await openHost();
+  await page.evaluate((r) => window.deliver(r), answer({ card: "markdown", markdown: "See [the docs](https://docs.example/guide?x=1)." }));
+  const link = viewFrame(page).locator("[part=markdown] a");
+  await link.click();
+  await page.waitForFunction(() => window.opened.length > 0);
+  assert.deepEqual(await page.evaluate(() => window.opened), ["https://docs.example/guide?x=1"]);
+  assert.equal(page.context().pages().length, 1, "no window opened by the view itself");
   await page.close();
 });
 

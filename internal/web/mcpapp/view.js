@@ -42,6 +42,17 @@ export function answerOf(result) {
   return { status: "done", tool: "", isError: result?.isError === true, content: text };
 }
 
+/** linkURL is href when the host may be asked to open it, else "". */
+export function linkURL(href) {
+  let u;
+  try {
+    u = new URL(String(href));
+  } catch {
+    return "";
+  }
+  return u.protocol === "https:" || u.protocol === "http:" || u.protocol === "mailto:" ? u.href : "";
+}
+
 /** stateOf is a result's continuation, or "" when it carries none. */
 export function stateOf(result) {
   const s = result?._meta?.[STATE_KEY];
@@ -115,6 +126,7 @@ export class View {
     this.#win.addEventListener("message", (e) => this.onMessage(e));
     const doc = this.#win.document;
     this.#card.addEventListener("toolgate.card.embedsize", () => this.#size());
+    this.#card.addEventListener("click", (e) => this.#link(e));
     new this.#win.ResizeObserver(() => this.#size()).observe(doc.documentElement);
     const init = await this.request("ui/initialize", {
       appInfo: { name: "toolgate-card", version: "1.0.0" },
@@ -150,6 +162,20 @@ export class View {
       this.#pending.set(id, { ok, fail });
       this.#post({ jsonrpc: "2.0", id, method, params });
     });
+  }
+
+  /**
+   * link asks the host to open a link of the card (ui/open-link): the
+   * view's sandbox lets it open no window itself, and the host asks the
+   * person. card.js renders only absolute http(s) and mailto links; any
+   * other href is not sent.
+   */
+  #link(e) {
+    const a = e.composedPath?.().find((n) => n?.tagName === "A" && typeof n.href === "string" && n.href);
+    if (!a) return;
+    e.preventDefault();
+    const url = linkURL(a.href);
+    if (url) this.request("ui/open-link", { url }).catch(() => {});
   }
 
   /** show renders a tool result and keeps its continuation. */

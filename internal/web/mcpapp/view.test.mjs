@@ -3,7 +3,7 @@
 // (examples/browser/mcpapp.test.mjs) runs it in a real host frame.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { View, answerOf, stateOf, answerArgs, themeOf, PROTOCOL_VERSION } from "./view.js";
+import { View, answerOf, stateOf, answerArgs, themeOf, linkURL, PROTOCOL_VERSION } from "./view.js";
 
 /** fakeWindow is a window whose parent records what the view posts. */
 function fakeWindow() {
@@ -25,9 +25,13 @@ function fakeWindow() {
 /** fakeCard records the answers it is given. */
 function fakeCard() {
   const answers = [];
+  const listeners = {};
   return {
     answers,
-    addEventListener() {},
+    listeners,
+    addEventListener(type, f) {
+      (listeners[type] ??= []).push(f);
+    },
     set answer(a) {
       answers.push(a);
     },
@@ -160,4 +164,23 @@ test("answerOf, stateOf and answerArgs on results of any shape", () => {
   assert.deepEqual(answerArgs("s", { action: "cancel" }), { state: "s", action: "cancel" });
   assert.throws(() => answerArgs("s", { action: "delete" }));
   assert.throws(() => answerArgs("s", {}));
+});
+
+test("a click on a card's link asks the host to open it; other hrefs and clicks send nothing", async () => {
+  const { card, sent } = await started();
+  const click = (path) => {
+    let prevented = false;
+    card.listeners.click.forEach((f) => f({ composedPath: () => path, preventDefault: () => (prevented = true) }));
+    return prevented;
+  };
+  assert.equal(click([{ tagName: "SPAN" }, { tagName: "A", href: "https://docs.example/a?b=1" }, { tagName: "DIV" }]), true);
+  assert.deepEqual(sent.at(-1).m.method, "ui/open-link");
+  assert.deepEqual(sent.at(-1).m.params, { url: "https://docs.example/a?b=1" });
+  const n = sent.length;
+  assert.equal(click([{ tagName: "A", href: "javascript:alert(1)" }]), true, "the default is prevented, nothing asked");
+  assert.equal(click([{ tagName: "BUTTON" }]), false);
+  assert.equal(sent.length, n);
+  assert.equal(linkURL("mailto:a@b.example"), "mailto:a@b.example");
+  assert.equal(linkURL("data:text/html,x"), "");
+  assert.equal(linkURL("/relative"), "");
 });
