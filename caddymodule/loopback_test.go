@@ -31,7 +31,7 @@ func loopbackConfig(t *testing.T, upstream string, globals []string, extra ...st
 	return out + "http://:9081 {\n\tbind 127.0.0.1\n\treverse_proxy 127.0.0.1:9080\n}\n"
 }
 
-const mcpInit = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+const mcpInit = apitest.MCPInitialize
 
 // TestLoopbackThroughProxy: a proxy on the same machine made every caller
 // loopback (the finding of issue 12). Caddy's reverse_proxy, as a second

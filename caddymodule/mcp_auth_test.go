@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"reflect"
 	"strings"
@@ -63,18 +62,7 @@ func accessToken(t *testing.T, aud, scope string) string {
 // returns the status and the one Bearer challenge as the SDK parses it.
 func wwwAuthenticate(t *testing.T, token string) (int, map[string]string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, mcpEndpoint, strings.NewReader(mcpInit))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
+	resp, _ := apitest.PostMCPInitialize(t, http.DefaultClient, mcpEndpoint, token)
 	cs, err := oauthex.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate"))
 	if resp.StatusCode != 200 && (err != nil || len(cs) != 1 || cs[0].Scheme != "bearer") {
 		t.Fatalf("%d, WWW-Authenticate %q: %v", resp.StatusCode, resp.Header.Values("WWW-Authenticate"), err)

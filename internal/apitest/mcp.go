@@ -3,8 +3,10 @@ package apitest
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,4 +142,26 @@ func ListTools(t testing.TB, cs *mcp.ClientSession) map[string]*mcp.Tool {
 		out[tool.Name] = tool
 	}
 	return out
+}
+
+// MCPInitialize is an MCP initialize request, as the first a client sends.
+const MCPInitialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+
+// PostMCPInitialize posts MCPInitialize to endpoint with client, with the
+// bearer token if any, and returns the answer with its body read.
+func PostMCPInitialize(t testing.TB, client *http.Client, endpoint, token string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(MCPInitialize))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
 }
