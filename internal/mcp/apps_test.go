@@ -40,7 +40,7 @@ type upstream struct {
 	context map[string]string // the last Kazzle-Tool-Context by path
 }
 
-func newUpstream(t *testing.T) *upstream {
+func newUpstream(t testing.TB) *upstream {
 	u := &upstream{counts: map[string]int{}, context: map[string]string{}}
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u.mu.Lock()
@@ -84,7 +84,7 @@ type appsRig struct {
 	clock *clock.Manual
 }
 
-func newAppsRig(t *testing.T) *appsRig {
+func newAppsRig(t testing.TB) *appsRig {
 	t.Helper()
 	up := newUpstream(t)
 	comps := map[string]*dispatch.Component{}
@@ -137,7 +137,7 @@ func appsCaps() *sdk.ClientCapabilities {
 
 // connect opens an in-memory session with caps (nil: the SDK's defaults,
 // no extension) and elicit as the elicitation handler, if any.
-func (r *appsRig) connect(t *testing.T, caps *sdk.ClientCapabilities, elicit func(context.Context, *sdk.ElicitRequest) (*sdk.ElicitResult, error)) *sdk.ClientSession {
+func (r *appsRig) connect(t testing.TB, caps *sdk.ClientCapabilities, elicit func(context.Context, *sdk.ElicitRequest) (*sdk.ElicitResult, error)) *sdk.ClientSession {
 	t.Helper()
 	ctx := context.Background()
 	st, ct := sdk.NewInMemoryTransports()
@@ -159,7 +159,7 @@ func as(user string) sdk.Meta {
 	return sdk.Meta{MetaIdentity: map[string]any{"user": user, "install": "in_1"}}
 }
 
-func callTool(t *testing.T, cs *sdk.ClientSession, name string, args any, meta sdk.Meta) *sdk.CallToolResult {
+func callTool(t testing.TB, cs *sdk.ClientSession, name string, args any, meta sdk.Meta) *sdk.CallToolResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -571,5 +571,26 @@ func TestAppsCardWithElicitation(t *testing.T) {
 	}
 	if sc := structured(t, res); sc["status"] != "done" || sc["content"] != "approved" {
 		t.Errorf("the answer for the view: %s", dump(sc))
+	}
+}
+
+// BenchmarkAppsResult: a tools/call of a markdown tool over an in-memory
+// session, by a plain client (text items) and by an Apps client (the same,
+// and the answer as structuredContent), each a new call recorded in bbolt.
+func BenchmarkAppsResult(b *testing.B) {
+	r := newAppsRig(b)
+	for _, c := range []struct {
+		name string
+		caps *sdk.ClientCapabilities
+	}{{"plain", nil}, {"apps", appsCaps()}} {
+		b.Run(c.name, func(b *testing.B) {
+			cs := r.connect(b, c.caps, nil)
+			b.ReportAllocs()
+			for b.Loop() {
+				if res := callTool(b, cs, "show", map[string]any{}, as("u_1")); res.IsError || (c.caps != nil) != (res.StructuredContent != nil) {
+					b.Fatalf("%s", dump(res))
+				}
+			}
+		})
 	}
 }
