@@ -80,6 +80,9 @@ export interface Identity {
   install?: string;
 }
 
+/** A card's press: one of its buttons, or Skip or Cancel. */
+export type CardChoice = { buttonId: string } | { action: "skip" | "cancel" };
+
 /** The surface of `<toolgate-card>` (internal/web/card.js). */
 export interface ToolgateCardElement extends HTMLElement {
   answer: Answer | null;
@@ -87,4 +90,8 @@ export interface ToolgateCardElement extends HTMLElement {
   getToken: (() => string | Promise<string>) | undefined;
   identity: Identity | undefined;
   device: string;
+  /** Answers a press instead of POST calls/{id}/resume (a page that is not the gateway's caller, such as the MCP Apps view); it returns the next answer. */
+  resume: ((answer: Answer, choice: CardChoice) => Promise<Answer>) | undefined;
+  /** The share of the viewport an embed may take; 0: no cap but 10,000 px. Default: 0.7. */
+  embedMaxShare: number | undefined;
 }

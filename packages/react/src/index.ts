@@ -9,6 +9,6 @@ export { ToolgateCard } from "./card.js";
 export type { ToolgateCardProps } from "./card.js";
 export type { ToolHandler } from "./registry.js";
 export type {
-  Answer, CardError, ClientOptions, ClientToolCall, GetToken, Identity, ToolChange, ToolgateCardElement,
+  Answer, CardChoice, CardError, ClientOptions, ClientToolCall, GetToken, Identity, ToolChange, ToolgateCardElement,
   ToolgateClientElement, ToolgateLog,
 } from "./elements.js";
