@@ -113,6 +113,7 @@ export class View {
   #nextId = 1;
   #pending = new Map(); // request id -> {ok, fail}
   #lastHeight = -1;
+  #shown = false; // a result came
 
   constructor(win, card) {
     this.#win = win;
@@ -180,15 +181,27 @@ export class View {
 
   /** show renders a tool result and keeps its continuation. */
   show(result) {
+    this.#shown = true;
     this.#state = stateOf(result);
     this.#card.answer = answerOf(result);
     this.#size();
   }
 
   #notified(method, params) {
-    if (method === "ui/notifications/tool-result") this.show(params);
+    if (method === "ui/notifications/tool-input") this.#running();
+    else if (method === "ui/notifications/tool-result") this.show(params);
     else if (method === "ui/notifications/tool-cancelled") this.#cancelled(params?.reason);
     else if (method === "ui/notifications/host-context-changed") this.#theme(params);
+  }
+
+  /**
+   * running shows the call in flight once its input arrived, until its
+   * result does; an answer already shown stays.
+   */
+  #running() {
+    if (this.#shown) return;
+    this.#card.answer = { status: "running", tool: "" };
+    this.#size();
   }
 
   /** cancelled shows that the host cancelled the call; a card shown is gone. */

@@ -184,3 +184,14 @@ test("a click on a card's link asks the host to open it; other hrefs and clicks 
   assert.equal(linkURL("data:text/html,x"), "");
   assert.equal(linkURL("/relative"), "");
 });
+
+test("tool-input shows the call running until its result; a later input does not hide the result", async () => {
+  const { deliver, card } = await started();
+  deliver({ jsonrpc: "2.0", method: "ui/notifications/tool-input", params: { arguments: {} } });
+  assert.deepEqual(card.answers.at(-1), { status: "running", tool: "" });
+  deliver({ jsonrpc: "2.0", method: "ui/notifications/tool-result", params: { content: [], structuredContent: { status: "done", tool: "t", content: "ok" } } });
+  const n = card.answers.length;
+  deliver({ jsonrpc: "2.0", method: "ui/notifications/tool-input", params: { arguments: {} } });
+  assert.equal(card.answers.length, n);
+  assert.equal(card.answers.at(-1).content, "ok");
+});
