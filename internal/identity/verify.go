@@ -44,6 +44,9 @@ type Verifier struct {
 	opts   VerifyOptions
 	algs   []string
 	clock  clock.Clock
+	// parser checks what opts, algs and clock say, built once (compile):
+	// a jwt.Parser is read only once made.
+	parser *jwt.Parser
 }
 
 // asymmetric are the algorithms a JWKS or public key may allow.
@@ -51,7 +54,7 @@ var asymmetric = []string{"EdDSA", "RS256", "RS384", "RS512", "PS256", "PS384", 
 
 // NewJWKSVerifier verifies against a remote key set.
 func NewJWKSVerifier(set *RemoteKeySet, opts VerifyOptions) *Verifier {
-	return &Verifier{keys: set.Lookup, opts: opts, algs: asymmetric, clock: clock.Real}
+	return (&Verifier{keys: set.Lookup, opts: opts, algs: asymmetric, clock: clock.Real}).compile()
 }
 
 // NewKeyVerifier verifies against one public key; the key's type decides
@@ -62,10 +65,10 @@ func NewKeyVerifier(pub crypto.PublicKey, opts VerifyOptions) (*Verifier, error)
 		return nil, err
 	}
 	k := PublicKey{Key: pub, Algs: algs}
-	return &Verifier{
+	return (&Verifier{
 		keys: func(context.Context, string) ([]PublicKey, error) { return []PublicKey{k}, nil },
 		opts: opts, algs: algs, clock: clock.Real,
-	}, nil
+	}).compile(), nil
 }
 
 // NewSecretVerifier verifies HMAC tokens (HS256, HS384, HS512) with a
@@ -74,22 +77,18 @@ func NewSecretVerifier(secret []byte, opts VerifyOptions) (*Verifier, error) {
 	if len(secret) < 32 {
 		return nil, fmt.Errorf("secret of %d bytes: at least 32 are required", len(secret))
 	}
-	return &Verifier{secret: secret, opts: opts, algs: []string{"HS256", "HS384", "HS512"}, clock: clock.Real}, nil
-}
-
-// audiences are those the token must name one of; none: any.
-func (v *Verifier) audiences() []string {
-	if v.opts.Audience == "" {
-		return v.opts.Audiences
-	}
-	return append([]string{v.opts.Audience}, v.opts.Audiences...)
+	return (&Verifier{secret: secret, opts: opts, algs: []string{"HS256", "HS384", "HS512"}, clock: clock.Real}).compile(), nil
 }
 
 // SetClock replaces the clock, for tests.
-func (v *Verifier) SetClock(c clock.Clock) { v.clock = clock.Or(c) }
+func (v *Verifier) SetClock(c clock.Clock) {
+	v.clock = clock.Or(c)
+	v.compile()
+}
 
-// Verify checks token and returns its claims.
-func (v *Verifier) Verify(ctx context.Context, token string) (jwt.MapClaims, error) {
+// compile builds the parser of v's options, algorithms and clock, once
+// rather than for each token.
+func (v *Verifier) compile() *Verifier {
 	opts := []jwt.ParserOption{
 		jwt.WithValidMethods(v.algs),
 		// One spelling per token: no spare base64 bits, no padding.
@@ -102,11 +101,22 @@ func (v *Verifier) Verify(ctx context.Context, token string) (jwt.MapClaims, err
 	if v.opts.Issuer != "" {
 		opts = append(opts, jwt.WithIssuer(v.opts.Issuer))
 	}
-	if auds := v.audiences(); len(auds) > 0 {
+	// The token must name one of the audiences; none configured: any.
+	auds := v.opts.Audiences
+	if v.opts.Audience != "" {
+		auds = append([]string{v.opts.Audience}, auds...)
+	}
+	if len(auds) > 0 {
 		opts = append(opts, jwt.WithAudience(auds...))
 	}
+	v.parser = jwt.NewParser(opts...)
+	return v
+}
+
+// Verify checks token and returns its claims.
+func (v *Verifier) Verify(ctx context.Context, token string) (jwt.MapClaims, error) {
 	claims := jwt.MapClaims{}
-	_, err := jwt.NewParser(opts...).ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
+	_, err := v.parser.ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
 		alg := t.Method.Alg()
 		if v.secret != nil {
 			return v.secret, nil
