@@ -152,7 +152,7 @@ func newAuthenticator(kind, realm string, cfg TokenConfig, refuse []string, logg
 	var err error
 	switch {
 	case cfg.JWKSURL != "":
-		if err = checkJWKSURL(cfg.JWKSURL); err != nil {
+		if err = checkSecureURL(cfg.JWKSURL); err != nil {
 			return nil, fmt.Errorf("%s: jwks_url: %w", kind, err)
 		}
 		a.verifier = identity.NewJWKSVerifier(identity.NewRemoteKeySet(cfg.JWKSURL, nil, logger), opts)
@@ -338,12 +338,9 @@ func (a *Authenticator) challenge(err error, metadataURL string) string {
 // whatever a Host header or an error holds.
 func quote(s string) string { return strconv.Quote(s) }
 
-// checkJWKSURL accepts an https URL, or an http one to a loopback host:
-// keys fetched in the clear could be swapped on the way.
-func checkJWKSURL(raw string) error { return checkSecureURL(raw) }
-
 // checkSecureURL accepts an absolute https URL, or an http one to a
-// loopback host.
+// loopback host: keys, issuers and resources named in the clear could be
+// swapped on the way.
 func checkSecureURL(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
