@@ -14,6 +14,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/toolgate/toolgate/internal/dispatch"
+	"github.com/toolgate/toolgate/internal/httpapi"
 	"github.com/toolgate/toolgate/internal/manifest"
 )
 
@@ -161,8 +162,10 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if err != nil {
 		return err
 	}
-	if _, err := h.localIdentity(); err != nil {
-		return d.Errf("%v", err)
+	if id := h.localIdentity(); id != nil {
+		if err := httpapi.CheckLocalIdentity(*id, h.Callers != nil); err != nil {
+			return d.Errf("%v", err)
+		}
 	}
 	return h.checkTools(d, at)
 }

@@ -184,13 +184,14 @@ type MCPIdentity struct {
 	Install string `json:"install,omitempty"`
 }
 
-// localIdentity is the configured MCP identity, checked, or nil.
-func (h *Handler) localIdentity() (*gateway.Identity, error) {
+// localIdentity is the configured MCP identity, or nil. httpapi.New
+// checks it (httpapi.CheckLocalIdentity), as the Caddyfile adapter does to
+// name the line.
+func (h *Handler) localIdentity() *gateway.Identity {
 	if h.MCP == nil || h.MCP.Identity == nil {
-		return nil, nil
+		return nil
 	}
-	id := gateway.Identity{User: h.MCP.Identity.User, Install: h.MCP.Identity.Install}
-	return &id, httpapi.CheckLocalIdentity(id, h.Callers != nil)
+	return &gateway.Identity{User: h.MCP.Identity.User, Install: h.MCP.Identity.Install}
 }
 
 // CaddyModule returns the Caddy module information.
@@ -231,10 +232,6 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) error {
 		return err
 	}
 	callers, pages, err := h.authenticators(ctx, repl)
-	if err != nil {
-		return err
-	}
-	local, err := h.localIdentity()
 	if err != nil {
 		return err
 	}
@@ -286,7 +283,7 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) error {
 	cfg := httpapi.Config{
 		Gateway: gw, Bridge: bridge, Callers: callers, Pages: pages,
 		AllowedHosts: h.AllowedHosts, Client: caddyClient, OriginalPath: originalPath,
-		LocalIdentity: local,
+		LocalIdentity: h.localIdentity(),
 		JWKS:          issuer.JWKS(), StateSeed: key.Private.Seed(),
 		MaxRequestSize: h.MaxRequestSize, Logger: h.logger, Observer: obs,
 	}
