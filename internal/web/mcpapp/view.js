@@ -15,7 +15,7 @@
 //
 // mcpapp.go inlines this module, card.js and marked.js into one document:
 // a host's CSP lets the view load no script.
-import { ToolgateCard } from "../card.js";
+import { ToolgateCard, safeURL } from "../card.js";
 
 /** The MCP Apps protocol revision the view speaks. */
 export const PROTOCOL_VERSION = "2026-01-26";
@@ -40,17 +40,6 @@ export function answerOf(result) {
     .map((c) => c.text)
     .join("\n");
   return { status: "done", tool: "", isError: result?.isError === true, content: text };
-}
-
-/** linkURL is href when the host may be asked to open it, else "". */
-export function linkURL(href) {
-  let u;
-  try {
-    u = new URL(String(href));
-  } catch {
-    return "";
-  }
-  return u.protocol === "https:" || u.protocol === "http:" || u.protocol === "mailto:" ? u.href : "";
 }
 
 /** stateOf is a result's continuation, or "" when it carries none. */
@@ -168,14 +157,14 @@ export class View {
   /**
    * link asks the host to open a link of the card (ui/open-link): the
    * view's sandbox lets it open no window itself, and the host asks the
-   * person. card.js renders only absolute http(s) and mailto links; any
-   * other href is not sent.
+   * person. card.js renders only absolute http(s) and mailto links, and
+   * its safeURL keeps any other href from being sent.
    */
   #link(e) {
     const a = e.composedPath?.().find((n) => n?.tagName === "A" && typeof n.href === "string" && n.href);
     if (!a) return;
     e.preventDefault();
-    const url = linkURL(a.href);
+    const url = safeURL(a.href);
     if (url) this.request("ui/open-link", { url }).catch(() => {});
   }
 

@@ -3,7 +3,8 @@
 // (examples/browser/mcpapp.test.mjs) runs it in a real host frame.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { View, answerOf, stateOf, answerArgs, themeOf, linkURL, PROTOCOL_VERSION } from "./view.js";
+import { safeURL } from "../card.js";
+import { View, answerOf, stateOf, answerArgs, themeOf, PROTOCOL_VERSION } from "./view.js";
 
 /** fakeWindow is a window whose parent records what the view posts. */
 function fakeWindow() {
@@ -180,9 +181,9 @@ test("a click on a card's link asks the host to open it; other hrefs and clicks 
   assert.equal(click([{ tagName: "A", href: "javascript:alert(1)" }]), true, "the default is prevented, nothing asked");
   assert.equal(click([{ tagName: "BUTTON" }]), false);
   assert.equal(sent.length, n);
-  assert.equal(linkURL("mailto:a@b.example"), "mailto:a@b.example");
-  assert.equal(linkURL("data:text/html,x"), "");
-  assert.equal(linkURL("/relative"), "");
+  assert.equal(safeURL("mailto:a@b.example"), "mailto:a@b.example");
+  assert.equal(safeURL("data:text/html,x"), "");
+  assert.equal(safeURL("/relative"), "");
 });
 
 test("tool-input shows the call running until its result; a later input does not hide the result", async () => {
