@@ -7,6 +7,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // MCPAppURI is the MCP Apps resource that shows any tool's answer.
@@ -21,21 +22,22 @@ const MCPAppMIMEType = "text/html;profile=mcp-app"
 //go:embed mcpapp/view.html mcpapp/view.js
 var appFiles embed.FS
 
-// mcpApp is the view, built once at start: a source that cannot be
-// inlined is a bug caught by the package's tests, so it panics.
-var mcpApp = func() []byte {
+// mcpApp is the view, built once, when first asked for (an MCP server
+// being set up), not at every start of the program (14 ms): a source that
+// cannot be inlined is a bug caught by the package's tests, so it panics.
+var mcpApp = sync.OnceValue(func() []byte {
 	b, err := buildMCPApp()
 	if err != nil {
 		panic(err)
 	}
 	return b
-}()
+})
 
 // MCPApp returns the MCP Apps view served as MCPAppURI: one self-contained
 // HTML document (no network loads of its own) that renders a tool result's
 // structuredContent with <toolgate-card>. The caller owns the copy.
 func MCPApp() []byte {
-	return bytes.Clone(mcpApp)
+	return bytes.Clone(mcpApp())
 }
 
 // The view's modules in dependency order: each may import only those
