@@ -215,7 +215,9 @@ func settle(tc *caddytest.Tester) {
 		if probe() {
 			ok++
 		} else {
+			// Refused or cut: no busy loop while the servers change.
 			ok = 0
+			time.Sleep(5 * time.Millisecond)
 		}
 	}
 }
