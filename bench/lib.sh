@@ -56,13 +56,15 @@ globals() {
 EOF
 }
 
-# tool LEDGER [COMPONENT] prints a toolgate block with one app tool on
-# the upstream, at COMPONENT (default: http://$UP; unix//PATH for a socket).
+# tool LEDGER [COMPONENT [LINES]] prints a toolgate block with one app
+# tool on the upstream, at COMPONENT (default: http://$UP; unix//PATH for
+# a socket), and LINES (more of the block, such as a callers block).
 tool() {
 	cat <<EOF
 		toolgate {
 			component api ${2:-http://$UP}
 			ledger $1
+${3:-}
 $([[ ${METRICS:-on} == off ]] && printf '\t\t\tmetrics off' || true)
 			tool get_item {
 				description "Get an item."
@@ -117,6 +119,16 @@ wrk.method = "POST"
 wrk.body = '{"input":{"id":"b1"},"identity":{"user":"u_1","install":"in_1"}}'
 wrk.headers["Content-Type"] = "application/json"
 EOF
+
+# caller_token SECRET prints an HS256 caller token for u_1 in in_1
+# (issuer bench, audience toolgate, a day long), for a callers block with
+# that secret.
+caller_token() {
+	local b64='openssl base64 -A | tr "+/" "-_" | tr -d "="' head body
+	head=$(printf '{"alg":"HS256","typ":"JWT"}' | eval "$b64")
+	body=$(printf '{"iss":"bench","aud":"toolgate","sub":"u_1","install":"in_1","exp":%d}' $(($(date +%s) + 86400)) | eval "$b64")
+	printf '%s.%s.%s' "$head" "$body" "$(printf '%s.%s' "$head" "$body" | openssl dgst -sha256 -hmac "$1" -binary | eval "$b64")"
+}
 
 # write_section FILE HEADING puts stdin in FILE as the section that starts
 # with the line HEADING: in place of the one already there (up to the next

@@ -81,22 +81,34 @@ start() {
 post=(-X POST -H 'Content-Type: application/json' -d '{"input":{"id":"b1"},"identity":{"user":"u_1","install":"in_1"}}')
 
 # Instances on one Redis: instance i on 983i (admin 984i), the balancer's
-# site for n instances on 985n (admin 9849). The instances trust the
-# balancer as a proxy, as they would in production: without callers,
-# toolgate serves loopback clients only, and a request a proxy forwards
-# is one only when the proxy is trusted to say so.
+# site for n instances on 985n (admin 9849). The instances verify caller
+# tokens, as they must in production: without callers, toolgate serves
+# only requests straight from this machine, and refuses what a proxy
+# forwards (X-Forwarded-For), trusted or not.
+secret=bench-scale-caller-secret-$RANDOM$RANDOM-0123456789abcdef
+token=$(caller_token "$secret")
+callers="		callers {
+			secret $secret
+			issuer bench
+			audience toolgate
+		}"
 for i in $(seq "$max"); do
 	cat >"$work/i$i.caddyfile" <<EOF
-$(globals "127.0.0.1:984$i" "$work/i$i/storage" "servers {
-		trusted_proxies static 127.0.0.1/32
-	}")
+$(globals "127.0.0.1:984$i" "$work/i$i/storage")
 http://127.0.0.1:983$i {
 	bind 127.0.0.1
-$(tool "redis $REDIS")
+$(tool "redis $REDIS" "http://$UP" "$callers")
 }
 EOF
-	start "i$i" "http://127.0.0.1:983$i/tools"
+	start "i$i" "http://127.0.0.1:983$i/.well-known/jwks.json"
 done
+authed=(-X POST -H 'Content-Type: application/json' -H "Authorization: Bearer $token" -d '{"input":{"id":"b1"}}')
+cat >"$work/post_authed.lua" <<EOF
+wrk.method = "POST"
+wrk.body = '{"input":{"id":"b1"}}'
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer $token"
+EOF
 {
 	globals 127.0.0.1:9849 "$work/lb/storage"
 	for n in $INSTANCES; do
@@ -108,7 +120,7 @@ done
 		echo "}"
 	done
 } >"$work/lb.caddyfile"
-start lb "http://127.0.0.1:985${INSTANCES%% *}/tools"
+start lb "http://127.0.0.1:985${INSTANCES%% *}/.well-known/jwks.json"
 
 # Declared tools: a manifest of N tools each, whose process serves the
 # Redis ledger on 986k and ledger off on 987k (admin 988k), k the count's
@@ -173,7 +185,7 @@ for n in $TOOLS; do
 	done
 done
 for row in "${rows[@]}"; do
-	check "${post[@]}" "${URL[$row]}"
+	if [[ $row == tools_* ]]; then check "${post[@]}" "${URL[$row]}"; else check "${authed[@]}" "${URL[$row]}"; fi
 done
 
 # measure ROW ROUND loads a row for DURATION and keeps req/s, latencies and
@@ -185,7 +197,9 @@ measure() {
 	local watch=("$up" "$redis" "${proc[lb]}" "${all_i[@]}")
 	[[ -n ${GW[$row]:-} ]] && watch+=("${GW[$row]}")
 	for p in "${watch[@]}"; do t0[$p]=$(cputicks "$p"); done
-	out=$(wrk -t2 -c"$CONNS" -d"$DURATION" --latency -s "$work/post.lua" "${URL[$row]}")
+	local script=$work/post_authed.lua
+	[[ $row == tools_* ]] && script=$work/post.lua
+	out=$(wrk -t2 -c"$CONNS" -d"$DURATION" --latency -s "$script" "${URL[$row]}")
 	n=$(awk '/requests in/ {print $1}' <<<"$out")
 	for p in "${watch[@]}"; do
 		CPU[$row,$p,$r]=$(awk -v d=$(($(cputicks "$p") - t0[$p])) -v n="$n" -v k="$(getconf CLK_TCK)" 'BEGIN { printf "%.0f", d * 1e6 / k / n }')

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/netip"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -282,7 +281,7 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) error {
 	})
 	cfg := httpapi.Config{
 		Gateway: gw, Bridge: bridge, Callers: callers, Pages: pages,
-		AllowedHosts: h.AllowedHosts, Client: caddyClient, OriginalPath: originalPath,
+		AllowedHosts: h.AllowedHosts, OriginalPath: originalPath,
 		LocalIdentity: h.localIdentity(),
 		JWKS:          issuer.JWKS(), StateSeed: key.Private.Seed(),
 		MaxRequestSize: h.MaxRequestSize, Logger: h.logger, Observer: obs,
@@ -321,18 +320,6 @@ func (h *Handler) observer(ctx caddy.Context, lc *Ledger, tools *manifest.Set) (
 		labelled[i] = observe.Tool{Name: t.Name, TargetType: t.Target.Spec.Type}
 	}
 	return metrics.Observer(lc.backend(), labelled), nil
-}
-
-// caddyClient is the request's real client as Caddy determined it: the
-// peer, or, from one of the server's trusted_proxies, the client it
-// forwards for. Outside a Caddy server it is the peer.
-func caddyClient(r *http.Request) (netip.Addr, bool) {
-	s, _ := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string)
-	if s == "" {
-		s = r.RemoteAddr
-	}
-	trusted, _ := caddyhttp.GetVar(r.Context(), caddyhttp.TrustedProxyVarKey).(bool)
-	return httpapi.ParseClientIP(s), trusted
 }
 
 // originalPath is the request's path before any route rewrote it or

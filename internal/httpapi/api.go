@@ -34,7 +34,6 @@ import (
 	"net/http"
 	"path"
 	"slices"
-	"strings"
 
 	"go.uber.org/zap"
 
@@ -42,6 +41,7 @@ import (
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/mcp"
 	"github.com/toolgate/toolgate/internal/observe"
+	"github.com/toolgate/toolgate/internal/result"
 	"github.com/toolgate/toolgate/internal/web"
 )
 
@@ -61,13 +61,13 @@ type Config struct {
 	// Pages authenticates the page endpoints. Nil: they answer 404.
 	Pages *Authenticator
 	// PageOrigins are the page origins, besides the site's own, that get
-	// CORS and may call in loopback mode.
+	// CORS: on the page endpoints, and with Callers on a call's status and
+	// resume (a card on an app's page). Without Callers they reach no
+	// runtime endpoint.
 	PageOrigins []string
 	// AllowedHosts are Host names besides loopback ones that name this
 	// machine (loopback mode; /mcp on a loopback listener).
 	AllowedHosts []string
-	// Client tells a request's real client. Default: PeerClient.
-	Client ClientFunc
 	// OriginalPath is a request's path as its client sent it, before a
 	// route stripped the mount; it names /mcp in the protected resource
 	// metadata and its challenges. Default: the request's path.
@@ -131,12 +131,11 @@ func New(c Config) (*API, error) {
 	if a.logger == nil {
 		a.logger = zap.NewNop()
 	}
-	a.corsOrigins = make(map[string]bool, len(c.PageOrigins))
-	for _, o := range c.PageOrigins {
-		a.corsOrigins[strings.TrimSuffix(o, "/")] = true
-	}
 	var err error
-	if a.loopback, err = newLoopback(c.Client, c.AllowedHosts, c.PageOrigins); err != nil {
+	if a.corsOrigins, err = corsOrigins(c.PageOrigins); err != nil {
+		return nil, err
+	}
+	if a.loopback, err = newLoopback(c.AllowedHosts); err != nil {
 		return nil, err
 	}
 	if a.list, err = newToolList(c.Gateway); err != nil {
@@ -150,7 +149,7 @@ func New(c Config) (*API, error) {
 		opts.LocalIdentity = *c.LocalIdentity
 	}
 	for _, o := range c.EmbedOrigins {
-		origin, err := mcp.EmbedOrigin(o)
+		origin, err := result.EmbedOrigin(o)
 		if err != nil {
 			return nil, fmt.Errorf("mcp: embed_origins: %w", err)
 		}
@@ -190,10 +189,12 @@ func (a *API) routes() {
 	// no tool: the gateway answers it as unknown, as any other.
 	a.handle("POST /tools/{name}", a.runtime(a.serveInvoke))
 	a.handle("POST /tools/{name...}", a.runtime(a.serveInvoke))
-	// A call's answer and its resume answer CORS too: <toolgate-card>
-	// on a page origin polls and resumes the call it shows.
-	a.handle("GET /calls/{id}", a.cors(a.callID(a.runtime(a.serveStatus))))
-	a.handle("POST /calls/{id}/resume", a.cors(a.callID(a.runtime(a.serveResume))))
+	// With callers, a call's answer and its resume answer CORS too:
+	// <toolgate-card> on a page origin polls and resumes the call it
+	// shows, with the caller's token. Without callers the envelope names
+	// any user, and a page origin is no runtime caller (runtimeCORS).
+	a.handle("GET /calls/{id}", a.runtimeCORS(a.callID(a.runtime(a.serveStatus))))
+	a.handle("POST /calls/{id}/resume", a.runtimeCORS(a.callID(a.runtime(a.serveResume))))
 	a.handle("POST /page-context", a.runtime(a.servePageContext))
 	a.handle("GET /.well-known/jwks.json", a.serveJWKS)
 	a.handle("/mcp", a.serveMCP)
@@ -208,8 +209,8 @@ func (a *API) routes() {
 
 	a.handle("/tools", only(http.MethodGet))
 	a.handle("/tools/{name...}", only(http.MethodPost))
-	a.handle("/calls/{id}", a.cors(a.callID(only(http.MethodGet))))
-	a.handle("/calls/{id}/resume", a.cors(a.callID(only(http.MethodPost))))
+	a.handle("/calls/{id}", a.runtimeCORS(a.callID(only(http.MethodGet))))
+	a.handle("/calls/{id}/resume", a.runtimeCORS(a.callID(only(http.MethodPost))))
 	a.handle("/calls/{rest...}", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "unknown_call", "no such call")
 	})

@@ -8,32 +8,28 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+
+	"github.com/toolgate/toolgate/internal/identity"
 )
 
 // Without callers, toolgate trusts the envelope's identity, so it must know
 // that the request comes from this machine itself: a peer's loopback
 // address proves that only when no proxy stands between, and a browser on
 // this machine is a loopback peer for any web page it opens. These are the
-// rules of SPEC §9 that stand in for caller authentication.
+// rules that stand in for caller authentication (README, "Callers").
 
 // forwardingHeaders are the headers a proxy adds to say whom it forwards
-// for. Sent by a peer that is not one of the server's trusted_proxies,
-// any of them means a proxy stands between, and the peer's loopback
-// address says nothing about the real client. (A proxy that adds none,
-// like nginx's bare proxy_pass, cannot be told apart: the README says so.)
+// for. Any of them, from any peer, means a proxy stands between, and the
+// peer's loopback address says nothing about the real client. That holds
+// for a peer in the server's trusted_proxies too: a proxy that appends to
+// X-Forwarded-For (nginx's $proxy_add_x_forwarded_for, load balancers)
+// passes on what its client wrote, and Caddy takes the left-most entry,
+// the one the client chose. (A proxy that adds none, like nginx's bare
+// proxy_pass, cannot be told apart: the README says so.)
 var forwardingHeaders = []string{"X-Forwarded-For", "Forwarded", "X-Real-Ip", "X-Forwarded-Host", "X-Forwarded-Proto", "Via"}
 
-// ClientFunc tells a request's real client: the peer, or, from one of the
-// server's trusted proxies, the client it forwards for (trusted true).
-type ClientFunc func(r *http.Request) (ip netip.Addr, trusted bool)
-
-// PeerClient is the ClientFunc with no trusted proxies: the peer's address.
-// An address that does not parse is the zero Addr, which is no loopback.
-func PeerClient(r *http.Request) (netip.Addr, bool) {
-	return ParseClientIP(r.RemoteAddr), false
-}
-
-// ParseClientIP parses an IP, or IP:port, with or without a zone.
+// ParseClientIP parses an IP, or IP:port, with or without a zone. What
+// does not parse is the zero Addr, which is no loopback.
 func ParseClientIP(s string) netip.Addr {
 	if host, _, err := net.SplitHostPort(s); err == nil {
 		s = host
@@ -46,18 +42,13 @@ func ParseClientIP(s string) netip.Addr {
 	return ip.Unmap()
 }
 
-// loopback holds the compiled allowed_hosts and pages origins.
+// loopback holds the compiled allowed_hosts.
 type loopback struct {
-	client       ClientFunc
 	allowedHosts map[string]bool // in lower case
-	pageOrigins  map[string]bool // normalized by originKey
 }
 
-func newLoopback(client ClientFunc, hosts, origins []string) (*loopback, error) {
-	l := &loopback{client: client, allowedHosts: make(map[string]bool, len(hosts)), pageOrigins: map[string]bool{}}
-	if l.client == nil {
-		l.client = PeerClient
-	}
+func newLoopback(hosts []string) (*loopback, error) {
+	l := &loopback{allowedHosts: make(map[string]bool, len(hosts))}
 	for _, a := range hosts {
 		u, err := url.Parse("http://" + a)
 		if a == "" || strings.Contains(a, "*") || err != nil || u.Host != a || u.User != nil {
@@ -65,39 +56,33 @@ func newLoopback(client ClientFunc, hosts, origins []string) (*loopback, error) 
 		}
 		l.allowedHosts[strings.ToLower(a)] = true
 	}
-	for _, o := range origins {
-		key, ok := originKey(o)
-		if !ok {
-			return nil, fmt.Errorf("pages: origin %q must be scheme://host[:port]", o)
-		}
-		l.pageOrigins[key] = true
-	}
 	return l, nil
 }
 
 // refusal says why a runtime request may not be served without callers,
 // naming what to configure, or returns "" when it may.
 func (l *loopback) refusal(r *http.Request) string {
-	ip, trusted := l.client(r)
-	if !ip.IsLoopback() {
+	// The peer, never the client a proxy names: see forwardingHeaders.
+	if ip := ParseClientIP(r.RemoteAddr); !ip.IsLoopback() {
 		return fmt.Sprintf("without callers, toolgate accepts runtime calls only from this machine, and the client %s is not a loopback address: configure callers to accept others", ip)
 	}
-	if !trusted {
-		for _, name := range forwardingHeaders {
-			if len(r.Header.Values(name)) > 0 {
-				return fmt.Sprintf("the request carries %s, so it came through a proxy that is not one of the server's trusted_proxies: without callers, toolgate accepts runtime calls only straight from this machine; a gateway behind a proxy must configure callers", name)
-			}
+	for _, name := range forwardingHeaders {
+		if len(r.Header.Values(name)) > 0 {
+			return fmt.Sprintf("the request carries %s, so it came through a proxy (trusted_proxies or not), and toolgate cannot see the client behind it: without callers, toolgate accepts runtime calls only straight from this machine; a gateway behind a proxy must configure callers", name)
 		}
 	}
 	if !l.allowedHost(r.Host) {
 		return fmt.Sprintf("Host %q is not a loopback name: list it in allowed_hosts if this machine is reached by that name", r.Host)
 	}
+	// The pages origins are not this site: their pages reach the page
+	// endpoints, with a page token for one user and thread, and never a
+	// runtime endpoint, where the envelope names any user.
 	origin := r.Header.Get("Origin")
-	if origin != "" && !l.allowedOrigin(r, origin) {
-		return fmt.Sprintf("Origin %q is another web origin: without callers, only this site's own pages and the pages origins may call toolgate", origin)
+	if origin != "" && !sameOrigin(r, origin) {
+		return fmt.Sprintf("Origin %q is another web origin: without callers, only this site's own pages may call toolgate's runtime endpoints (pages origins reach the page endpoints only)", origin)
 	}
 	if origin == "" && r.Header.Get("Sec-Fetch-Site") == "cross-site" {
-		return "the request comes from another site (Sec-Fetch-Site: cross-site) and names no Origin: without callers, only this site's own pages and the pages origins may call toolgate"
+		return "the request comes from another site (Sec-Fetch-Site: cross-site) and names no Origin: without callers, only this site's own pages may call toolgate's runtime endpoints"
 	}
 	return ""
 }
@@ -113,12 +98,12 @@ func (l *loopback) allowedHost(hostport string) bool {
 		host = host[:i]
 	}
 	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	return IsLoopbackHost(host) || l.allowedHosts[strings.ToLower(host)] || l.allowedHosts[strings.ToLower(hostport)]
+	return identity.IsLoopbackHost(host) || l.allowedHosts[strings.ToLower(host)] || l.allowedHosts[strings.ToLower(hostport)]
 }
 
-// allowedOrigin reports whether origin is this site's own (the scheme of
-// the connection and the request's Host) or one of the pages origins.
-func (l *loopback) allowedOrigin(r *http.Request, origin string) bool {
+// sameOrigin reports whether origin is this site's own: the scheme of the
+// connection and the request's Host.
+func sameOrigin(r *http.Request, origin string) bool {
 	key, ok := originKey(origin)
 	if !ok {
 		return false
@@ -127,7 +112,7 @@ func (l *loopback) allowedOrigin(r *http.Request, origin string) bool {
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	return key == scheme+"://"+hostKey(scheme, r.Host) || l.pageOrigins[key]
+	return key == scheme+"://"+hostKey(scheme, r.Host)
 }
 
 // originKey normalizes an origin, scheme://host[:port], for comparison:
@@ -153,19 +138,6 @@ func hostKey(scheme, hostport string) string {
 		}
 	}
 	return net.JoinHostPort(strings.ToLower(host), port)
-}
-
-// IsLoopbackHost reports whether host (a name or an IP, without port) is
-// this machine's loopback: localhost, 127.0.0.0/8 or ::1. An empty host,
-// which listens on every interface, is not.
-func IsLoopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	// netip, not net.ParseIP: it does not allocate, and this runs on every
-	// runtime call without callers. A zoned address is no host name.
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.Zone() == "" && ip.Unmap().IsLoopback()
 }
 
 // onLoopbackListener reports whether the request came in on a loopback

@@ -1,12 +1,10 @@
 package httpapi
 
 import (
-	"context"
 	"crypto/tls"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"strings"
 	"testing"
 
@@ -17,24 +15,13 @@ import (
 // when it comes straight from this machine, names this machine, and comes
 // from no other web origin than the site's own or a pages origin.
 func TestLoopbackRefusal(t *testing.T) {
-	type varsKey struct{}
-	l, err := newLoopback(func(r *http.Request) (netip.Addr, bool) {
-		if v, ok := r.Context().Value(varsKey{}).(map[string]any); ok {
-			return ParseClientIP(v["client_ip"].(string)), v["trusted"].(bool)
-		}
-		return PeerClient(r)
-	}, []string{"tools.internal", "gw.example:8443"}, []string{"https://app.example.com", "http://127.0.0.1:9001/"})
+	l, err := newLoopback([]string{"tools.internal", "gw.example:8443"})
 	if err != nil {
 		t.Fatal(err)
-	}
-	type vars struct {
-		trusted  bool
-		clientIP string
 	}
 	for _, c := range []struct {
 		name   string
 		remote string
-		vars   *vars // Caddy's, when the request went through a Caddy server
 		host   string
 		tls    bool
 		header []string
@@ -47,13 +34,14 @@ func TestLoopbackRefusal(t *testing.T) {
 		{name: "LAN peer", remote: "10.1.2.3:5000", refuse: "10.1.2.3 is not a loopback address"},
 		{name: "public IPv6 peer", remote: "[2001:db8::1]:5000", refuse: "not a loopback address"},
 		{name: "unix socket", remote: "@", refuse: "not a loopback address"},
-		{name: "Caddy's client IP is the peer", remote: "127.0.0.1:5000", vars: &vars{false, "127.0.0.1"}},
-		{name: "trusted proxy for an internet client", remote: "127.0.0.1:5000", vars: &vars{true, "203.0.113.9"},
-			header: []string{"X-Forwarded-For", "203.0.113.9"}, refuse: "203.0.113.9 is not a loopback address"},
-		{name: "trusted proxy for a local client", remote: "127.0.0.1:5000", vars: &vars{true, "127.0.0.1"},
-			header: []string{"X-Forwarded-For", "127.0.0.1"}},
-		{name: "X-Forwarded-For from an untrusted peer", remote: "127.0.0.1:5000", vars: &vars{false, "127.0.0.1"},
+		// Whatever trusted_proxies say: the peer, and no forwarding header.
+		{name: "proxy for an internet client", remote: "127.0.0.1:5000",
+			header: []string{"X-Forwarded-For", "203.0.113.9"}, refuse: "X-Forwarded-For"},
+		{name: "proxy for a spoofed local client", remote: "127.0.0.1:5000",
+			header: []string{"X-Forwarded-For", "127.0.0.1, 127.0.0.1"}, refuse: "X-Forwarded-For"},
+		{name: "X-Forwarded-For", remote: "127.0.0.1:5000",
 			header: []string{"X-Forwarded-For", "127.0.0.1"}, refuse: "X-Forwarded-For"},
+		{name: "X-Forwarded-Proto", remote: "127.0.0.1:5000", header: []string{"X-Forwarded-Proto", "https"}, refuse: "X-Forwarded-Proto"},
 		{name: "Forwarded", remote: "127.0.0.1:5000", header: []string{"Forwarded", "for=127.0.0.1"}, refuse: "Forwarded"},
 		{name: "X-Real-IP", remote: "127.0.0.1:5000", header: []string{"X-Real-IP", "127.0.0.1"}, refuse: "X-Real-Ip"},
 		{name: "X-Forwarded-Host", remote: "127.0.0.1:5000", header: []string{"X-Forwarded-Host", "evil.example"}, refuse: "X-Forwarded-Host"},
@@ -82,10 +70,10 @@ func TestLoopbackRefusal(t *testing.T) {
 		{name: "localhost page to 127.0.0.1", remote: "127.0.0.1:5000", host: "127.0.0.1:9080", header: []string{"Origin", "http://localhost:9080"}, refuse: "another web origin"},
 		{name: "evil origin", remote: "127.0.0.1:5000", header: []string{"Origin", "https://evil.example"}, refuse: `"https://evil.example" is another web origin`},
 		{name: "null origin", remote: "127.0.0.1:5000", header: []string{"Origin", "null"}, refuse: "another web origin"},
-		{name: "pages origin", remote: "127.0.0.1:5000", header: []string{"Origin", "https://app.example.com", "Sec-Fetch-Site", "cross-site"}},
-		{name: "pages origin, explicit port and case", remote: "127.0.0.1:5000", header: []string{"Origin", "HTTPS://App.Example.com:443"}},
-		{name: "pages origin from a trailing-slash config", remote: "127.0.0.1:5000", header: []string{"Origin", "http://127.0.0.1:9001"}},
-		{name: "pages host over http", remote: "127.0.0.1:5000", header: []string{"Origin", "http://app.example.com"}, refuse: "another web origin"},
+		{name: "own origin, explicit port and case", remote: "127.0.0.1:5000", host: "localhost", tls: true, header: []string{"Origin", "HTTPS://LocalHost:443"}},
+		// A page origin reaches the page endpoints only (a page token for
+		// one user and thread), never a runtime one.
+		{name: "another loopback origin", remote: "127.0.0.1:5000", header: []string{"Origin", "http://127.0.0.1:9001"}, refuse: "pages origins reach the page endpoints only"},
 		{name: "cross-site without Origin", remote: "127.0.0.1:5000", header: []string{"Sec-Fetch-Site", "cross-site"}, refuse: "Sec-Fetch-Site: cross-site"},
 		{name: "same-site without Origin", remote: "127.0.0.1:5000", header: []string{"Sec-Fetch-Site", "same-site"}},
 		{name: "typed in the address bar", remote: "127.0.0.1:5000", header: []string{"Sec-Fetch-Site", "none"}},
@@ -106,12 +94,6 @@ func TestLoopbackRefusal(t *testing.T) {
 			}
 			for i := 0; i+1 < len(c.header); i += 2 {
 				r.Header.Set(c.header[i], c.header[i+1])
-			}
-			if c.vars != nil {
-				r = r.WithContext(context.WithValue(r.Context(), varsKey{}, map[string]any{
-					"trusted":   c.vars.trusted,
-					"client_ip": c.vars.clientIP,
-				}))
 			}
 			got := l.refusal(r)
 			if c.refuse == "" && got != "" {
@@ -163,12 +145,12 @@ func TestRequireJSON(t *testing.T) {
 
 func TestAllowedHostsConfig(t *testing.T) {
 	for _, bad := range []string{"", "https://tools.example.com", "tools.example.com/x", "*.example.com", "a b", "user@host", "host?x"} {
-		if _, err := newLoopback(nil, []string{bad}, nil); err == nil || !strings.Contains(err.Error(), "allowed_hosts") {
+		if _, err := newLoopback([]string{bad}); err == nil || !strings.Contains(err.Error(), "allowed_hosts") {
 			t.Errorf("allowed_hosts %q: %v, want an error naming allowed_hosts", bad, err)
 		}
 	}
 	for _, good := range []string{"tools.example.com", "tools.example.com:8443", "[::1]:9080", "10.0.0.5"} {
-		if _, err := newLoopback(nil, []string{good}, nil); err != nil {
+		if _, err := newLoopback([]string{good}); err != nil {
 			t.Errorf("allowed_hosts %q: %v", good, err)
 		}
 	}
@@ -191,7 +173,7 @@ func TestPagesOriginsAtLoad(t *testing.T) {
 		{"app.example.com", false},
 		{"null", false},
 	} {
-		_, err := newLoopback(nil, nil, []string{c.origin})
+		_, err := corsOrigins([]string{c.origin})
 		if (err == nil) != c.ok {
 			t.Errorf("origin %q: %v, want ok=%v", c.origin, err, c.ok)
 		}

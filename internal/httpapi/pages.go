@@ -13,6 +13,19 @@ import (
 	"github.com/toolgate/toolgate/internal/observe"
 )
 
+// corsOrigins checks the pages origins, scheme://host[:port] each, and
+// returns them as cors matches them: as configured, without a final slash.
+func corsOrigins(origins []string) (map[string]bool, error) {
+	m := make(map[string]bool, len(origins))
+	for _, o := range origins {
+		if _, ok := originKey(o); !ok {
+			return nil, fmt.Errorf("pages: origin %q must be scheme://host[:port]", o)
+		}
+		m[strings.TrimSuffix(o, "/")] = true
+	}
+	return m, nil
+}
+
 // cors answers CORS for the allowed page origins, and a preflight itself.
 func (a *API) cors(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -36,6 +49,17 @@ func (a *API) cors(next http.HandlerFunc) http.HandlerFunc {
 		}
 		next(w, r)
 	}
+}
+
+// runtimeCORS is cors on a runtime endpoint: only with callers, whose
+// token says who calls. Without callers, a page origin gets no CORS there,
+// so its scripts can neither read a call's answer nor resume it (a JSON
+// POST needs the preflight this refuses).
+func (a *API) runtimeCORS(next http.HandlerFunc) http.HandlerFunc {
+	if a.callers == nil {
+		return next
+	}
+	return a.cors(next)
 }
 
 // page authenticates a page token; it writes the refusal itself.

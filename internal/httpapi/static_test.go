@@ -114,14 +114,16 @@ func TestScripts(t *testing.T) {
 	}
 }
 
-// <toolgate-card> on a page origin polls and resumes the call it shows:
-// those two paths answer CORS for the page origins, and only for them.
+// <toolgate-card> on a page origin polls and resumes the call it shows,
+// with a caller token: with callers, those two paths answer CORS for the
+// page origins, and only for them.
 func TestCallsCORS(t *testing.T) {
-	_, pages, err := NewAuthenticators(nil, &TokenConfig{Secret: apitest.PageSecret, Audience: "toolgate-pages"}, zap.NewNop())
+	callers, pages, err := NewAuthenticators(&TokenConfig{Secret: "calls-cors-caller-secret-0123456789abcdef", Issuer: "https://runtime.test", Audience: "toolgate"},
+		&TokenConfig{Secret: apitest.PageSecret, Audience: "toolgate-pages"}, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := newTestAPI(t, Config{Pages: pages, PageOrigins: []string{apitest.PageOrigin}})
+	api := newTestAPI(t, Config{Callers: callers, Pages: pages, PageOrigins: []string{apitest.PageOrigin}})
 	const local = "127.0.0.1:5000"
 	w := serve(api, "OPTIONS", "http://127.0.0.1/calls/c1/resume", local, "Origin", apitest.PageOrigin,
 		"Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", "content-type")
@@ -129,9 +131,9 @@ func TestCallsCORS(t *testing.T) {
 		!strings.Contains(w.Header().Get("Access-Control-Allow-Headers"), "Content-Type") {
 		t.Errorf("resume preflight: %d %v", w.Code, w.Header())
 	}
-	// The answer, here "no such call", is readable by the page.
-	w = serve(api, "GET", "http://127.0.0.1/calls/c1?user=u_1", local, "Origin", apitest.PageOrigin)
-	if w.Code != 404 || w.Header().Get("Access-Control-Allow-Origin") != apitest.PageOrigin {
+	// The answer, here "no token", is readable by the page.
+	w = serve(api, "GET", "http://127.0.0.1/calls/c1", local, "Origin", apitest.PageOrigin)
+	if w.Code != 401 || w.Header().Get("Access-Control-Allow-Origin") != apitest.PageOrigin {
 		t.Errorf("status from the page origin: %d %v", w.Code, w.Header())
 	}
 	for _, c := range []struct{ method, target string }{
@@ -149,5 +151,38 @@ func TestCallsCORS(t *testing.T) {
 	w = serve(api, "OPTIONS", "http://127.0.0.1/tools/save", local, "Origin", apitest.PageOrigin, "Access-Control-Request-Method", "POST")
 	if w.Header().Get("Access-Control-Allow-Origin") != "" {
 		t.Errorf("invoke preflight: %v", w.Header())
+	}
+}
+
+// TestCallsCORSLoopback: without callers the envelope names any user, so
+// a page origin gets no CORS on a call's status or resume: its scripts can
+// neither read another user's call nor send the JSON resume (the browser
+// sends no POST whose preflight failed), and the GET itself is refused.
+// The page endpoints keep theirs: they need a page token.
+func TestCallsCORSLoopback(t *testing.T) {
+	_, pages, err := NewAuthenticators(nil, &TokenConfig{Secret: apitest.PageSecret, Audience: "toolgate-pages"}, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := newTestAPI(t, Config{Pages: pages, PageOrigins: []string{apitest.PageOrigin}})
+	const local = "127.0.0.1:5000"
+	for _, c := range []struct{ method, target string }{
+		{"OPTIONS", "http://127.0.0.1/calls/c1/resume"},
+		{"OPTIONS", "http://127.0.0.1/calls/c1"},
+		{"GET", "http://127.0.0.1/calls/c1?user=u_1"},
+		{"POST", "http://127.0.0.1/calls/c1/resume?user=u_1"},
+	} {
+		w := serve(api, c.method, c.target, local, "Origin", apitest.PageOrigin, "Access-Control-Request-Method", "POST")
+		if w.Header().Get("Access-Control-Allow-Origin") != "" || w.Code == 204 {
+			t.Errorf("%s %s from a page origin: %d %v", c.method, c.target, w.Code, w.Header())
+		}
+		if c.method != "OPTIONS" && w.Code != 403 {
+			t.Errorf("%s %s from a page origin: %d, want 403", c.method, c.target, w.Code)
+		}
+	}
+	w := serve(api, "OPTIONS", "http://127.0.0.1/client/calls/c1/claim", local, "Origin", apitest.PageOrigin,
+		"Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", "authorization, content-type")
+	if w.Code != 204 || w.Header().Get("Access-Control-Allow-Origin") != apitest.PageOrigin {
+		t.Errorf("claim preflight: %d %v", w.Code, w.Header())
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -119,21 +118,6 @@ func frameDomains(tools []*manifest.Compiled, embedOrigins []string) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// EmbedOrigin checks an origin embeds may come from besides the
-// components (Options.EmbedOrigins) and returns it as the view's CSP
-// names it: scheme://host[:port], the host in lower case. It goes into
-// the CSP that hosts build from frameDomains, so nothing but an http(s)
-// origin is taken: no path, user, wildcard, space, quote or semicolon.
-func EmbedOrigin(o string) (string, error) {
-	u, err := url.Parse(o)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.Opaque != "" ||
-		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" ||
-		strings.ContainsAny(u.Host, "*;,'\" \t\r\n") {
-		return "", fmt.Errorf("embed origin %q must be scheme://host[:port] (http or https; no path, user or wildcard)", o)
-	}
-	return u.Scheme + "://" + strings.ToLower(u.Host), nil
 }
 
 // readView answers resources/read of the view.

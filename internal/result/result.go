@@ -194,6 +194,32 @@ func channels(content, markdown, embed member) Result {
 	return r
 }
 
+// EmbedOrigin checks an origin embeds may come from besides the
+// components (embed_origins) and returns it as a CSP names it and as
+// OriginOf compares it: scheme://host[:port], the host in lower case. It
+// goes into the CSP that MCP Apps hosts build from frameDomains, so
+// nothing but an http(s) origin is taken: no path, user, wildcard, space,
+// quote or semicolon.
+func EmbedOrigin(o string) (string, error) {
+	u, err := url.Parse(o)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.Opaque != "" ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" ||
+		strings.ContainsAny(u.Host, "*;,'\" \t\r\n") {
+		return "", fmt.Errorf("embed origin %q must be scheme://host[:port] (http or https; no path, user or wildcard)", o)
+	}
+	return u.Scheme + "://" + strings.ToLower(u.Host), nil
+}
+
+// OriginOf is an absolute http(s) URL's origin as EmbedOrigin writes
+// one: scheme://host[:port], the host in lower case, the port as given.
+func OriginOf(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return ""
+	}
+	return strings.ToLower(p.Scheme) + "://" + strings.ToLower(p.Host)
+}
+
 // CheckEmbedURL reports whether u is an absolute http(s) URL with a host.
 func CheckEmbedURL(u string) error {
 	p, err := url.Parse(u)
