@@ -19,6 +19,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+
+	"github.com/toolgate/toolgate/internal/identity"
 )
 
 // ContextHeader is the request header toolgate sends a call's context in.
@@ -40,6 +42,23 @@ var (
 	// header is present but is not one toolgate would send.
 	ErrBadContext = errors.New("malformed Kazzle-Tool-Context header")
 )
+
+// IdempotencyHeader is the request header toolgate sends each app call's
+// idempotency key in.
+const IdempotencyHeader = "Idempotency-Key"
+
+// IdempotencyKey is the key toolgate sends in IdempotencyHeader: the
+// unpadded base64url of SHA-256 over the user, the installation and the
+// call id, each preceded by its length in bytes as a 4-byte big-endian
+// integer. It is the same for every delivery of one call (a repeat that
+// toolgate could not tell was answered, a card's resume) and differs
+// across users and installations even where their runtimes chose the same
+// call id, so idempotency middleware keyed on it never replays one user's
+// answer to another. A card button's call id is the call's id, "/" and
+// the button's id.
+func IdempotencyKey(user, install, callID string) string {
+	return identity.IdempotencyKey(user, install, callID)
+}
 
 // Context is where a tool call came from.
 type Context struct {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddytest"
 
+	"github.com/toolgate/toolgate/apptools"
 	"github.com/toolgate/toolgate/internal/apitest"
 	"github.com/toolgate/toolgate/internal/redistest"
 )
@@ -60,11 +61,12 @@ func (u *faultUpstream) releaseHeld() {
 	}
 }
 
-// count is how many times the upstream ran the call with this id.
+// count is how many times the upstream ran the call with this id, by u_1
+// in in_1 (apitest.Who).
 func (u *faultUpstream) count(callID string) int {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return u.runs[callID]
+	return u.runs[apptools.IdempotencyKey("u_1", "in_1", callID)]
 }
 
 // dribble writes body one byte at a time, every gap.
@@ -349,7 +351,7 @@ func TestFaultsRedisDiesMidCall(t *testing.T) {
 
 	held := `{"input":{"kind":"hold"},"callId":"rd_1",` + apitest.Who + `}`
 	first := asyncInvoke(t, "fault", held)
-	if key := within(t, up.held, 10*time.Second, "the held call"); key != "rd_1" {
+	if key := within(t, up.held, 10*time.Second, "the held call"); key != apptools.IdempotencyKey("u_1", "in_1", "rd_1") {
 		t.Fatalf("held call %q", key)
 	}
 	rs.Stop()

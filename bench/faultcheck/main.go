@@ -14,12 +14,15 @@ import (
 	"io"
 	"log"
 	"net/http"
+	"net/url"
 	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/toolgate/toolgate/apptools"
 )
 
 func main() {
@@ -41,6 +44,10 @@ func main() {
 		for i := 1; i <= count; i++ {
 			ids = append(ids, prefix+strconv.Itoa(i))
 		}
+	}
+	caller, err := url.ParseQuery(*query)
+	if err != nil {
+		log.Fatalf("faultcheck: -query %q: %v", *query, err)
 	}
 	client := &http.Client{Timeout: 30 * time.Second}
 	runs, err := upstreamRuns(client, *upstream)
@@ -70,7 +77,9 @@ func main() {
 	sentSet := make(map[string]bool, len(ids))
 	for i, id := range ids {
 		sentSet[id] = true
-		n := runs[id]
+		// The upstream counts by Idempotency-Key, which toolgate derives
+		// from the caller and the call id.
+		n := runs[apptools.IdempotencyKey(caller.Get("user"), caller.Get("install"), id)]
 		executions += n
 		if n > 1 {
 			twice++

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/apptools"
 )
 
 // keyedUpstream answers the tools of startInstance and counts what it runs
@@ -51,10 +53,12 @@ func newKeyedUpstream(t *testing.T) *keyedUpstream {
 	return u
 }
 
-func (u *keyedUpstream) count(key string) int {
+// count is how many times the upstream ran the call with this id, by u_1
+// in in_1 (envelope).
+func (u *keyedUpstream) count(callID string) int {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return u.runs[key]
+	return u.runs[apptools.IdempotencyKey("u_1", "in_1", callID)]
 }
 
 // receiveN receives n values from ch within d.
@@ -137,7 +141,7 @@ func TestFaultsKillUnderLoad(t *testing.T) {
 	for i, a := range got {
 		key := fmt.Sprintf("kl_%d", i)
 		switch {
-		case i < n && (a.Status != "done" || a.IsError || a.Content != "done "+key):
+		case i < n && (a.Status != "done" || a.IsError || a.Content != "done "+apptools.IdempotencyKey("u_1", "in_1", key)):
 			t.Errorf("%s finished before the kill; after the restart it answers %+v", key, a)
 		case i >= n && (a.Status != "done" || !a.IsError || !strings.Contains(a.Content, "outcome unknown")):
 			t.Errorf("%s was in flight at the kill; after the restart it answers %+v, want outcome unknown", key, a)

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/apptools"
 	"github.com/toolgate/toolgate/internal/apitest"
 	"github.com/toolgate/toolgate/internal/redistest"
 )
@@ -288,7 +289,7 @@ func TestBoltSurvivesKill(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	if key := <-up.started; key != "k2" {
+	if key := <-up.started; key != apptools.IdempotencyKey("u_1", "in_1", "k2") {
 		t.Fatalf("held call has Idempotency-Key %q", key)
 	}
 	in.kill()

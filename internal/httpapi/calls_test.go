@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/apitest"
+	"github.com/toolgate/toolgate/internal/identity"
 )
 
 // These are the module's TestAtMostOnce and TestCardFlow (caddymodule's
@@ -27,12 +28,23 @@ func TestAtMostOnce(t *testing.T) {
 	if n := rec.Count() - before; n != 1 {
 		t.Errorf("the target ran %d times for one call id", n)
 	}
-	if got := rec.Get(t, "/md").Header.Get("Idempotency-Key"); got != "once_1" {
+	if got := rec.Get(t, "/md").Header.Get("Idempotency-Key"); got != identity.IdempotencyKey("u_1", "in_1", "once_1") {
 		t.Errorf("Idempotency-Key %q", got)
 	}
-	// Another caller may use the same call id: keys are per caller.
+	// Another caller may use the same call id: calls are per caller, and
+	// so is the component's key, or its idempotency middleware would
+	// answer u_2 with u_1's result.
 	if status, _ := s.Call(t, "POST", "/tools/md", `{"input":{},"callId":"once_1","identity":{"user":"u_2"}}`); status != 200 || rec.Count()-before != 2 {
 		t.Errorf("another caller's call id: %d, target ran %d times", status, rec.Count()-before)
+	}
+	if got := rec.Get(t, "/md").Header.Get("Idempotency-Key"); got != identity.IdempotencyKey("u_2", "", "once_1") {
+		t.Errorf("another caller's Idempotency-Key %q", got)
+	}
+	if status, _ := s.Call(t, "POST", "/tools/md", `{"input":{},"callId":"once_1","identity":{"user":"u_1","install":"in_2"}}`); status != 200 || rec.Count()-before != 3 {
+		t.Errorf("another install's call id: %d, target ran %d times", status, rec.Count()-before)
+	}
+	if got := rec.Get(t, "/md").Header.Get("Idempotency-Key"); got != identity.IdempotencyKey("u_1", "in_2", "once_1") {
+		t.Errorf("another install's Idempotency-Key %q", got)
 	}
 	// The same call id with another input is a misuse.
 	status, e := s.Call(t, "POST", "/tools/get_item", `{"input":{"id":"x"},"callId":"once_1",`+apitest.Who+`}`)
@@ -147,7 +159,7 @@ func TestCardFlow(t *testing.T) {
 	}
 	got := rec.Get(t, "/items/")
 	if got.Method != "POST" || got.Path != "/items/z9" || string(got.Body) != `{"id":"z9"}` ||
-		got.Header.Get("Kazzle-Tool-Context") != `{"source":"thread","threadId":"th_1"}` || got.Header.Get("Idempotency-Key") != "c3/run" {
+		got.Header.Get("Kazzle-Tool-Context") != `{"source":"thread","threadId":"th_1"}` || got.Header.Get("Idempotency-Key") != identity.IdempotencyKey("u_1", "in_1", "c3/run") {
 		t.Errorf("button target sent %s %s %s %v", got.Method, got.Path, got.Body, got.Header)
 	}
 	if claims := s.VerifyWithJWKS(t, strings.TrimPrefix(got.Header.Get("Authorization"), "Bearer ")); claims["sub"] != "u_1" || claims["install"] != "in_1" {

@@ -1,10 +1,36 @@
 // Reading the Kazzle-Tool-Context header (SPEC.md §4), by the rules of
 // apptools.ToolContext.
 
+import { createHash } from 'node:crypto';
+
 import type { ToolContext } from './types.js';
 
 /** The request header toolgate sends a call's context in. */
 export const CONTEXT_HEADER = 'Kazzle-Tool-Context';
+
+/** The request header toolgate sends each app call's idempotency key in. */
+export const IDEMPOTENCY_HEADER = 'Idempotency-Key';
+
+/**
+ * The key toolgate sends in IDEMPOTENCY_HEADER: the unpadded base64url of
+ * SHA-256 over the user, the installation ('' when none) and the call id,
+ * each preceded by its length in bytes as a 4-byte big-endian integer. It
+ * is the same for every delivery of one call and differs across users and
+ * installations even where their runtimes chose the same call id, so
+ * idempotency middleware keyed on it never replays one user's answer to
+ * another. A card button's call id is the call's id, "/" and the button's
+ * id. (Go: apptools.IdempotencyKey.)
+ */
+export function idempotencyKey(user: string, install: string | undefined, callId: string): string {
+  const h = createHash('sha256');
+  for (const s of [user, install ?? '', callId]) {
+    const b = Buffer.from(s, 'utf8');
+    const n = Buffer.alloc(4);
+    n.writeUInt32BE(b.length);
+    h.update(n).update(b);
+  }
+  return h.digest('base64url');
+}
 
 // toolgate sends a few dozen bytes; a header this long was not sent by it,
 // and reading it costs the component, not the sender.

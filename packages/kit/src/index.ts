@@ -2,9 +2,9 @@
 // (SPEC.md §4–6), and the types a tools.ts file declares its tools with.
 
 export type * from './types.js';
-export { CONTEXT_HEADER, ToolContextError, isThreadToolInvocation, toolContext } from './context.js';
+export { CONTEXT_HEADER, IDEMPOTENCY_HEADER, ToolContextError, idempotencyKey, isThreadToolInvocation, toolContext } from './context.js';
 export type { RequestLike } from './context.js';
-export { DEFAULT_ISSUER, IdentityError, bearerToken, identityVerifier, verifyIdentity } from './verify.js';
+export { DEFAULT_ISSUER, IdentityError, bearerToken, identityVerifier, jwksURL, verifyIdentity } from './verify.js';
 export type { Identity, Verifier, VerifyOptions } from './verify.js';
 export {
   AnswerError,

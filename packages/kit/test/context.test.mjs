@@ -6,7 +6,9 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import { test } from 'node:test';
 
-import { isThreadToolInvocation, toolContext, ToolContextError } from '@toolgate/kit';
+import { createHash } from 'node:crypto';
+
+import { idempotencyKey, isThreadToolInvocation, toolContext, ToolContextError } from '@toolgate/kit';
 import * as tools from '@toolgate/kit/tools';
 
 // incoming sends the headers (name, value pairs; a name may repeat) to a
@@ -136,4 +138,18 @@ test('a thread context of exactly 4 KiB is read', () => {
 test('not a request is a TypeError, not a refusal', () => {
   assert.throws(() => toolContext({}), TypeError);
   assert.throws(() => isThreadToolInvocation({}), TypeError);
+});
+
+test('idempotencyKey: SHA-256 over the length-prefixed user, install and call id', () => {
+  const msg = Buffer.from('\x00\x00\x00\x05alice\x00\x00\x00\x04in_1\x00\x00\x00\x07order-1', 'latin1');
+  assert.equal(idempotencyKey('alice', 'in_1', 'order-1'), createHash('sha256').update(msg).digest('base64url'));
+  // The value the Go kit's test pins too (apptools).
+  assert.equal(idempotencyKey('alice', 'in_1', 'order-1').length, 43);
+  assert.notEqual(idempotencyKey('alice', 'in_1', 'order-1'), idempotencyKey('bob', 'in_1', 'order-1'));
+  assert.equal(idempotencyKey('alice', undefined, 'x'), idempotencyKey('alice', '', 'x'));
+  assert.notEqual(idempotencyKey('alicein_1', '', 'x'), idempotencyKey('alice', 'in_1', 'x'));
+  // Lengths in bytes, not UTF-16 units.
+  const u = 'é';
+  const m2 = Buffer.concat([Buffer.from([0, 0, 0, 2]), Buffer.from(u), Buffer.from([0, 0, 0, 0, 0, 0, 0, 1]), Buffer.from('x')]);
+  assert.equal(idempotencyKey(u, '', 'x'), createHash('sha256').update(m2).digest('base64url'));
 });

@@ -143,6 +143,7 @@ const KNOWN = {
 
 let gate, upstream, stopAll, schemas;
 const seenAuth = [];
+const seenKeys = [];
 
 before(async () => {
   schemas = await loadZodTools(fixture);
@@ -200,6 +201,16 @@ test("verifyIdentity accepts the gateway's token and refuses another audience", 
     { name: "IdentityError", code: "invalid_token", message: /issuer/ });
 });
 
+test("idempotencyKey is the Idempotency-Key the gateway sends", async () => {
+  const { idempotencyKey } = await import("@toolgate/kit");
+  seenKeys.length = 0;
+  const a = await invoke("search", `{"q":"key","limit":1}`);
+  assert.equal(a.isError, false, a.content);
+  assert.equal(seenKeys.length, 1);
+  assert.equal(seenKeys[0], idempotencyKey("u_parity", "in_parity", a.callId));
+  assert.notEqual(seenKeys[0], idempotencyKey("u_other", "in_parity", a.callId));
+});
+
 function verdict(ok) {
   return ok ? "valid" : "invalid";
 }
@@ -246,6 +257,7 @@ function startUpstream() {
   return new Promise((ok) => {
     const srv = createServer((req, res) => {
       seenAuth.push(req.headers.authorization);
+      seenKeys.push(req.headers["idempotency-key"]);
       req.resume();
       req.on("end", () => {
         res.setHeader("content-type", "application/json");
