@@ -32,6 +32,7 @@ var (
 type Verifier struct {
 	audience string
 	tokens   *identity.Verifier
+	err      error // what makes the configuration unusable; see Err
 }
 
 // NewVerifier returns a verifier of the tokens toolgate signs for the
@@ -42,9 +43,26 @@ type Verifier struct {
 // The key set is fetched on the first call, not here, so a component may
 // start before toolgate; it is fetched again as keys age or an unknown key
 // id appears.
+//
+// jwksURL must be https, or http to a loopback host (localhost,
+// 127.0.0.0/8, ::1): keys fetched in the clear can be replaced on the
+// way, and then any token verifies. With another URL, or no audience, the
+// verifier fetches nothing and refuses every token; Err says why, so a
+// component checks it when it starts.
 func NewVerifier(jwksURL, issuer, audience string) *Verifier {
 	if issuer == "" {
 		issuer = DefaultIssuer
+	}
+	var err error
+	switch {
+	case audience == "":
+		// Without an audience any component's token would pass here.
+		err = errors.New("apptools: the verifier has no audience: NewVerifier needs this component's name")
+	case identity.CheckSecureURL(jwksURL) != nil:
+		err = fmt.Errorf("apptools: jwks URL: %w", identity.CheckSecureURL(jwksURL))
+	}
+	if err != nil {
+		return &Verifier{audience: audience, err: err}
 	}
 	keys := identity.NewRemoteKeySet(jwksURL, nil, nil)
 	return &Verifier{
@@ -55,13 +73,17 @@ func NewVerifier(jwksURL, issuer, audience string) *Verifier {
 	}
 }
 
+// Err reports what makes the verifier refuse every token: no audience, or
+// a JWKS URL that is not https (nor http to a loopback host). It is nil
+// for a usable verifier.
+func (v *Verifier) Err() error { return v.err }
+
 // Verify checks the request's bearer token and returns the identity it
 // names. A request without one gets ErrNoToken; a refused token, an error
 // wrapping ErrInvalidToken that says why.
 func (v *Verifier) Verify(r *http.Request) (Identity, error) {
-	if v.audience == "" {
-		// Without an audience any component's token would pass here.
-		return Identity{}, errors.New("the verifier has no audience: NewVerifier needs this component's name")
+	if v.err != nil {
+		return Identity{}, v.err
 	}
 	token, err := bearer(r)
 	if err != nil {

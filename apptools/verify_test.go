@@ -284,11 +284,32 @@ func TestVerifierWithoutAudienceRefusesAll(t *testing.T) {
 	f := newFakeToolgate(t)
 	v := apptools.NewVerifier(f.url, "toolgate", "")
 	_, err := v.Verify(request([]string{"Bearer " + sign(t, f.key, testKid, claims())}))
-	if err == nil || !strings.Contains(err.Error(), "no audience") {
+	if err == nil || !strings.Contains(err.Error(), "no audience") || v.Err() != err {
 		t.Errorf("error %v, want a refusal naming the missing audience", err)
 	}
 	if f.fetches.Load() != 0 {
 		t.Errorf("the JWKS was fetched")
+	}
+}
+
+// A JWKS fetched in the clear from another machine can be replaced on the
+// way: such a verifier fetches nothing and refuses every token.
+func TestVerifierInsecureJWKS(t *testing.T) {
+	f := newFakeToolgate(t)
+	for _, u := range []string{"http://toolgate.internal/.well-known/jwks.json", "http://10.0.0.5:8080/jwks", "http://127.0.0.1.nip.io/jwks",
+		"ftp://127.0.0.1/jwks", "/.well-known/jwks.json", "https://user:pw@toolgate.example/jwks"} {
+		v := apptools.NewVerifier(u, "toolgate", "bookmarks")
+		if v.Err() == nil || !strings.Contains(v.Err().Error(), "jwks URL") {
+			t.Errorf("%s: Err %v, want a refusal of the URL", u, v.Err())
+		}
+		if _, err := v.Verify(request([]string{"Bearer " + sign(t, f.key, testKid, claims())})); err == nil {
+			t.Errorf("%s: a token verified", u)
+		}
+	}
+	for _, u := range []string{f.url, "https://toolgate.example/.well-known/jwks.json", "http://localhost:8080/jwks", "http://[::1]/jwks"} {
+		if err := apptools.NewVerifier(u, "toolgate", "bookmarks").Err(); err != nil {
+			t.Errorf("%s: %v", u, err)
+		}
 	}
 }
 

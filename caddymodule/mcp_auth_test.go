@@ -39,6 +39,7 @@ func authConfig(t *testing.T, upstream, callers string) string {
 			}
 			callers {
 				secret %s
+				issuer https://as.test
 				%s
 			}
 			tool md {
@@ -55,7 +56,7 @@ func authConfig(t *testing.T, upstream, callers string) string {
 // accessToken is an access token for user u_oauth with aud and scope.
 func accessToken(t *testing.T, aud, scope string) string {
 	now := time.Now()
-	return apitest.SignHS256(t, jwt.MapClaims{"sub": "u_oauth", "aud": aud, "scope": scope, "iat": now.Unix(), "exp": now.Add(time.Minute).Unix()}, authSecret)
+	return apitest.SignHS256(t, jwt.MapClaims{"iss": "https://as.test", "sub": "u_oauth", "aud": aud, "scope": scope, "iat": now.Unix(), "exp": now.Add(time.Minute).Unix()}, authSecret)
 }
 
 // wwwAuthenticate posts an initialize to /mcp with the token, if any, and
@@ -163,10 +164,10 @@ func TestMCPLocalIdentityCaddyfile(t *testing.T) {
 // The load errors name the directive and what is wrong.
 func TestMCPAuthLoadErrors(t *testing.T) {
 	for _, c := range []struct{ name, callers, want string }{
-		{"authorization server without resource", "authorization_server https://as.test", "callers: authorization_server needs resource (or audience)"},
+		{"authorization server without resource", "authorization_server https://as.test", "callers: audience (or resource) is required"},
 		{"http authorization server", "audience a\nauthorization_server http://as.test", `callers: authorization_server: "http://as.test" must be an https URL`},
 		{"resource with a fragment", "resource https://gw.test/mcp#x", "callers: resource \"https://gw.test/mcp#x\" must not have a fragment"},
-		{"scope with a space", `scopes "a b"`, `callers: scopes: "a b" is not a scope`},
+		{"scope with a space", "audience a\n" + `scopes "a b"`, `callers: scopes: "a b" is not a scope`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			caddytest.AssertLoadError(t, authConfig(t, "http://127.0.0.1:1", c.callers), "caddyfile", strings.ReplaceAll(c.want, `"`, `\"`))

@@ -65,7 +65,7 @@ func serveDirect(t *testing.T, h *Handler, method, path, auth, body string) *htt
 }
 
 func callerClaims(aud any) jwt.MapClaims {
-	return jwt.MapClaims{"sub": "u_1", "aud": aud, "exp": time.Now().Add(time.Minute).Unix()}
+	return jwt.MapClaims{"iss": "https://runtime.test", "sub": "u_1", "aud": aud, "exp": time.Now().Add(time.Minute).Unix()}
 }
 
 func pageTokenClaims(aud any) jwt.MapClaims {
@@ -90,38 +90,41 @@ func writePublicKey(t *testing.T, dir string) ed25519.PrivateKey {
 	return priv
 }
 
-// Rule: with callers and pages both configured, each names its own
-// audience; caller keys come over https (http only on loopback); the
+// Rule: callers name an issuer and an audience (or resource); with
+// callers and pages both configured, each names its own audience; caller keys come over https (http only on loopback); the
 // leeway is at most 5m.
 func TestCallersConfigRules(t *testing.T) {
 	secret := strings.Repeat("s", 32)
+	const iss = "https://platform.example"
 	for _, c := range []struct {
 		name    string
 		callers *Callers
 		pages   *Pages
 		want    string // "" when the config loads
 	}{
-		{"callers alone need no audience", &Callers{Tokens: Tokens{Secret: secret}}, nil, ""},
+		{"callers need an audience", &Callers{Tokens: Tokens{Secret: secret, Issuer: iss}}, nil, "callers: audience (or resource) is required: without it, tokens for any other app on the same identity provider would be accepted"},
+		{"callers need an issuer", &Callers{Tokens: Tokens{Secret: secret, Audience: "toolgate"}}, nil, "callers: issuer is required"},
+		{"a resource is an audience", &Callers{Tokens: Tokens{Secret: secret, Issuer: iss}, Resource: "https://gw.example/toolgate/mcp"}, nil, ""},
 		{"pages alone need no audience", nil, &Pages{Tokens: Tokens{Secret: secret}}, ""},
-		{"both with their own audiences", &Callers{Tokens: Tokens{Secret: secret, Audience: "toolgate"}}, &Pages{Tokens: Tokens{Secret: secret, Audience: "toolgate-pages"}}, ""},
-		{"callers without audience", &Callers{Tokens: Tokens{Secret: secret}}, &Pages{Tokens: Tokens{Secret: secret, Audience: "toolgate-pages"}}, "callers: audience is required when pages are configured too"},
-		{"pages without audience", &Callers{Tokens: Tokens{Secret: secret, Audience: "toolgate"}}, &Pages{Tokens: Tokens{Secret: secret}}, "pages: audience is required when callers are configured too"},
-		{"one audience for both", &Callers{Tokens: Tokens{Secret: secret, Audience: "toolgate"}}, &Pages{Tokens: Tokens{KeyFile: "/nonexistent", Audience: "toolgate"}}, `callers and pages: the audience "toolgate" is the same`},
-		{"jwks over https", &Callers{Tokens: Tokens{JWKSURL: "https://platform.example/.well-known/jwks.json"}}, nil, ""},
-		{"jwks over http to 127.0.0.1", &Callers{Tokens: Tokens{JWKSURL: "http://127.0.0.1:8081/jwks.json"}}, nil, ""},
-		{"jwks over http to 127.1.2.3", &Callers{Tokens: Tokens{JWKSURL: "http://127.1.2.3/jwks.json"}}, nil, ""},
-		{"jwks over http to ::1", &Callers{Tokens: Tokens{JWKSURL: "http://[::1]:8081/jwks.json"}}, nil, ""},
-		{"jwks over http to localhost", &Callers{Tokens: Tokens{JWKSURL: "http://localhost:8081/jwks.json"}}, nil, ""},
-		{"jwks over http elsewhere", &Callers{Tokens: Tokens{JWKSURL: "http://platform.example/jwks.json"}}, nil, "must be an https URL"},
+		{"both with their own audiences", &Callers{Tokens: Tokens{Secret: secret, Audience: "toolgate", Issuer: iss}}, &Pages{Tokens: Tokens{Secret: secret, Audience: "toolgate-pages"}}, ""},
+		{"callers without audience", &Callers{Tokens: Tokens{Secret: secret, Issuer: iss}}, &Pages{Tokens: Tokens{Secret: secret, Audience: "toolgate-pages"}}, "callers: audience (or resource) is required"},
+		{"pages without audience", &Callers{Tokens: Tokens{Secret: secret, Audience: "toolgate", Issuer: iss}}, &Pages{Tokens: Tokens{Secret: secret}}, "pages: audience is required when callers are configured too"},
+		{"one audience for both", &Callers{Tokens: Tokens{Secret: secret, Audience: "toolgate", Issuer: iss}}, &Pages{Tokens: Tokens{KeyFile: "/nonexistent", Audience: "toolgate"}}, `callers and pages: the audience "toolgate" is the same`},
+		{"jwks over https", &Callers{Tokens: Tokens{JWKSURL: "https://platform.example/.well-known/jwks.json", Issuer: iss, Audience: "toolgate"}}, nil, ""},
+		{"jwks over http to 127.0.0.1", &Callers{Tokens: Tokens{JWKSURL: "http://127.0.0.1:8081/jwks.json", Issuer: iss, Audience: "toolgate"}}, nil, ""},
+		{"jwks over http to 127.1.2.3", &Callers{Tokens: Tokens{JWKSURL: "http://127.1.2.3/jwks.json", Issuer: iss, Audience: "toolgate"}}, nil, ""},
+		{"jwks over http to ::1", &Callers{Tokens: Tokens{JWKSURL: "http://[::1]:8081/jwks.json", Issuer: iss, Audience: "toolgate"}}, nil, ""},
+		{"jwks over http to localhost", &Callers{Tokens: Tokens{JWKSURL: "http://localhost:8081/jwks.json", Issuer: iss, Audience: "toolgate"}}, nil, ""},
+		{"jwks over http elsewhere", &Callers{Tokens: Tokens{JWKSURL: "http://platform.example/jwks.json", Issuer: iss, Audience: "toolgate"}}, nil, "must be an https URL"},
 		{"pages jwks over http elsewhere", nil, &Pages{Tokens: Tokens{JWKSURL: "http://app.example/jwks.json"}}, "pages: jwks_url: \"http://app.example/jwks.json\" must be an https URL"},
 		{"pages jwks over https", nil, &Pages{Tokens: Tokens{JWKSURL: "https://app.example/jwks.json"}}, ""},
-		{"jwks over http to a name under 127.0.0.1", &Callers{Tokens: Tokens{JWKSURL: "http://127.0.0.1.evil.example/jwks.json"}}, nil, "must be an https URL"},
-		{"jwks over http to a private address", &Callers{Tokens: Tokens{JWKSURL: "http://10.0.0.1/jwks.json"}}, nil, "must be an https URL"},
-		{"jwks over ftp", &Callers{Tokens: Tokens{JWKSURL: "ftp://127.0.0.1/jwks.json"}}, nil, "must be an https URL"},
-		{"jwks not absolute", &Callers{Tokens: Tokens{JWKSURL: "/jwks.json"}}, nil, "not an absolute URL"},
-		{"leeway 5m", &Callers{Tokens: Tokens{Secret: secret, Leeway: caddy.Duration(5 * time.Minute)}}, nil, ""},
-		{"leeway over 5m", &Callers{Tokens: Tokens{Secret: secret, Leeway: caddy.Duration(5*time.Minute + time.Second)}}, nil, "callers: leeway 5m1s must be between 0 and 5m0s"},
-		{"negative leeway", &Callers{Tokens: Tokens{Secret: secret, Leeway: caddy.Duration(-time.Second)}}, nil, "callers: leeway -1s must be between"},
+		{"jwks over http to a name under 127.0.0.1", &Callers{Tokens: Tokens{JWKSURL: "http://127.0.0.1.evil.example/jwks.json", Issuer: iss, Audience: "toolgate"}}, nil, "must be an https URL"},
+		{"jwks over http to a private address", &Callers{Tokens: Tokens{JWKSURL: "http://10.0.0.1/jwks.json", Issuer: iss, Audience: "toolgate"}}, nil, "must be an https URL"},
+		{"jwks over ftp", &Callers{Tokens: Tokens{JWKSURL: "ftp://127.0.0.1/jwks.json", Issuer: iss, Audience: "toolgate"}}, nil, "must be an https URL"},
+		{"jwks not absolute", &Callers{Tokens: Tokens{JWKSURL: "/jwks.json", Issuer: iss, Audience: "toolgate"}}, nil, "not an absolute URL"},
+		{"leeway 5m", &Callers{Tokens: Tokens{Secret: secret, Leeway: caddy.Duration(5 * time.Minute), Issuer: iss, Audience: "toolgate"}}, nil, ""},
+		{"leeway over 5m", &Callers{Tokens: Tokens{Secret: secret, Leeway: caddy.Duration(5*time.Minute + time.Second), Issuer: iss, Audience: "toolgate"}}, nil, "callers: leeway 5m1s must be between 0 and 5m0s"},
+		{"negative leeway", &Callers{Tokens: Tokens{Secret: secret, Leeway: caddy.Duration(-time.Second), Issuer: iss, Audience: "toolgate"}}, nil, "callers: leeway -1s must be between"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := provisionDirect(t, &Handler{Callers: c.callers, Pages: c.pages})
@@ -146,6 +149,7 @@ func tokenKindsConfig(upstream, dir string) string {
 			ledger bolt %[2]s/ledger.db
 			callers {
 				secret {env.TOOLGATE_TEST_SHARED_SECRET}
+				issuer https://runtime.test
 				audience toolgate-callers
 			}
 			pages {
@@ -285,7 +289,7 @@ func TestCallersJWKSDownMessage(t *testing.T) {
 	}))
 	defer jwks.Close()
 	h := &Handler{
-		Callers: &Callers{Tokens: Tokens{JWKSURL: jwks.URL + "/secret-path/jwks.json", Audience: "toolgate"}},
+		Callers: &Callers{Tokens: Tokens{JWKSURL: jwks.URL + "/secret-path/jwks.json", Issuer: "https://runtime.test", Audience: "toolgate"}},
 		Tools: []manifest.Tool{{
 			Name: "ping", Description: "d", InputSchema: json.RawMessage(`{"type":"object"}`),
 			Target: dispatch.Spec{Type: "url", Method: "GET", URL: "http://127.0.0.1:1/ping"},
@@ -342,11 +346,11 @@ func TestSecretPlaceholders(t *testing.T) {
 		{"unknown placeholder", &Handler{Pages: &Pages{Tokens: Tokens{Secret: "{nope.x}" + secret}}}, "pages: secret: unrecognized placeholder {nope.x}"},
 		{"braces in a literal secret", &Handler{Callers: &Callers{Tokens: Tokens{Secret: "abc{def}" + secret}}}, `callers: secret: unrecognized placeholder {def} (write \{ for a literal brace)`},
 		{"set placeholders", &Handler{
-			Callers:  &Callers{Tokens: Tokens{KeyFile: "{env.TOOLGATE_TEST_KEY_DIR}/pub.pem", Audience: "toolgate"}},
+			Callers:  &Callers{Tokens: Tokens{KeyFile: "{env.TOOLGATE_TEST_KEY_DIR}/pub.pem", Issuer: "https://runtime.test", Audience: "toolgate"}},
 			Pages:    &Pages{Tokens: Tokens{Secret: "{env.TOOLGATE_TEST_SECRET}", Audience: "toolgate-pages"}},
 			Identity: &Identity{KeyFile: "{env.TOOLGATE_TEST_IDENTITY_KEY}"},
 		}, ""},
-		{"an escaped brace", &Handler{Callers: &Callers{Tokens: Tokens{Secret: `abc\{def}` + secret}}}, ""},
+		{"an escaped brace", &Handler{Callers: &Callers{Tokens: Tokens{Secret: `abc\{def}` + secret, Issuer: "https://runtime.test", Audience: "toolgate"}}}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := provisionDirect(t, c.h)
@@ -361,7 +365,7 @@ func TestSecretPlaceholders(t *testing.T) {
 
 	// The resolved values are the ones used.
 	h := &Handler{
-		Callers: &Callers{Tokens: Tokens{KeyFile: "{env.TOOLGATE_TEST_KEY_DIR}/pub.pem", Audience: "toolgate"}},
+		Callers: &Callers{Tokens: Tokens{KeyFile: "{env.TOOLGATE_TEST_KEY_DIR}/pub.pem", Issuer: "https://runtime.test", Audience: "toolgate"}},
 		Pages:   &Pages{Tokens: Tokens{Secret: "{env.TOOLGATE_TEST_SECRET}", Audience: "toolgate-pages"}},
 	}
 	if err := provisionDirect(t, h); err != nil {
@@ -379,11 +383,11 @@ func TestSecretPlaceholders(t *testing.T) {
 		t.Errorf("page token by the placeholder's own text: %d %s", w.Code, w.Body)
 	}
 	// An escaped brace is a literal one.
-	h = &Handler{Callers: &Callers{Tokens: Tokens{Secret: `abc\{def}` + secret}}}
+	h = &Handler{Callers: &Callers{Tokens: Tokens{Secret: `abc\{def}` + secret, Issuer: "https://runtime.test", Audience: "toolgate"}}}
 	if err := provisionDirect(t, h); err != nil {
 		t.Fatal(err)
 	}
-	if w := serveDirect(t, h, "GET", "/tools", apitest.SignHS256(t, callerClaims(nil), "abc{def}"+secret), ""); w.Code != 200 {
+	if w := serveDirect(t, h, "GET", "/tools", apitest.SignHS256(t, callerClaims("toolgate"), "abc{def}"+secret), ""); w.Code != 200 {
 		t.Errorf("secret with an escaped brace: %d %s", w.Code, w.Body)
 	}
 }

@@ -78,10 +78,14 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	verifier := apptools.NewVerifier(*jwks, *issuer, *audience)
+	if err := verifier.Err(); err != nil {
+		log.Fatal(err)
+	}
 	srv := &http.Server{
 		// The key set is fetched on the first call, not now: toolgate
 		// usually starts after its components.
-		Handler: logRequests(newApp(*public, *audience, apptools.NewVerifier(*jwks, *issuer, *audience)).
+		Handler: logRequests(newApp(*public, *audience, verifier).
 			withPage(pageConfig{toolgate: strings.TrimSuffix(*toolgateURL, "/"), secret: []byte(*pageSecret), user: *pageUser}).routes()),
 		ReadHeaderTimeout: 10 * time.Second,
 	}

@@ -29,7 +29,7 @@ const b64 = (v) => Buffer.from(typeof v === "string" ? v : JSON.stringify(v)).to
 /** jwt signs claims HS256 under the secret. */
 function jwt(claims) {
   const now = Math.floor(Date.now() / 1000);
-  const body = `${b64({ alg: "HS256", typ: "JWT" })}.${b64({ iat: now, exp: now + 60, ...claims })}`;
+  const body = `${b64({ alg: "HS256", typ: "JWT" })}.${b64({ iss: asURL, iat: now, exp: now + 60, ...claims })}`;
   return `${body}.${createHmac("sha256", secret).update(body).digest("base64url")}`;
 }
 
@@ -129,6 +129,7 @@ before(async () => {
     name: "mcp-auth",
     toolgate: () => `			callers {
 				secret ${secret}
+				issuer ${asURL}
 				audience toolgate
 				authorization_server ${asURL}
 				scopes tools:call

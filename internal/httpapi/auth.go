@@ -152,7 +152,7 @@ func newAuthenticator(kind, realm string, cfg TokenConfig, refuse []string, logg
 	var err error
 	switch {
 	case cfg.JWKSURL != "":
-		if err = checkSecureURL(cfg.JWKSURL); err != nil {
+		if err = identity.CheckSecureURL(cfg.JWKSURL); err != nil {
 			return nil, fmt.Errorf("%s: jwks_url: %w", kind, err)
 		}
 		a.verifier = identity.NewJWKSVerifier(identity.NewRemoteKeySet(cfg.JWKSURL, nil, logger), opts)
@@ -338,24 +338,8 @@ func (a *Authenticator) challenge(err error, metadataURL string) string {
 // whatever a Host header or an error holds.
 func quote(s string) string { return strconv.Quote(s) }
 
-// checkSecureURL accepts an absolute https URL, or an http one to a
-// loopback host: keys, issuers and resources named in the clear could be
-// swapped on the way.
-func checkSecureURL(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return err
-	}
-	switch {
-	case u.Host == "":
-		return fmt.Errorf("%q is not an absolute URL", raw)
-	case u.Scheme == "https":
-		return nil
-	case u.Scheme == "http" && IsLoopbackHost(u.Hostname()):
-		return nil
-	}
-	return fmt.Errorf("%q must be an https URL (http only to localhost, 127.0.0.0/8 or ::1)", raw)
-}
+// errAudience refuses callers without an audience or resource.
+var errAudience = errors.New("callers: audience (or resource) is required: without it, tokens for any other app on the same identity provider would be accepted, and page tokens too")
 
 // checkAudiences makes caller and page tokens tell apart: with both
 // configured, each names its own audience, so neither kind of token is
@@ -366,7 +350,7 @@ func checkAudiences(callers, pages *TokenConfig) error {
 	}
 	switch {
 	case len(callers.audiences()) == 0:
-		return errors.New("callers: audience is required when pages are configured too, so that a page token is never taken for a caller token (a resource serves as one)")
+		return errAudience
 	case pages.Audience == "":
 		return errors.New("pages: audience is required when callers are configured too, so that a caller token is never taken for a page token")
 	case slices.Contains(callers.audiences(), pages.Audience):
@@ -409,20 +393,27 @@ func checkResourceServer(kind string, cfg TokenConfig) error {
 		case u.Fragment != "" || strings.Contains(cfg.Resource, "#"):
 			return fmt.Errorf("callers: resource %q must not have a fragment (RFC 8707 §2)", cfg.Resource)
 		}
-		if err := checkSecureURL(cfg.Resource); err != nil {
+		if err := identity.CheckSecureURL(cfg.Resource); err != nil {
 			return fmt.Errorf("callers: resource: %w", err)
 		}
 	}
 	for _, as := range cfg.AuthorizationServers {
-		if err := checkSecureURL(as); err != nil {
+		if err := identity.CheckSecureURL(as); err != nil {
 			return fmt.Errorf("callers: authorization_server: %w", err)
 		}
 		if u, _ := url.Parse(as); u.RawQuery != "" || u.Fragment != "" || strings.ContainsAny(as, "?#") {
 			return fmt.Errorf("callers: authorization_server %q: an issuer has no query or fragment (RFC 8414 §2)", as)
 		}
 	}
-	if len(cfg.AuthorizationServers) > 0 && cfg.Resource == "" && cfg.Audience == "" {
-		return errors.New("callers: authorization_server needs resource (or audience): tokens must be bound to this gateway, or one the authorization server issued for any other resource would be taken here")
+	// Tokens are bound to this gateway and to one issuer: an identity
+	// provider signs tokens for every app it serves, with the same keys,
+	// and an authorization server for every resource (the token
+	// passthrough the MCP authorization spec forbids).
+	if cfg.Resource == "" && cfg.Audience == "" {
+		return errAudience
+	}
+	if cfg.Issuer == "" {
+		return errors.New("callers: issuer is required: without it, a token that any other issuer signed with keys this gateway accepts would be taken here")
 	}
 	for _, s := range cfg.Scopes {
 		if !validScope(s) {

@@ -177,7 +177,7 @@ func TestCallersFromAnywhere(t *testing.T) {
 	}))
 	defer up.Close()
 	secret := strings.Repeat("s", 32)
-	callers, _, err := NewAuthenticators(&TokenConfig{Secret: secret, Audience: "toolgate"}, nil, zap.NewNop())
+	callers, _, err := NewAuthenticators(&TokenConfig{Secret: secret, Issuer: "https://runtime.test", Audience: "toolgate"}, nil, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestCallersFromAnywhere(t *testing.T) {
 		ledger: "off",
 		api:    Config{Callers: callers},
 	})
-	tok, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "u", "aud": "toolgate", "exp": time.Now().Add(time.Minute).Unix()}).SignedString([]byte(secret))
+	tok, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"iss": "https://runtime.test", "sub": "u", "aud": "toolgate", "exp": time.Now().Add(time.Minute).Unix()}).SignedString([]byte(secret))
 	for _, c := range []struct {
 		auth   string
 		status int

@@ -32,6 +32,9 @@ const asSecret = "as-secret-0123456789-abcdefghij-klmnop"
 func startResourceServer(t *testing.T, upstream string, tc TokenConfig, ln net.Listener) *server {
 	t.Helper()
 	tc.Secret = asSecret
+	if tc.Issuer == "" {
+		tc.Issuer = asIssuer
+	}
 	callers, _, err := NewAuthenticators(&tc, nil, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
@@ -53,10 +56,13 @@ func listen(t *testing.T) (net.Listener, string) {
 	return ln, "http://" + ln.Addr().String()
 }
 
+// asIssuer is the iss of the authorization servers' tokens.
+const asIssuer = "https://as.test"
+
 // oauthClaims are an access token's claims for user u_oauth.
 func oauthClaims(aud any, scope string) jwt.MapClaims {
 	now := time.Now()
-	c := jwt.MapClaims{"sub": "u_oauth", "install": "in_oauth", "aud": aud, "iat": now.Unix(), "exp": now.Add(time.Minute).Unix()}
+	c := jwt.MapClaims{"iss": asIssuer, "sub": "u_oauth", "install": "in_oauth", "aud": aud, "iat": now.Unix(), "exp": now.Add(time.Minute).Unix()}
 	if scope != "" {
 		c["scope"] = scope
 	}
@@ -419,15 +425,17 @@ func TestResourceServerConfigErrors(t *testing.T) {
 		cfg  TokenConfig
 		want string
 	}{
-		{"an authorization server without resource or audience", TokenConfig{AuthorizationServers: []string{"https://as.test"}}, "authorization_server needs resource (or audience)"},
+		{"an authorization server without resource or audience", TokenConfig{Issuer: asIssuer, AuthorizationServers: []string{"https://as.test"}}, "audience (or resource) is required"},
+		{"no audience", TokenConfig{Issuer: asIssuer}, "tokens for any other app on the same identity provider would be accepted"},
+		{"no issuer", TokenConfig{Audience: "a"}, "callers: issuer is required"},
 		{"an http authorization server", TokenConfig{Audience: "a", AuthorizationServers: []string{"http://as.test"}}, `authorization_server: "http://as.test" must be an https URL`},
 		{"a relative authorization server", TokenConfig{Audience: "a", AuthorizationServers: []string{"as.test"}}, "authorization_server"},
 		{"an authorization server with a query", TokenConfig{Audience: "a", AuthorizationServers: []string{"https://as.test/?t=1"}}, "no query or fragment"},
 		{"a relative resource", TokenConfig{Resource: "/mcp"}, `resource "/mcp" is not an absolute URL`},
 		{"a resource with a fragment", TokenConfig{Resource: "https://gw.test/mcp#x"}, "must not have a fragment"},
 		{"an http resource", TokenConfig{Resource: "http://gw.test/mcp"}, "resource"},
-		{"a scope with a quote", TokenConfig{Audience: "a", Scopes: []string{`a"b`}}, "is not a scope"},
-		{"a scope with a space", TokenConfig{Audience: "a", Scopes: []string{"a b"}}, "is not a scope"},
+		{"a scope with a quote", TokenConfig{Issuer: asIssuer, Audience: "a", Scopes: []string{`a"b`}}, "is not a scope"},
+		{"a scope with a space", TokenConfig{Issuer: asIssuer, Audience: "a", Scopes: []string{"a b"}}, "is not a scope"},
 	} {
 		c.cfg.Secret = asSecret
 		_, _, err := NewAuthenticators(&c.cfg, nil, zap.NewNop())
@@ -474,7 +482,7 @@ func TestMCPLocalIdentity(t *testing.T) {
 		}
 	}
 
-	callers, _, err := NewAuthenticators(&TokenConfig{Secret: asSecret, Audience: "toolgate"}, nil, zap.NewNop())
+	callers, _, err := NewAuthenticators(&TokenConfig{Secret: asSecret, Issuer: asIssuer, Audience: "toolgate"}, nil, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -505,7 +513,7 @@ func newTestAPIErr(t *testing.T, c Config) error {
 // whose parameters read back as they were: quotes and backslashes are
 // quoted-pairs, control characters never reach the header.
 func TestChallengeQuoting(t *testing.T) {
-	callers, _, err := NewAuthenticators(&TokenConfig{Secret: asSecret, Audience: "toolgate"}, nil, zap.NewNop())
+	callers, _, err := NewAuthenticators(&TokenConfig{Secret: asSecret, Issuer: asIssuer, Audience: "toolgate"}, nil, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

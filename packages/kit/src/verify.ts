@@ -156,9 +156,39 @@ export function verifyIdentity(req: RequestLike, opts: VerifyOptions): Promise<I
   return v(req);
 }
 
+/**
+ * jwksURL parses a JWKS URL and refuses one that is not https, but to a
+ * loopback host (localhost, 127.0.0.0/8, [::1]): keys fetched in the clear
+ * can be swapped on the way, and then any token verifies.
+ */
+export function jwksURL(raw: string | URL): URL {
+  let u: URL;
+  try {
+    u = new URL(raw);
+  } catch {
+    throw new TypeError(`toolgate: jwksUrl ${JSON.stringify(String(raw))} is not a URL`);
+  }
+  if (u.username || u.password) {
+    throw new TypeError('toolgate: jwksUrl must not carry a user or password');
+  }
+  if (u.protocol === 'https:') return u;
+  if (u.protocol === 'http:' && isLoopbackHost(u.hostname)) return u;
+  throw new TypeError(
+    `toolgate: jwksUrl ${JSON.stringify(u.href)} must be https (http only to a loopback host): keys fetched in the clear can be replaced on the way`,
+  );
+}
+
+function isLoopbackHost(host: string): boolean {
+  const h = host.toLowerCase();
+  if (h === 'localhost') return true;
+  if (h === '[::1]') return true;
+  const m = /^127\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(h);
+  return m !== null && m.slice(1).every((n) => Number(n) <= 255);
+}
+
 function keySource(opts: VerifyOptions): JWTVerifyGetKey | KeyObject | CryptoKey {
   if ('jwksUrl' in opts) {
-    return createRemoteJWKSet(new URL(opts.jwksUrl), {
+    return createRemoteJWKSet(jwksURL(opts.jwksUrl), {
       cooldownDuration: opts.jwksCooldown ?? JWKS_COOLDOWN,
       timeoutDuration: opts.jwksTimeout ?? JWKS_TIMEOUT,
     });

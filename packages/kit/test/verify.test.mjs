@@ -207,3 +207,14 @@ test('no audience is a programming error', () => {
   assert.throws(() => identityVerifier({ jwksUrl: 'http://127.0.0.1/jwks' }), /needs this component's name as audience/);
   assert.throws(() => identityVerifier({ jwksUrl: 'http://127.0.0.1/jwks', audience: '' }), TypeError);
 });
+
+test('a JWKS URL must be https, but to a loopback host', () => {
+  for (const url of ['http://toolgate.internal/.well-known/jwks.json', 'http://10.0.0.5/jwks', 'http://127.0.0.1.nip.io/jwks',
+    'ftp://127.0.0.1/jwks', 'https://user:pw@toolgate.example/jwks', 'not a url']) {
+    assert.throws(() => identityVerifier({ jwksUrl: url, audience: AUDIENCE }), TypeError, url);
+  }
+  for (const url of ['https://toolgate.example/.well-known/jwks.json', 'http://127.0.0.1:8080/toolgate/.well-known/jwks.json',
+    'http://localhost/jwks', 'http://[::1]:9/jwks', 'http://127.1.2.3/jwks']) {
+    assert.doesNotThrow(() => identityVerifier({ jwksUrl: url, audience: AUDIENCE }), url);
+  }
+});
