@@ -21,6 +21,7 @@ import (
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/manifest"
 	"github.com/toolgate/toolgate/internal/observe"
+	"github.com/toolgate/toolgate/internal/result"
 )
 
 func init() {
@@ -165,13 +166,31 @@ type MCP struct {
 	// user. Default: none (a call acts for no user).
 	Identity *MCPIdentity `json:"identity,omitempty"`
 
-	// EmbedOrigins are origins (scheme://host[:port]) whose pages the MCP
-	// Apps view may show as embeds besides the components' own: the
-	// site an app's pages are reached through when that is not the
+	// EmbedOrigins are origins (scheme://host[:port]) whose pages may be
+	// shown as embeds: a url target's embedUrl must be on one of them (or
+	// the answer is an error result naming it), and the MCP Apps view may
+	// frame them besides the components' own: the site an app's pages are
+	// reached through when that is not the
 	// component's address (a reverse_proxy route beside toolgate). Hosts
 	// frame only the view's frameDomains, the components' origins and
 	// these. Default: none.
 	EmbedOrigins []string `json:"embed_origins,omitempty"`
+}
+
+// embedOrigins are the EmbedOrigins as result.EmbedOrigin writes them,
+// checked; none for no mcp block.
+func (m *MCP) embedOrigins() ([]string, error) {
+	if m == nil {
+		return nil, nil
+	}
+	out := make([]string, len(m.EmbedOrigins))
+	for i, o := range m.EmbedOrigins {
+		var err error
+		if out[i], err = result.EmbedOrigin(o); err != nil {
+			return nil, fmt.Errorf("mcp: embed_origins: %w", err)
+		}
+	}
+	return out, nil
 }
 
 // MCPIdentity is the user, and optionally the installation, that MCP
@@ -272,12 +291,16 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) error {
 	}
 	bridge.SetLimits(limits)
 
+	embeds, err := h.MCP.embedOrigins()
+	if err != nil {
+		return err
+	}
 	h.client = dispatch.NewClient(time.Duration(h.UpstreamTimeout), h.MaxResponseSize)
 	gw := gateway.New(gateway.Config{
 		Tools: tools, Issuer: issuer, Client: h.client,
 		Ledger: led, Logger: h.logger,
 		Bridge: bridge, ClientTimeout: time.Duration(h.ClientToolTimeout),
-		Observer: obs,
+		Observer: obs, EmbedOrigins: embeds,
 	})
 	cfg := httpapi.Config{
 		Gateway: gw, Bridge: bridge, Callers: callers, Pages: pages,

@@ -211,6 +211,11 @@ type Config struct {
 	Clock clock.Clock
 	// Observer counts calls, waits and cards. Default: observe.Nop.
 	Observer observe.Observer
+	// EmbedOrigins are the origins (as result.EmbedOrigin writes them) a
+	// url target's embedUrl may be on: the app's own sites. A url target
+	// is someone else's endpoint, and the card frames its embed on the
+	// app's page. Default: none, so a url target's embed is refused.
+	EmbedOrigins []string
 }
 
 // Gateway serves one set of tools.
@@ -225,6 +230,7 @@ type Gateway struct {
 	clientWait time.Duration
 	clock      clock.Clock
 	obs        observe.Observer
+	embeds     map[string]bool // EmbedOrigins
 }
 
 // New returns a gateway.
@@ -233,6 +239,10 @@ func New(c Config) *Gateway {
 		tools: c.Tools, issuer: c.Issuer, client: c.Client,
 		ledger: c.Ledger, logger: c.Logger, instance: c.Instance, clock: clock.Or(c.Clock),
 		bridge: c.Bridge, clientWait: c.ClientTimeout, obs: observe.Or(c.Observer),
+		embeds: make(map[string]bool, len(c.EmbedOrigins)),
+	}
+	for _, o := range c.EmbedOrigins {
+		g.embeds[o] = true
 	}
 	if g.ledger == nil {
 		g.ledger = ledger.Off
@@ -645,10 +655,24 @@ func (g *Gateway) send(ctx context.Context, t *dispatch.Target, input any, call 
 		return nil, result.Failure("%s %s failed: %v", t.Spec.Method, describe(t), err), false
 	}
 	if t.Mapping != nil {
-		return resp, t.Mapping.Apply(resp.Status, resp.Header, resp.Body), false
+		return resp, g.checkEmbed(t, t.Mapping.Apply(resp.Status, resp.Header, resp.Body)), false
 	}
 	res, isCard := result.NormalizeOrCard(resp.Status, resp.Header.Get("Content-Type"), resp.Body)
-	return resp, res, isCard
+	return resp, g.checkEmbed(t, res), isCard
+}
+
+// checkEmbed refuses a url target's embedUrl on an origin that is not in
+// embed_origins: the card frames it on the app's page, and a url target's
+// answer is not the app's to vouch for (an app target's is: its
+// component is the app's own).
+func (g *Gateway) checkEmbed(t *dispatch.Target, res result.Result) result.Result {
+	if res.EmbedURL == "" || t.Spec.Type != dispatch.TypeURL {
+		return res
+	}
+	if o := result.OriginOf(res.EmbedURL); !g.embeds[o] {
+		return result.Failure("%s %s answered an embedUrl on %s, which is not one of embed_origins: the embed was dropped", t.Spec.Method, describe(t), o)
+	}
+	return res
 }
 
 // describe names a target without its resolved values, which may be secret.

@@ -6,6 +6,7 @@
 //   card.getToken = async () => callerToken;   // optional
 //   card.identity = { user, install };         // optional, without a token
 //   card.device = "laptop";                    // optional
+//   card.embedOrigins = ["https://app.example"]; // optional: the only origins framed
 //   card.answer = await (await fetch(...)).json();
 //
 // A done answer shows its card channel: markdown rendered with raw HTML
@@ -69,6 +70,33 @@ export function safeURL(href) {
   if (!linkSchemes.has(u.protocol)) return "";
   if (u.protocol !== "mailto:" && !u.host) return "";
   return u.href;
+}
+
+/**
+ * frameURL is the URL a card frames for an embedUrl: an absolute http(s)
+ * URL only, and, when the page gave origins (card.embedOrigins), only on
+ * one of them; "" for anything else (javascript:, data:, blob:, a host
+ * the page did not name), which the card then shows as its content text.
+ */
+export function frameURL(href, origins) {
+  let u;
+  try {
+    u = new URL(String(href));
+  } catch {
+    return "";
+  }
+  if ((u.protocol !== "http:" && u.protocol !== "https:") || !u.host) return "";
+  if (origins == null) return u.href;
+  if (!Array.isArray(origins)) return "";
+  for (const o of origins) {
+    try {
+      const want = new URL(String(o));
+      if ((want.protocol === "http:" || want.protocol === "https:") && want.origin === u.origin) return u.href;
+    } catch {
+      // not an origin: never matches
+    }
+  }
+  return "";
 }
 
 /**
@@ -200,8 +228,9 @@ export class ToolgateCard extends Base {
 
   // gateway (the gateway's base URL), getToken (optional async () =>
   // caller token), identity (optional {user, install}, sent when there
-  // is no token), resume (optional, see above) and embedMaxShare (optional,
-  // EMBED_MAX_SHARE when unset) are plain properties: no field
+  // is no token), resume (optional, see above), embedMaxShare (optional,
+  // EMBED_MAX_SHARE when unset) and embedOrigins (optional: the origins
+  // an embed may be framed from; unset, any http(s) one) are plain properties: no field
   // initializers, which would overwrite the values a page set before the
   // element was upgraded.
 
@@ -317,7 +346,8 @@ export class ToolgateCard extends Base {
       body.append(el("p", { part: "error", class: "error-text" }, String(a.content ?? "")));
       return;
     }
-    if (a.card === "embed" && safeURL(a.embedUrl).startsWith("http")) {
+    const src = a.card === "embed" ? frameURL(a.embedUrl, this.embedOrigins) : "";
+    if (src) {
       // "embedded" lets a page draw the embed without the card's chrome
       // (::part(card embedded), ::part(title embedded)).
       card.setAttribute("part", "card embedded");
@@ -327,7 +357,7 @@ export class ToolgateCard extends Base {
         sandbox: "allow-scripts allow-forms allow-popups",
         referrerpolicy: "no-referrer",
         title: String(a.tool ?? "embed"),
-        src: safeURL(a.embedUrl),
+        src,
       });
       this.#embed = { frame, asked: null };
       body.append(frame);

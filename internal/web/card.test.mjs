@@ -2,7 +2,7 @@
 // The browser tests (examples/browser/card.test.mjs) render them.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { markdownHTML, safeURL, embedHeight, escapeHTML, EMBED_MAX_PX } from "./card.js";
+import { markdownHTML, safeURL, frameURL, embedHeight, escapeHTML, EMBED_MAX_PX } from "./card.js";
 
 test("raw HTML in markdown is text", () => {
   for (const [src, want] of [
@@ -82,4 +82,23 @@ test("without a viewport share an embed gets what it asks, within EMBED_MAX_PX",
 
 test("escapeHTML", () => {
   assert.equal(escapeHTML(`<a href="x" title='y'>&</a>`), "&lt;a href=&quot;x&quot; title=&#39;y&#39;&gt;&amp;&lt;/a&gt;");
+});
+
+test("only http(s) embeds are framed, and only on the origins the page gave", () => {
+  for (const bad of ["javascript:alert(1)", "data:text/html,<script>1</script>", "blob:https://a.example/x", "mailto:a@example.com",
+    "//evil.example/x", "/relative", "file:///etc/passwd", "", null, undefined, {}]) {
+    assert.equal(frameURL(bad), "", String(bad));
+  }
+  assert.equal(frameURL("https://a.example/card?x=1"), "https://a.example/card?x=1");
+  const origins = ["https://a.example", "http://127.0.0.1:8080/"];
+  assert.equal(frameURL("https://a.example/c", origins), "https://a.example/c");
+  assert.equal(frameURL("https://A.EXAMPLE:443/c", origins), "https://a.example/c");
+  assert.equal(frameURL("http://127.0.0.1:8080/app/c", origins), "http://127.0.0.1:8080/app/c");
+  for (const bad of ["http://a.example/c", "https://a.example:8443/c", "https://a.example.evil.example/c", "https://evil.example/c",
+    "http://127.0.0.1:9/c", "javascript:alert(1)"]) {
+    assert.equal(frameURL(bad, origins), "", bad);
+  }
+  assert.equal(frameURL("https://a.example/c", []), "", "an empty list frames nothing");
+  assert.equal(frameURL("https://a.example/c", "https://a.example"), "", "a string is no list");
+  assert.equal(frameURL("javascript:1", ["javascript:1"]), "", "an origin that is not http(s) is none");
 });

@@ -94,4 +94,6 @@ export interface ToolgateCardElement extends HTMLElement {
   resume: ((answer: Answer, choice: CardChoice) => Promise<Answer>) | undefined;
   /** The share of the viewport an embed may take; 0: no cap but 10,000 px. Default: 0.7. */
   embedMaxShare: number | undefined;
+  /** The only origins (scheme://host[:port]) an embed may be framed from; unset, any http(s) one. */
+  embedOrigins: string[] | undefined;
 }
