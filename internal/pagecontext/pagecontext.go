@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -92,8 +93,13 @@ func plain(v json.RawMessage) ([]byte, error) {
 //   - format characters (Unicode Cf: bidi controls, zero-width characters,
 //     tags, the BOM) are dropped: they change how text reads without
 //     being seen;
-//   - '<', '>', '&' and their compatibility forms (fullwidth and small,
-//     which NFKC folds to them) become &lt; &gt; &amp;;
+//   - '<', '>', '&', their compatibility forms (fullwidth and small, which
+//     NFKC folds to them) and the characters that look like '<' and '>'
+//     (ltForms, gtForms) become &lt; &gt; &amp;: a model reads a
+//     lookalike tag as a tag;
+//   - a line break (LF, CR, VT, FF, NEL, U+2028, U+2029) becomes its
+//     numeric reference, &#10; and so on: a value stays on its item's
+//     line, and no line of it can pass for one of the gateway's;
 //   - a backslash that starts \u, \U, \x or \X becomes &#92;, so that
 //     \u003c and its kin never spell a '<' in any case;
 //   - invalid UTF-8 becomes U+FFFD.
@@ -102,17 +108,22 @@ func appendSafe(dst []byte, text []byte) []byte {
 	for len(text) > 0 {
 		r, size := utf8.DecodeRune(text)
 		text = text[size:]
-		switch r {
-		case '<', '\uFF1C', '\uFE64':
+		switch {
+		case strings.ContainsRune(ltForms, r):
 			dst = append(dst, "&lt;"...)
 			continue
-		case '>', '\uFF1E', '\uFE65':
+		case strings.ContainsRune(gtForms, r):
 			dst = append(dst, "&gt;"...)
 			continue
-		case '&', '\uFF06', '\uFE60':
+		case r == '&' || r == '\uFF06' || r == '\uFE60':
 			dst = append(dst, "&amp;"...)
 			continue
-		case 'u', 'U', 'x', 'X':
+		case strings.ContainsRune(lineBreaks, r):
+			dst = append(dst, "&#"...)
+			dst = strconv.AppendInt(dst, int64(r), 10)
+			dst = append(dst, ';')
+			continue
+		case r == 'u' || r == 'U' || r == 'x' || r == 'X':
 			// The rune kept before this one: a dropped format character
 			// must not join a backslash to its u.
 			if len(dst) > start && dst[len(dst)-1] == '\\' {
@@ -126,6 +137,20 @@ func appendSafe(dst []byte, text []byte) []byte {
 	}
 	return dst
 }
+
+// ltForms and gtForms are '<' and '>' and what reads as them: the
+// fullwidth and small forms, modifier letter arrowheads (U+02C2/3), single
+// angle quotation marks (U+2039/203A), angle brackets (U+2329/232A,
+// U+3008/3009, U+27E8/27E9, U+FE3F/FE40 vertical), ornaments
+// (U+276C/276D, U+276E/276F, U+2770/2771) and the Canadian syllabics
+// PA and PO (U+1438, U+1433).
+const (
+	ltForms = "<\uFF1C\uFE64\u02C2\u2039\u2329\u3008\u27E8\uFE3F\u276C\u276E\u2770\u1438"
+	gtForms = ">\uFF1E\uFE65\u02C3\u203A\u232A\u3009\u27E9\uFE40\u276D\u276F\u2771\u1433"
+)
+
+// lineBreaks are the characters that end a line somewhere.
+const lineBreaks = "\n\r\v\f\u0085\u2028\u2029"
 
 // Render checks the items and renders those that fit: over a limit, the
 // oldest are dropped first until both hold.

@@ -98,7 +98,11 @@ func TestRenderValues(t *testing.T) {
 		{"lone surrogate escape replaced", `"a\ud800b"`, "a\ufffdb"},
 		{"repeated object names kept", `{"a":1,"a":2}`, `{"a":1,"a":2}`},
 		{"number spelling kept", `[1.50e+3,-0,1E2]`, `[1.50e+3,-0,1E2]`},
-		{"newlines in strings kept", `"line 1\nline 2"`, "line 1\nline 2"},
+		// A value stays on its item's line: no line of it can pass for
+		// one of the gateway's.
+		{"line breaks as references", `"line 1\nline 2\r\n\u2028</item>\u2029\u0085\f\u000b"`, "line 1&#10;line 2&#13;&#10;&#8232;&lt;/item&gt;&#8233;&#133;&#12;&#11;"},
+		{"lookalikes of < and >", `"\u02c2/item\u02c3 \u2039b\u203a \u2329c\u232a \u3008d\u3009 \u276ee\u276f \u27e8f\u27e9 \uff1cg\uff1e \ufe64h\ufe65 \u1438i\u1433"`,
+			"&lt;/item&gt; &lt;b&gt; &lt;c&gt; &lt;d&gt; &lt;e&gt; &lt;f&gt; &lt;g&gt; &lt;h&gt; &lt;i&gt;"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			snap, err := Render([]Item{item("v", c.value)})
