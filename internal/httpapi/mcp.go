@@ -28,7 +28,7 @@ func (a *API) mcpHandler(srv *mcp.Server) http.Handler {
 		if !ok {
 			return nil, fmt.Errorf("%w: not verified", auth.ErrInvalidToken)
 		}
-		info := mcp.Caller{Identity: p.Identity, Claims: p.Claims, Device: p.Device}.TokenInfo(p.Expires)
+		info := mcp.Caller{Identity: p.Identity, Claims: p.Claims, Device: p.Device}.TokenInfo(a.callers.acceptedUntil(p))
 		info.Scopes = p.Scopes
 		return info, nil
 	}
@@ -70,4 +70,12 @@ func (a *API) serveMCP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.mcp.ServeHTTP(w, r)
+}
+
+// refuseSession answers a new MCP session over a cap as the pages' caps
+// are answered: 429 with Retry-After, the message naming the cap.
+func (a *API) refuseSession(w http.ResponseWriter, err error) {
+	a.refused(observe.RefusedLimits, "too_many_sessions")
+	w.Header().Set("Retry-After", retryAfter)
+	writeError(w, http.StatusTooManyRequests, "too_many_sessions", err.Error())
 }
