@@ -151,7 +151,7 @@ func New(c Config) (*API, error) {
 	}
 	opts := mcp.Options{
 		Logger: a.logger, Observer: a.obs,
-		Sessions: c.MCPSessions, Refuse: a.refuseSession,
+		Sessions: c.MCPSessions, MaxRequestSize: a.maxRequest, Refuse: a.refuseSession,
 	}
 	if c.LocalIdentity != nil {
 		if err := CheckLocalIdentity(*c.LocalIdentity, c.Callers != nil); err != nil {

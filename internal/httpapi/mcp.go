@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -68,6 +70,22 @@ func (a *API) serveMCP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !requireJSON(w, r) {
 		return
+	}
+	if r.Method == http.MethodPost {
+		// The body is held to max_request_size as the Tools API's is,
+		// with the same 413, before the SDK reads it.
+		body, bp, err := a.readBody(w, r)
+		defer putBuffer(bp, body)
+		switch {
+		case a.tooLarge(w, err):
+			return
+		case err != nil:
+			writeError(w, http.StatusBadRequest, "unreadable_body", "the body could not be read: "+err.Error())
+			return
+		}
+		// The SDK reads it whole before ServeHTTP returns, and keeps its
+		// own copy.
+		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
 	a.mcp.ServeHTTP(w, r)
 }

@@ -160,3 +160,55 @@ func TestMCPSessionTokenExpiryHTTP(t *testing.T) {
 		}
 	})
 }
+
+// /mcp holds bodies to max_request_size as the Tools API does, with the
+// same 413, on the sessionless path and on a session, with and without a
+// Content-Length; nothing reaches the upstream, and the session goes on.
+func TestMCPMaxRequestSize(t *testing.T) {
+	s, rec := startMCPGateway(t) // max_request_size 64KiB
+	big := strings.Repeat("x", 70<<10)
+	status, want := s.Send(t, http.MethodPost, s.URL+"/tools/save", "application/json", `{"input":{"id":"`+big+`"},`+apitest.Who+`}`)
+	if status != http.StatusRequestEntityTooLarge || apitest.ErrCode(want) != "too_large" {
+		t.Fatalf("the Tools API over max_request_size: %d %s", status, want)
+	}
+	const u1 = `"toolgate/identity":{"user":"u_1","install":"in_1"}`
+	call := func(meta, args string) string {
+		return `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"save","arguments":` + args + `,"_meta":{` + meta + `}}}`
+	}
+	sessionless := []string{"Mcp-Protocol-Version", "2026-07-28"}
+	id := mcpSession(t, s)
+	session := []string{"Mcp-Session-Id", id, "Mcp-Protocol-Version", "2025-11-25"}
+	before := rec.Count()
+	for _, c := range []struct {
+		name    string
+		body    string
+		chunked bool
+		header  []string
+	}{
+		{"sessionless", call(`"io.modelcontextprotocol/protocolVersion":"2026-07-28",`+u1, `{"id":"`+big+`"}`), false, sessionless},
+		{"sessionless, chunked", call(`"io.modelcontextprotocol/protocolVersion":"2026-07-28",`+u1, `{"id":"`+big+`"}`), true, sessionless},
+		{"session", call(u1, `{"id":"`+big+`"}`), false, session},
+		{"session, chunked", call(u1, `{"id":"`+big+`"}`), true, session},
+		{"initialize", strings.Replace(apitest.MCPInitialize, `"name":"t"`, `"name":"`+big+`"`, 1), false, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			resp, body := mcpRequest(t, s, c.body, c.chunked, c.header...)
+			if resp.StatusCode != http.StatusRequestEntityTooLarge || body != want || resp.Header.Get("Content-Type") != "application/json" {
+				t.Errorf("%d %s %q, want the Tools API's 413 %s", resp.StatusCode, resp.Header.Get("Content-Type"), body, want)
+			}
+			if resp.Header.Get("Mcp-Session-Id") != "" {
+				t.Error("a refused request opened a session")
+			}
+		})
+	}
+	if n := rec.Count() - before; n != 0 {
+		t.Errorf("bodies over max_request_size reached the upstream %d times", n)
+	}
+
+	// The session is still there, and a call within the limit runs.
+	small := strings.Replace(call(u1, `{"id":"b1"}`), `"save"`, `"get_item"`, 1)
+	resp, body := mcpRequest(t, s, small, false, session...)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"result"`) || strings.Contains(body, `"isError":true`) || rec.Count() != before+1 {
+		t.Errorf("a call within the limit on the session: %d %s, upstream reached %d times", resp.StatusCode, body, rec.Count()-before)
+	}
+}
