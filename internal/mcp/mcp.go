@@ -126,7 +126,7 @@ func New(gw *gateway.Gateway, opts Options) *Server {
 	if s.refuse == nil {
 		s.refuse = refuseLimit
 	}
-	s.sessions = newSessions(opts.Sessions, s.clock, s.obs)
+	s.sessions = newSessions(opts.Sessions, s.obs)
 	if len(s.key) == 0 {
 		s.key = make([]byte, 32)
 		_, _ = rand.Read(s.key)

@@ -10,7 +10,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolgate/toolgate/internal/clock"
 	"github.com/toolgate/toolgate/internal/observe"
 )
 
@@ -72,6 +71,8 @@ func (e *LimitError) Error() string {
 
 // sessions counts the open sessions by caller, within the limits, and
 // ends each when the token it was opened with stops being accepted.
+// Its timers, like the SDK's idle timer, run on the runtime's clock (not
+// Options.Clock): tests move it with testing/synctest.
 //
 // A slot is taken for every POST that may open a session (one without
 // Mcp-Session-Id), bound to the session if its initialize succeeds, and
@@ -79,7 +80,6 @@ func (e *LimitError) Error() string {
 // when the POST ends without opening one.
 type sessions struct {
 	limits SessionLimits
-	clock  clock.Clock
 	obs    observe.Observer
 
 	mu        sync.Mutex
@@ -102,8 +102,8 @@ type slot struct {
 	freed   bool
 }
 
-func newSessions(l SessionLimits, c clock.Clock, obs observe.Observer) *sessions {
-	return &sessions{limits: l.withDefaults(), clock: c, obs: obs, perCaller: map[string]int{}, byID: map[string]*slot{}}
+func newSessions(l SessionLimits, obs observe.Observer) *sessions {
+	return &sessions{limits: l.withDefaults(), obs: obs, perCaller: map[string]int{}, byID: map[string]*slot{}}
 }
 
 // reserve takes a slot for caller, or says which cap is reached.
@@ -123,7 +123,9 @@ func (s *sessions) reserve(caller string, until time.Time) (*slot, error) {
 
 // bind gives sl the session its initialize opened: the session closes
 // at sl.until, and frees sl when it closes for any reason. A slot bound
-// or freed already is left as it is.
+// or freed already is left as it is; freed, its POST ended before the
+// initialize did (the client went away), and the session, whose id
+// nobody was told, is left to the idle timeout.
 func (s *sessions) bind(sl *slot, ss *sdk.ServerSession) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -133,7 +135,7 @@ func (s *sessions) bind(sl *slot, ss *sdk.ServerSession) {
 	sl.session = ss
 	s.byID[ss.ID()] = sl
 	if !sl.until.IsZero() {
-		sl.expiry = time.AfterFunc(sl.until.Sub(s.clock.Now()), func() { _ = ss.Close() })
+		sl.expiry = time.AfterFunc(time.Until(sl.until), func() { _ = ss.Close() })
 	}
 	s.obs.MCPSession(1)
 	// The SDK tells a session's end only to Wait; this goroutine ends
@@ -186,12 +188,11 @@ func (s *sessions) refresh(id, caller string, until time.Time) {
 	if sl == nil || sl.caller != caller || sl.expiry == nil || !until.After(sl.until) {
 		return
 	}
-	now := s.clock.Now()
-	if !now.Before(sl.until) || !sl.expiry.Stop() {
+	if !time.Now().Before(sl.until) || !sl.expiry.Stop() {
 		return // ended, or ending: the timer has fired
 	}
 	sl.until = until
-	sl.expiry.Reset(until.Sub(now))
+	sl.expiry.Reset(time.Until(until))
 }
 
 // slotKey keys, in the context of the POST that may open a session, the
