@@ -52,6 +52,9 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		mcp {
 //			identity <user> [<install>]   (loopback mode only)
 //			embed_origins <origin...>     (embeds the MCP Apps view may frame)
+//			session_idle_timeout    <duration>
+//			max_sessions_per_caller <n>
+//			max_sessions            <n>
 //		}
 //		ledger bolt [<path>] | redis <[redis[s]://]host:port> | off {
 //			retention   <duration>
@@ -239,7 +242,10 @@ func (c *Callers) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 // UnmarshalCaddyfile sets up MCP from an `mcp {…}` block.
 func (m *MCP) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return parseSubBlock(d, map[string]option{
-		"embed_origins": listArg(&m.EmbedOrigins),
+		"embed_origins":           listArg(&m.EmbedOrigins),
+		"session_idle_timeout":    durationArg(&m.SessionIdleTimeout, true),
+		"max_sessions_per_caller": intArg(&m.MaxSessionsPerCaller, true),
+		"max_sessions":            intArg(&m.MaxSessions, true),
 		"identity": func(d *caddyfile.Dispenser) error {
 			args := d.RemainingArgs()
 			if len(args) < 1 || len(args) > 2 {

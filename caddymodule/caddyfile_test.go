@@ -137,6 +137,13 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"bad leeway", []string{"callers {", "leeway x", "}"}, `bad leeway x: time: invalid duration "x", at Testfile:3`},
 		{"unknown callers option", []string{"callers {", "jwks x", "}"}, "unrecognized callers subdirective jwks, at Testfile:3"},
 
+		{"zero session_idle_timeout", []string{"mcp {", "session_idle_timeout 0", "}"}, "bad session_idle_timeout 0, at Testfile:3"},
+		{"negative session_idle_timeout", []string{"mcp {", "session_idle_timeout -1m", "}"}, "bad session_idle_timeout -1m, at Testfile:3"},
+		{"session_idle_timeout without value", []string{"mcp {", "session_idle_timeout", "}"}, "wrong argument count or unexpected line ending after 'session_idle_timeout', at Testfile:3"},
+		{"zero max_sessions_per_caller", []string{"mcp {", "max_sessions_per_caller 0", "}"}, "bad max_sessions_per_caller 0: want a positive integer, at Testfile:3"},
+		{"negative max_sessions", []string{"mcp {", "max_sessions -5", "}"}, "bad max_sessions -5: want a positive integer, at Testfile:3"},
+		{"max_sessions not a number", []string{"mcp {", "max_sessions lots", "}"}, "bad max_sessions lots: want a positive integer, at Testfile:3"},
+
 		{"pages twice", []string{"pages", "pages"}, "pages already specified, at Testfile:3"},
 		{"pages origins without origin", []string{"pages {", "origins", "}"}, "wrong argument count or unexpected line ending after 'origins', at Testfile:3"},
 		{"pages secret without value", []string{"pages {", "secret", "}"}, "wrong argument count or unexpected line ending after 'secret', at Testfile:3"},

@@ -20,6 +20,7 @@ import (
 	"github.com/toolgate/toolgate/internal/httpapi"
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/manifest"
+	"github.com/toolgate/toolgate/internal/mcp"
 	"github.com/toolgate/toolgate/internal/observe"
 	"github.com/toolgate/toolgate/internal/result"
 )
@@ -175,6 +176,26 @@ type MCP struct {
 	// frame only the view's frameDomains, the components' origins and
 	// these. Default: none.
 	EmbedOrigins []string `json:"embed_origins,omitempty"`
+
+	// SessionIdleTimeout closes an MCP session (clients of the revisions
+	// before 2026-07-28; the sessionless revision opens none) that has
+	// had no request for this long; a GET stream held open is not a
+	// request. A caller's session also ends when the token it was opened
+	// with stops being accepted (exp and the callers leeway), unless a
+	// request on it brought a later token of the same caller.
+	// Default: 10m.
+	SessionIdleTimeout caddy.Duration `json:"session_idle_timeout,omitempty"`
+
+	// MaxSessionsPerCaller caps the open MCP sessions of one caller: with
+	// callers, a token's user and installation; in loopback mode, the one
+	// local caller, whose sessions are all counted together. A new
+	// session over it is refused with 429 and Retry-After, naming this
+	// option. Default: 64.
+	MaxSessionsPerCaller int `json:"max_sessions_per_caller,omitempty"`
+
+	// MaxSessions caps the open MCP sessions in all, refused as over
+	// MaxSessionsPerCaller. Default: 10000.
+	MaxSessions int `json:"max_sessions,omitempty"`
 }
 
 // embedOrigins are the EmbedOrigins as result.EmbedOrigin writes them,
@@ -200,6 +221,15 @@ type MCPIdentity struct {
 	User string `json:"user"`
 	// Install is the installation's id. Default: none.
 	Install string `json:"install,omitempty"`
+}
+
+// sessionLimits are the configured MCP session limits; zero fields take
+// the defaults, and httpapi.New refuses negative ones, naming them.
+func (m *MCP) sessionLimits() mcp.SessionLimits {
+	if m == nil {
+		return mcp.SessionLimits{}
+	}
+	return mcp.SessionLimits{IdleTimeout: time.Duration(m.SessionIdleTimeout), PerCaller: m.MaxSessionsPerCaller, Total: m.MaxSessions}
 }
 
 // localIdentity is the configured MCP identity, or nil. httpapi.New
@@ -305,8 +335,8 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) error {
 	cfg := httpapi.Config{
 		Gateway: gw, Bridge: bridge, Callers: callers, Pages: pages,
 		AllowedHosts: h.AllowedHosts, OriginalPath: originalPath,
-		LocalIdentity: h.localIdentity(),
-		JWKS:          issuer.JWKS(), StateSeed: key.Private.Seed(),
+		LocalIdentity: h.localIdentity(), MCPSessions: h.MCP.sessionLimits(),
+		JWKS: issuer.JWKS(), StateSeed: key.Private.Seed(),
 		MaxRequestSize: h.MaxRequestSize, Logger: h.logger, Observer: obs,
 	}
 	if h.Pages != nil {

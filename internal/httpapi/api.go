@@ -80,6 +80,10 @@ type Config struct {
 	// EmbedOrigins are origins, besides the components', whose pages the
 	// MCP Apps view may frame (mcp.EmbedOrigin checks each).
 	EmbedOrigins []string
+	// MCPSessions bound the MCP sessions of the revisions that have them:
+	// idle timeout, per caller and in all. Zero fields take mcp's
+	// defaults; negative ones are refused.
+	MCPSessions mcp.SessionLimits
 
 	// JWKS is the published key set of the identity tokens.
 	JWKS []byte
@@ -141,7 +145,13 @@ func New(c Config) (*API, error) {
 	if a.list, err = newToolList(c.Gateway); err != nil {
 		return nil, err
 	}
-	opts := mcp.Options{Logger: a.logger, Observer: a.obs}
+	if err := checkSessionLimits(c.MCPSessions); err != nil {
+		return nil, err
+	}
+	opts := mcp.Options{
+		Logger: a.logger, Observer: a.obs,
+		Sessions: c.MCPSessions, MaxRequestSize: a.maxRequest, Refuse: a.refuseSession,
+	}
 	if c.LocalIdentity != nil {
 		if err := CheckLocalIdentity(*c.LocalIdentity, c.Callers != nil); err != nil {
 			return nil, err
@@ -174,6 +184,20 @@ func CheckLocalIdentity(id gateway.Identity, callers bool) error {
 	}
 	if err := gateway.CheckIdentity(id); err != nil {
 		return fmt.Errorf("mcp: identity: %w", err)
+	}
+	return nil
+}
+
+// checkSessionLimits refuses negative MCP session limits, naming the
+// option; zero is the default.
+func checkSessionLimits(l mcp.SessionLimits) error {
+	switch {
+	case l.IdleTimeout < 0:
+		return fmt.Errorf("mcp: session_idle_timeout %v must not be negative", l.IdleTimeout)
+	case l.PerCaller < 0:
+		return fmt.Errorf("mcp: max_sessions_per_caller %d must not be negative", l.PerCaller)
+	case l.Total < 0:
+		return fmt.Errorf("mcp: max_sessions %d must not be negative", l.Total)
 	}
 	return nil
 }

@@ -68,6 +68,7 @@ type Authenticator struct {
 	realm    string // of the WWW-Authenticate challenge
 	verifier *identity.Verifier
 	cfg      TokenConfig
+	leeway   time.Duration // allowed on exp, as the verifier allows it
 }
 
 // Principal is who a verified token names.
@@ -148,7 +149,7 @@ func newAuthenticator(kind, realm string, cfg TokenConfig, refuse []string, logg
 		opts.Audiences = []string{cfg.Resource}
 	}
 	opts.RefuseAudiences = refuse
-	a := &Authenticator{kind: kind, realm: realm, cfg: cfg}
+	a := &Authenticator{kind: kind, realm: realm, cfg: cfg, leeway: opts.Leeway}
 	var err error
 	switch {
 	case cfg.JWKSURL != "":
@@ -214,6 +215,12 @@ func (a *Authenticator) Verify(r *http.Request, token string) (Principal, error)
 		}
 	}
 	return p, nil
+}
+
+// acceptedUntil is when p's token stops being accepted: its exp, and the
+// leeway allowed on it.
+func (a *Authenticator) acceptedUntil(p Principal) time.Time {
+	return p.Expires.Add(a.leeway)
 }
 
 // tokenScopes reads the scopes a token grants: the space-separated scope

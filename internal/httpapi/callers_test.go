@@ -25,6 +25,12 @@ import (
 // toolgate, leeway 5s), and four tools, two behind policies.
 func startCallers(t *testing.T, upstream, jwksURL string) *server {
 	t.Helper()
+	return startServer(t, callersOptions(t, upstream, jwksURL))
+}
+
+// callersOptions are startCallers' options.
+func callersOptions(t *testing.T, upstream, jwksURL string) options {
+	t.Helper()
 	callers, _, err := NewAuthenticators(&TokenConfig{JWKSURL: jwksURL, Issuer: "https://platform.test", Audience: "toolgate", Leeway: 5 * time.Second}, nil, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
@@ -37,12 +43,14 @@ func startCallers(t *testing.T, upstream, jwksURL string) *server {
  "allow":"input.amount < 100 && context.source == 'api'"},
 {"name":"bookmark","description":"A JSON API mapped into channels.","input_schema":{"type":"object"},
  "target":{"type":"url","method":"GET","url":"`+upstream+`/api/bookmark","result":"{'content': body.title + ' ' + body.url, 'markdown': '[' + body.title + '](' + body.url + ')', 'embedUrl': body.url}"}}]}`)
-	return startServer(t, options{
+	return options{
 		sources:    []manifest.Source{{Name: "inline tools", Tools: tools}},
 		components: map[string]*dispatch.Component{"api": component(t, "api", upstream, nil)},
 		issuer:     "https://tools.test",
-		api:        Config{Callers: callers},
-	})
+		// The bookmark's embed is on go.dev: a url target's embed is
+		// shown only on embed_origins.
+		api: Config{Callers: callers, EmbedOrigins: []string{"https://go.dev"}},
+	}
 }
 
 func TestCallers(t *testing.T) {

@@ -17,11 +17,12 @@ import (
 	"github.com/toolgate/toolgate/internal/observe"
 )
 
-// retryAfter is the Retry-After of a request refused over a pages limit:
-// a stream over max_streams_per_token (streams are freed only as pages
+// retryAfter is the Retry-After of a request refused over a limit: a
+// stream over max_streams_per_token (streams are freed only as pages
 // leave, so asking sooner is pointless; it is also where the browser
-// client's backoff tops out), or a client tool call over max_pending or
-// max_pending_per_thread (freed as pages answer).
+// client's backoff tops out), a client tool call over max_pending or
+// max_pending_per_thread (freed as pages answer), or a new MCP session
+// over max_sessions_per_caller or max_sessions (freed as sessions end).
 const retryAfter = "10"
 
 // StatusOf maps a caller's mistake, an error of the gateway's Invoke,
@@ -116,26 +117,44 @@ func (a *API) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	if !requireJSON(w, r) {
 		return false
 	}
-	limit := a.maxRequest
-	bp := buffers.Get().(*[]byte)
-	body, err := dispatch.ReadAll(http.MaxBytesReader(w, r.Body, limit), (*bp)[:0], min(r.ContentLength, limit))
+	body, bp, err := a.readBody(w, r)
 	if err == nil {
 		err = jsonv2.Unmarshal(body, v, bodyOptions)
 	}
 	// Nothing decoded keeps body's bytes (v2 copies into jsontext.Value
 	// and json.RawMessage): the buffer can go back.
 	putBuffer(bp, body)
-	if err == nil {
+	switch {
+	case err == nil:
 		return true
-	}
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		a.refused(observe.RefusedLimits, "too_large")
-		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the request is larger than %d bytes", limit))
+	case a.tooLarge(w, err):
 		return false
 	}
 	writeError(w, http.StatusBadRequest, "malformed_envelope", "the body is not the expected JSON object: "+err.Error())
 	return false
+}
+
+// readBody reads a request body whole, within the request size limit,
+// into a pooled buffer: body, in bp, goes back with putBuffer once
+// nothing uses it. Over the limit, the error is an *http.MaxBytesError
+// (see tooLarge).
+func (a *API) readBody(w http.ResponseWriter, r *http.Request) (body []byte, bp *[]byte, err error) {
+	limit := a.maxRequest
+	bp = buffers.Get().(*[]byte)
+	body, err = dispatch.ReadAll(http.MaxBytesReader(w, r.Body, limit), (*bp)[:0], min(r.ContentLength, limit))
+	return body, bp, err
+}
+
+// tooLarge answers 413 and reports true when err is a body over the
+// request size limit.
+func (a *API) tooLarge(w http.ResponseWriter, err error) bool {
+	var tooBig *http.MaxBytesError
+	if !errors.As(err, &tooBig) {
+		return false
+	}
+	a.refused(observe.RefusedLimits, "too_large")
+	writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the request is larger than %d bytes", a.maxRequest))
+	return true
 }
 
 // refused counts and logs a request turned away for one of observe's

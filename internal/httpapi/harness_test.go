@@ -279,7 +279,7 @@ func startServer(t *testing.T, o options) *server {
 		Tools: tools, Issuer: issuer,
 		Client: dispatch.NewClient(o.upstreamTimeout, o.maxResponseSize),
 		Ledger: observe.ObservedLedger(s.ledger, "bolt", o.observer), Bridge: s.bridge, ClientTimeout: o.clientTimeout,
-		Observer: o.observer, Logger: o.logger,
+		Observer: o.observer, Logger: o.logger, EmbedOrigins: o.api.EmbedOrigins,
 	})
 	cfg := o.api
 	cfg.Observer, cfg.Logger = o.observer, o.logger

@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -28,7 +30,7 @@ func (a *API) mcpHandler(srv *mcp.Server) http.Handler {
 		if !ok {
 			return nil, fmt.Errorf("%w: not verified", auth.ErrInvalidToken)
 		}
-		info := mcp.Caller{Identity: p.Identity, Claims: p.Claims, Device: p.Device}.TokenInfo(p.Expires)
+		info := mcp.Caller{Identity: p.Identity, Claims: p.Claims, Device: p.Device}.TokenInfo(a.callers.acceptedUntil(p))
 		info.Scopes = p.Scopes
 		return info, nil
 	}
@@ -69,5 +71,29 @@ func (a *API) serveMCP(w http.ResponseWriter, r *http.Request) {
 	if !requireJSON(w, r) {
 		return
 	}
+	if r.Method == http.MethodPost {
+		// The body is held to max_request_size as the Tools API's is,
+		// with the same 413, before the SDK reads it.
+		body, bp, err := a.readBody(w, r)
+		defer putBuffer(bp, body)
+		switch {
+		case a.tooLarge(w, err):
+			return
+		case err != nil:
+			writeError(w, http.StatusBadRequest, "unreadable_body", "the body could not be read: "+err.Error())
+			return
+		}
+		// The SDK reads it whole before ServeHTTP returns, and keeps its
+		// own copy.
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
 	a.mcp.ServeHTTP(w, r)
+}
+
+// refuseSession answers a new MCP session over a cap as the pages' caps
+// are answered: 429 with Retry-After, the message naming the cap.
+func (a *API) refuseSession(w http.ResponseWriter, err error) {
+	a.refused(observe.RefusedLimits, "too_many_sessions")
+	w.Header().Set("Retry-After", retryAfter)
+	writeError(w, http.StatusTooManyRequests, "too_many_sessions", err.Error())
 }

@@ -124,6 +124,7 @@ func newAppsRig(t testing.TB) *appsRig {
 	gw := gateway.New(gateway.Config{
 		Tools: tools, Issuer: identity.NewIssuer("toolgate", time.Minute, key),
 		Client: dispatch.NewClient(2*time.Second, 1<<20), Ledger: l, Clock: clk,
+		EmbedOrigins: []string{up.URL}, // the url tool's embeds are on the upstream
 	})
 	return &appsRig{s: New(gw, Options{Clock: clk}), up: up, gw: gw, clock: clk}
 }

@@ -45,11 +45,13 @@ type Caller struct {
 }
 
 // TokenInfo wraps a verified caller for auth.RequireBearerToken; its
-// UserID binds an MCP session to the caller.
-func (c Caller) TokenInfo(exp time.Time) *auth.TokenInfo {
+// UserID binds an MCP session to the caller, and until, when the token
+// stops being accepted, ends the session unless a later token of the
+// same caller moves it.
+func (c Caller) TokenInfo(until time.Time) *auth.TokenInfo {
 	return &auth.TokenInfo{
 		UserID:     c.Identity.User + "\x1f" + c.Identity.Install,
-		Expiration: exp,
+		Expiration: until,
 		Extra:      map[string]any{callerKey: c},
 	}
 }
@@ -77,6 +79,14 @@ type Options struct {
 	// shown in the MCP Apps view come from (the site an app's pages are
 	// served through, say), each as EmbedOrigin returns it.
 	EmbedOrigins []string
+	// Sessions bound the sessions of the revisions before 2026-07-28.
+	Sessions SessionLimits
+	// MaxRequestSize bounds a request body, as the SDK reads it. Default:
+	// the SDK's (4 MiB).
+	MaxRequestSize int64
+	// Refuse answers a request turned away before the SDK saw it: a new
+	// session over a cap (a *LimitError). Default: a plain-text 429.
+	Refuse func(w http.ResponseWriter, err error)
 }
 
 // Server is the MCP endpoint.
@@ -90,6 +100,8 @@ type Server struct {
 	key       []byte
 	clock     clock.Clock
 	local     gateway.Identity
+	sessions  *sessions
+	refuse    func(http.ResponseWriter, error)
 
 	// spend marks a continuation's nonce used until it expires, in the
 	// gateway's ledger: once across instances and restarts.
@@ -107,10 +119,14 @@ const stateTTL = 15 * time.Minute
 
 // New builds the MCP server for the gateway's tools.
 func New(gw *gateway.Gateway, opts Options) *Server {
-	s := &Server{gw: gw, key: opts.StateKey, clock: clock.Or(opts.Clock), spend: gw.SpendOnce, logger: opts.Logger, obs: observe.Or(opts.Observer), local: opts.LocalIdentity}
+	s := &Server{gw: gw, key: opts.StateKey, clock: clock.Or(opts.Clock), spend: gw.SpendOnce, logger: opts.Logger, obs: observe.Or(opts.Observer), local: opts.LocalIdentity, refuse: opts.Refuse}
 	if s.logger == nil {
 		s.logger = zap.NewNop()
 	}
+	if s.refuse == nil {
+		s.refuse = refuseLimit
+	}
+	s.sessions = newSessions(opts.Sessions, s.obs)
 	if len(s.key) == 0 {
 		s.key = make([]byte, 32)
 		_, _ = rand.Read(s.key)
@@ -120,16 +136,6 @@ func New(gw *gateway.Gateway, opts Options) *Server {
 		version = "dev"
 	}
 	s.server = sdk.NewServer(&sdk.Implementation{Name: "toolgate", Version: version}, &sdk.ServerOptions{
-		// A session is open from its initialization until its connection
-		// closes (DELETE, or the client going away). Stateless requests
-		// are not initialized, and are not sessions.
-		InitializedHandler: func(_ context.Context, req *sdk.InitializedRequest) {
-			s.obs.MCPSession(1)
-			go func() {
-				_ = req.Session.Wait()
-				s.obs.MCPSession(-1)
-			}()
-		},
 		// Logging is the SDK's default, kept; the MCP Apps extension is
 		// declared for hosts that look for it before showing a view.
 		Capabilities: &sdk.ServerCapabilities{
@@ -163,25 +169,36 @@ func New(gw *gateway.Gateway, opts Options) *Server {
 	s.server.AddTool(cardAnswerTool(), s.answerCard)
 	s.view = viewContents(gw.Tools().List(), opts.EmbedOrigins)
 	s.server.AddResource(&sdk.Resource{URI: web.MCPAppURI, Name: "toolgate-card", Title: "toolgate card", MIMEType: web.MCPAppMIMEType}, s.readView)
-	s.server.AddReceivingMiddleware(s.filterList)
+	// A session is open from its initialize until it closes (idle
+	// timeout, DELETE, its token's end). Stateless requests are not
+	// initialized, and are not sessions.
+	s.server.AddReceivingMiddleware(s.filterList, s.bindSessions)
 	getServer := func(*http.Request) *sdk.Server { return s.server }
 	// toolgate checks Host itself (see Handler): the SDK's own check would
 	// refuse a gateway on loopback behind another proxy.
-	s.stateful = sdk.NewStreamableHTTPHandler(getServer, &sdk.StreamableHTTPOptions{DisableLocalhostProtection: true})
-	s.stateless = sdk.NewStreamableHTTPHandler(getServer, &sdk.StreamableHTTPOptions{DisableLocalhostProtection: true, Stateless: true})
+	s.stateful = sdk.NewStreamableHTTPHandler(getServer, &sdk.StreamableHTTPOptions{
+		DisableLocalhostProtection: true,
+		SessionTimeout:             s.sessions.limits.IdleTimeout,
+		MaxRequestBodyBytes:        opts.MaxRequestSize,
+	})
+	s.stateless = sdk.NewStreamableHTTPHandler(getServer, &sdk.StreamableHTTPOptions{
+		DisableLocalhostProtection: true, Stateless: true,
+		MaxRequestBodyBytes: opts.MaxRequestSize,
+	})
 	return s
 }
 
 // ServeHTTP serves MCP Streamable HTTP. Clients of the sessionless
 // revision (2026-07-28 and later) are served statelessly, where a card is
 // an input_required round trip; older clients get sessions, where a card
-// is an elicitation/create request during the call.
+// is an elicitation/create request during the call, within the session
+// limits (sessions.go).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if v := r.Header.Get("Mcp-Protocol-Version"); v >= "2026-07-28" {
 		s.stateless.ServeHTTP(w, r)
 		return
 	}
-	s.stateful.ServeHTTP(w, r)
+	s.serveSession(w, r)
 }
 
 // caller returns the verified caller, or the identity the client names in

@@ -111,7 +111,6 @@ func tokens(data []byte) ([]string, error) {
 	}
 }
 
-
 // renderedSize is an item's counted size: its name plus its value as
 // rendered alone.
 func renderedSize(t *testing.T, it Item) int {
