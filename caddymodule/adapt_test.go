@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddytest"
 )
 
@@ -28,5 +29,40 @@ func TestCaddyfileAdapt(t *testing.T) {
 			}
 			caddytest.AssertAdapt(t, strings.TrimSpace(caddyfile)+"\n", "caddyfile", strings.TrimSpace(expected))
 		})
+	}
+}
+
+// TestExampleKeepsSecretsOut adapts Caddyfile.example with every variable
+// it reads set to a marker: none may reach the JSON, which Caddy's admin
+// API serves to anyone who can reach it and which autosave writes to disk.
+// {$NAME} is substituted when the Caddyfile is adapted; {env.NAME} when
+// the config loads.
+func TestExampleKeepsSecretsOut(t *testing.T) {
+	src, err := os.ReadFile("../Caddyfile.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const marker = "example-secret-marker-4f1c"
+	for _, name := range []string{"TOOLGATE_PAGE_SECRET", "TOOLGATE_CALLER_SECRET", "REDIS_PASSWORD"} {
+		t.Setenv(name, marker)
+	}
+	for _, line := range strings.Split(string(src), "\n") {
+		if code, _, _ := strings.Cut(line, "#"); strings.Contains(code, "{$") {
+			t.Errorf("Caddyfile.example substitutes at adapt time: %s", strings.TrimSpace(line))
+		}
+	}
+	adapter := caddyconfig.GetAdapter("caddyfile")
+	out, warnings, err := adapter.Adapt(src, map[string]any{"filename": "Caddyfile.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range warnings {
+		t.Logf("warning: %s", w.Message)
+	}
+	if strings.Contains(string(out), marker) {
+		t.Errorf("a secret reached the adapted JSON:\n%s", out)
+	}
+	if !strings.Contains(string(out), `{env.TOOLGATE_PAGE_SECRET}`) {
+		t.Errorf("the page secret is not read from the environment at load:\n%s", out)
 	}
 }
