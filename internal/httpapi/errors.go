@@ -18,10 +18,11 @@ import (
 )
 
 // retryAfter is the Retry-After of a request refused over a pages limit:
-// a stream over max_streams_per_token (streams are freed only as pages
-// leave, so asking sooner is pointless; it is also where the browser
-// client's backoff tops out), or a client tool call over max_pending or
-// max_pending_per_thread (freed as pages answer).
+// a stream over max_streams_per_token, max_streams_per_thread or
+// max_streams (streams are freed only as pages leave, so asking sooner is
+// pointless; it is also where the browser client's backoff tops out), or
+// a client tool call over max_pending_per_thread, max_pending_per_user or
+// max_pending (freed as pages answer and callers leave).
 const retryAfter = "10"
 
 // StatusOf maps a caller's mistake, an error of the gateway's Invoke,
