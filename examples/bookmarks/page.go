@@ -14,7 +14,7 @@ import (
 )
 
 // The example page: a bookmark draft form whose values a client tool reads
-// and whose fields follow the page as readables (SPEC §7–8).
+// and whose fields follow the page as readables (page context).
 
 //go:embed page.html
 var pageHTML string

@@ -26,9 +26,9 @@ import (
 // any counts everywhere, and the first outcome (result or timeout) wins.
 //
 // What Redis holds, under the ledger's prefix P and, for a Thread (user,
-// installation, thread), T = hex SHA-256 of the three, each but the last
-// after its length (so that no user, installation or thread text shapes a
-// key, and ("a:b", "c") is not ("a", "b:c")):
+// installation, thread), T = hex SHA-256 of the three, the user and the
+// installation each after its length (threadKey: no user, installation or
+// thread text shapes a key, and ("a:b", "c") is not ("a", "b:c")):
 //
 //	P ct:T:c:<call id>  hash: s = w (waiting) | c (claimed) | d (finished),
 //	                    o = the offer's JSON while it waits, r = the
