@@ -71,10 +71,14 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			issuer   <iss>
 //			audience <aud>
 //			leeway   <duration>
+//			install_claim <claim>
 //			origins  <origin...>
 //			max_pending_per_thread <n>
+//			max_pending_per_user   <n>
 //			max_pending            <n>
 //			max_streams_per_token  <n>
+//			max_streams_per_thread <n>
+//			max_streams            <n>
 //		}
 //		client_tool_timeout <duration>
 //		allowed_hosts     <host...>
@@ -278,10 +282,14 @@ func (t *Tokens) options() map[string]option {
 // UnmarshalCaddyfile sets up the page tokens from a `pages {…}` block.
 func (p *Pages) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	opts := p.Tokens.options()
+	opts["install_claim"] = stringArg(&p.InstallClaim)
 	opts["origins"] = listArg(&p.Origins)
 	opts["max_pending_per_thread"] = intArg(&p.MaxPendingPerThread, true)
+	opts["max_pending_per_user"] = intArg(&p.MaxPendingPerUser, true)
 	opts["max_pending"] = intArg(&p.MaxPending, true)
 	opts["max_streams_per_token"] = intArg(&p.MaxStreamsPerToken, true)
+	opts["max_streams_per_thread"] = intArg(&p.MaxStreamsPerThread, true)
+	opts["max_streams"] = intArg(&p.MaxStreams, true)
 	return parseSubBlock(d, opts)
 }
 

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -174,6 +175,45 @@ func TestDirectivePages(t *testing.T) {
 		t.Fatalf("result: %d %s", status, body)
 	}
 	if r := apitest.WaitInvoke(t, inv); r.Status != 200 || r.A.Status != "done" || r.A.IsError || r.A.Content != "at 83s" {
+		t.Errorf("invoke: %d %s", r.Status, r.Raw)
+	}
+}
+
+// TestDirectivePagesInstalls: the pages block's install_claim names the
+// page token's installation claim and max_pending_per_user caps a user's
+// waiting calls, through Caddy: a page of the caller's installation (by
+// that claim) answers its call, one naming it in another claim sees
+// nothing, and the user's second call is refused naming the cap.
+func TestDirectivePagesInstalls(t *testing.T) {
+	cfg := strings.Replace(pagesConfig(t, dataDir(t)), "origins "+apitest.PageOrigin,
+		"origins "+apitest.PageOrigin+"\n\t\t\t\tinstall_claim org\n\t\t\t\tmax_pending_per_user 1", 1)
+	tc := caddytest.NewTester(t)
+	initServer(tc, cfg)
+
+	claims := apitest.PageClaims("u_1", "th_1")
+	claims["org"] = "in_1"
+	tok := apitest.SignHS256(t, claims, apitest.PageSecret)
+	page, status, body := apitest.OpenStream(t, base, tok, "th_1")
+	if page == nil {
+		t.Fatalf("stream: %d %s", status, body)
+	}
+	// install is not the claim the pages read: this page has none.
+	other, _, _ := apitest.OpenStream(t, base, apitest.InstallPageToken(t, "u_1", "in_1", "th_1"), "th_1")
+
+	identity := `"identity":{"user":"u_1","install":"in_1"}`
+	inv := client(tc).InvokeAsync("where", `{"input":{},"callId":"dpi_1",`+apitest.ThreadCtx+`,`+identity+`}`)
+	if o := page.Next(t); o.CallID != "dpi_1" {
+		t.Fatalf("offer %+v", o)
+	}
+	other.None(t, 100*time.Millisecond)
+	r := apitest.WaitInvoke(t, client(tc).InvokeAsync("where", `{"input":{},"callId":"dpi_2","context":{"source":"thread","threadId":"th_2"},`+identity+`}`))
+	if r.Status != http.StatusTooManyRequests || !strings.Contains(r.Raw, "max_pending_per_user") {
+		t.Errorf("a second call of u_1: %d %s, want 429 naming max_pending_per_user", r.Status, r.Raw)
+	}
+	if status, body := client(tc).PostResult(t, tok, "dpi_1", `{"result":"in_1"}`); status != 200 {
+		t.Fatalf("result: %d %s", status, body)
+	}
+	if r := apitest.WaitInvoke(t, inv); r.A.Content != "in_1" || r.A.IsError {
 		t.Errorf("invoke: %d %s", r.Status, r.Raw)
 	}
 }

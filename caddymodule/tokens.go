@@ -52,8 +52,10 @@ type Callers struct {
 	// UserClaim names the claim holding the user. Default: sub.
 	UserClaim string `json:"user_claim,omitempty"`
 
-	// InstallClaim names the claim holding the installation.
-	// Default: install.
+	// InstallClaim names the claim holding the installation. Set (even
+	// to install), it also says that installations are in use: then every
+	// page token must name one too (Pages.InstallClaim), or it is refused,
+	// as it could see no call. Default: install.
 	InstallClaim string `json:"install_claim,omitempty"`
 
 	// AuthorizationServers are the OAuth authorization servers (their
@@ -83,22 +85,41 @@ type Callers struct {
 	Scopes []string `json:"scopes,omitempty"`
 }
 
-// Pages configures the page tokens: JWTs the app mints for one user and one
-// thread (claims sub and thread), which the browser client sends to the
-// page endpoints. The Secret of Caddyfile.example's public fallback is
-// refused unless every listener of the http app is on loopback.
+// Pages configures the page tokens: JWTs the app mints for one user of
+// one installation and one thread (claims sub, install and thread), which
+// the browser client sends to the page endpoints. A page sees only the
+// client tool calls of its token's (user, installation, thread): a token
+// without an installation only calls without one. The Secret of
+// Caddyfile.example's public fallback is refused unless every listener of
+// the http app is on loopback.
+//
+// The caps below bound what pages hold; with the Redis ledger each
+// gateway instance counts its own calls and streams.
 type Pages struct {
 	Tokens
+
+	// InstallClaim names the page token's claim holding the installation.
+	// When the callers block sets its install_claim, installations are in
+	// use and every page token must carry this claim (401 otherwise).
+	// Default: install.
+	InstallClaim string `json:"install_claim,omitempty"`
 
 	// Origins are page origins other than the gateway's own site that may
 	// use the page endpoints and client.js; toolgate answers CORS for
 	// them, preflight included.
 	Origins []string `json:"origins,omitempty"`
 
-	// MaxPendingPerThread caps the client tool calls of one user's thread
-	// that wait for a page; a new call over it is turned away with 429 and
-	// Retry-After before anything is recorded. Default: 64.
+	// MaxPendingPerThread caps the client tool calls of one thread (of
+	// one user in one installation) that wait for a page; a new call over
+	// it is turned away with 429 and Retry-After before anything is
+	// recorded. Default: 64.
 	MaxPendingPerThread int `json:"max_pending_per_thread,omitempty"`
+
+	// MaxPendingPerUser caps the client tool calls of one user in one
+	// installation that wait for a page, all threads together, as
+	// MaxPendingPerThread: a caller names any thread it likes.
+	// Default: 256.
+	MaxPendingPerUser int `json:"max_pending_per_user,omitempty"`
 
 	// MaxPending caps the client tool calls that wait for a page in all,
 	// across users and threads, as MaxPendingPerThread. Default: 10000.
@@ -107,6 +128,15 @@ type Pages struct {
 	// MaxStreamsPerToken caps the open call streams (GET /client/calls)
 	// of one page token; one over it is refused with 429. Default: 16.
 	MaxStreamsPerToken int `json:"max_streams_per_token,omitempty"`
+
+	// MaxStreamsPerThread caps the open call streams of one thread (of
+	// one user in one installation), whatever tokens they use, as
+	// MaxStreamsPerToken. Default: 16.
+	MaxStreamsPerThread int `json:"max_streams_per_thread,omitempty"`
+
+	// MaxStreams caps the open call streams in all, as
+	// MaxStreamsPerToken. Default: 10000.
+	MaxStreams int `json:"max_streams,omitempty"`
 }
 
 // config resolves t's placeholders into the authenticator's config.
@@ -136,14 +166,20 @@ func (p *Pages) limits() (clienttools.Limits, error) {
 	}
 	for name, n := range map[string]int{
 		"max_pending_per_thread": p.MaxPendingPerThread,
+		"max_pending_per_user":   p.MaxPendingPerUser,
 		"max_pending":            p.MaxPending,
 		"max_streams_per_token":  p.MaxStreamsPerToken,
+		"max_streams_per_thread": p.MaxStreamsPerThread,
+		"max_streams":            p.MaxStreams,
 	} {
 		if n < 0 {
 			return clienttools.Limits{}, fmt.Errorf("pages: %s must not be negative", name)
 		}
 	}
-	return clienttools.Limits{PendingPerThread: p.MaxPendingPerThread, Pending: p.MaxPending, StreamsPerToken: p.MaxStreamsPerToken}, nil
+	return clienttools.Limits{
+		PendingPerThread: p.MaxPendingPerThread, PendingPerUser: p.MaxPendingPerUser, Pending: p.MaxPending,
+		StreamsPerToken: p.MaxStreamsPerToken, StreamsPerThread: p.MaxStreamsPerThread, Streams: p.MaxStreams,
+	}, nil
 }
 
 // authenticators builds the callers' and the pages' authenticators, either
@@ -170,6 +206,7 @@ func (h *Handler) authenticators(ctx caddy.Context, repl *caddy.Replacer) (calle
 			}
 			h.logger.Warn("pages: the secret is the example's public fallback: anyone who reads Caddyfile.example can sign page tokens; accepted only because every listener is on loopback; set TOOLGATE_PAGE_SECRET")
 		}
+		c.InstallClaim = h.Pages.InstallClaim
 		pc = &c
 	}
 	return httpapi.NewAuthenticators(cc, pc, h.logger)

@@ -99,7 +99,7 @@ func TestFaultsKillClientCall(t *testing.T) {
 	data := t.TempDir()
 	line := "ledger bolt " + filepath.Join(data, "ledger.db")
 	in := startInstance(t, line+clientTool, up.srv.URL, data)
-	tok := apitest.PageToken(t, "u_1", "th_1")
+	tok := apitest.InstallPageToken(t, "u_1", "in_1", "th_1")
 	page := openPage(t, in, tok)
 
 	body := func(id string) string {

@@ -320,7 +320,7 @@ func TestTwoInstancesClientTool(t *testing.T) {
 	line := "ledger redis " + rs.Addr + " {\n\t\t\tprefix tg-test:\n\t\t}" + clientTool
 	a := startInstance(t, line, up.srv.URL, t.TempDir())
 	b := startInstance(t, line, up.srv.URL, t.TempDir())
-	tok := apitest.PageToken(t, "u_1", "th_1")
+	tok := apitest.InstallPageToken(t, "u_1", "in_1", "th_1")
 	page := openPage(t, b, tok)
 
 	answered := make(chan []byte, 1)

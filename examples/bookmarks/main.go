@@ -59,6 +59,7 @@ func main() {
 	pageSecret := flag.String("page-secret", envOr("TOOLGATE_PAGE_SECRET", devPageSecret),
 		"secret shared with toolgate's pages block, to mint page tokens (default: $TOOLGATE_PAGE_SECRET, else a development secret)")
 	pageUser := flag.String("page-user", "u_1", "the demo user that opening the example page signs in (the example has no login)")
+	pageInstall := flag.String("page-install", "in_1", "the demo user's installation; its page sees only that installation's client tool calls")
 	flag.Parse()
 
 	if !absoluteHTTP(*public) {
@@ -86,7 +87,7 @@ func main() {
 		// The key set is fetched on the first call, not now: toolgate
 		// usually starts after its components.
 		Handler: logRequests(newApp(*public, *audience, verifier).
-			withPage(pageConfig{toolgate: strings.TrimSuffix(*toolgateURL, "/"), secret: []byte(*pageSecret), user: *pageUser}).routes()),
+			withPage(pageConfig{toolgate: strings.TrimSuffix(*toolgateURL, "/"), secret: []byte(*pageSecret), user: *pageUser, install: *pageInstall}).routes()),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 

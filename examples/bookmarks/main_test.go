@@ -813,7 +813,7 @@ func TestManifest(t *testing.T) {
 func TestPage(t *testing.T) {
 	secret := []byte(devPageSecret)
 	a := newApp(testPublic, "bookmarks", apptools.NewVerifier("http://127.0.0.1:1/jwks", "toolgate", "bookmarks")).
-		withPage(pageConfig{toolgate: "http://127.0.0.1:8080/toolgate", secret: secret, user: "u_1"})
+		withPage(pageConfig{toolgate: "http://127.0.0.1:8080/toolgate", secret: secret, user: "u_1", install: "in_1"})
 	h := a.routes()
 
 	w := httptest.NewRecorder()
@@ -839,7 +839,7 @@ func TestPage(t *testing.T) {
 		if w.Code != 200 {
 			return w, nil
 		}
-		var got struct{ Token, User, Thread string }
+		var got struct{ Token, User, Install, Thread string }
 		if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil {
 			t.Fatalf("page-token: %s", w.Body)
 		}
@@ -848,18 +848,18 @@ func TestPage(t *testing.T) {
 			ParseWithClaims(got.Token, claims, func(*jwt.Token) (any, error) { return secret, nil }); err != nil {
 			t.Fatalf("page token does not verify: %v", err)
 		}
-		if got.User != claims["sub"] || got.Thread != claims["thread"] {
+		if got.User != claims["sub"] || got.Install != claims["install"] || got.Thread != claims["thread"] {
 			t.Errorf("answer names %s/%s, token %v", got.User, got.Thread, claims)
 		}
 		return w, claims
 	}
 
-	if _, claims := tokenFor("thread=th_1", session); claims["sub"] != "u_1" || claims["thread"] != "th_1" {
+	if _, claims := tokenFor("thread=th_1", session); claims["sub"] != "u_1" || claims["install"] != "in_1" || claims["thread"] != "th_1" {
 		t.Errorf("claims %v", claims)
 	}
-	// A user named in the request changes nothing.
-	if _, claims := tokenFor("thread=th_1&user=u_2&sub=u_2", session); claims["sub"] != "u_1" {
-		t.Errorf("a request naming u_2 got a token for %v", claims["sub"])
+	// A user or installation named in the request changes nothing.
+	if _, claims := tokenFor("thread=th_1&user=u_2&sub=u_2&install=in_2", session); claims["sub"] != "u_1" || claims["install"] != "in_1" {
+		t.Errorf("a request naming u_2 of in_2 got a token for %v of %v", claims["sub"], claims["install"])
 	}
 	// No session, or one this process did not sign, gets no token.
 	forged := *session

@@ -14,7 +14,7 @@ import (
 )
 
 // The example page: a bookmark draft form whose values a client tool reads
-// and whose fields follow the page as readables (SPEC §7–8).
+// and whose fields follow the page as readables (page context).
 
 //go:embed page.html
 var pageHTML string
@@ -27,6 +27,7 @@ type pageConfig struct {
 	toolgate string // toolgate's base URL, as the browser reaches it
 	secret   []byte
 	user     string // the demo user the page signs in
+	install  string // and that user's installation ("" for none)
 	// sessionKey signs the session cookie. It is not the page secret:
 	// toolgate must never take a session for a page token.
 	sessionKey []byte
@@ -52,9 +53,11 @@ func (a *app) pageRoutes(mux *http.ServeMux, pc pageConfig) {
 	mux.HandleFunc("GET /page", func(w http.ResponseWriter, r *http.Request) {
 		// A real app signs its user in with its own login; the example
 		// has one demo user, signed in when the page is opened.
-		session, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
-			"aud": sessionAudience, "sub": pc.user, "exp": time.Now().Add(sessionTTL).Unix(),
-		}).SignedString(pc.sessionKey)
+		claims := jwt.MapClaims{"aud": sessionAudience, "sub": pc.user, "exp": time.Now().Add(sessionTTL).Unix()}
+		if pc.install != "" {
+			claims["install"] = pc.install
+		}
+		session, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(pc.sessionKey)
 		if err != nil {
 			apptools.WriteError(w, http.StatusInternalServerError, "internal", err.Error())
 			return
@@ -67,12 +70,13 @@ func (a *app) pageRoutes(mux *http.ServeMux, pc pageConfig) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		_ = pageTemplate.Execute(w, map[string]string{"Toolgate": pc.toolgate})
 	})
-	// A page token is for the session's user, whatever the request says:
-	// a token for another user would show the page that user's client
-	// tool calls and let it answer them. The token names one thread, and
-	// toolgate shows the page only that thread's calls.
+	// A page token is for the session's user and installation, whatever
+	// the request says: a token for another user would show the page that
+	// user's client tool calls and let it answer them. The token names one
+	// thread, and toolgate shows the page only that thread's calls of that
+	// user in that installation (user ids are unique only within one).
 	mux.HandleFunc("GET /page-token", func(w http.ResponseWriter, r *http.Request) {
-		user, ok := sessionUser(r, pc.sessionKey)
+		user, install, ok := sessionUser(r, pc.sessionKey)
 		if !ok {
 			apptools.WriteError(w, http.StatusUnauthorized, "unauthorized", "no signed-in session: open the page first")
 			return
@@ -83,32 +87,39 @@ func (a *app) pageRoutes(mux *http.ServeMux, pc pageConfig) {
 			return
 		}
 		now := time.Now()
-		tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
+		claims := jwt.MapClaims{
 			"iss": "bookmarks", "aud": "toolgate-pages", "sub": user, "thread": thread,
 			"iat": now.Unix(), "exp": now.Add(pageTokenTTL).Unix(),
-		}).SignedString(pc.secret)
+		}
+		if install != "" {
+			claims["install"] = install
+		}
+		tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(pc.secret)
 		if err != nil {
 			apptools.WriteError(w, http.StatusInternalServerError, "internal", err.Error())
 			return
 		}
 		w.Header().Set("Cache-Control", "no-store")
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]string{"token": tok, "user": user, "thread": thread})
+		_ = json.NewEncoder(w).Encode(map[string]string{"token": tok, "user": user, "install": install, "thread": thread})
 	})
 }
 
-// sessionUser returns the user of the request's session cookie, if it
-// holds one this process signed and that has not expired.
-func sessionUser(r *http.Request, key []byte) (string, bool) {
+// sessionUser returns the user and installation of the request's session
+// cookie, if it holds one this process signed and that has not expired.
+func sessionUser(r *http.Request, key []byte) (user, install string, ok bool) {
 	c, err := r.Cookie(sessionCookie)
 	if err != nil {
-		return "", false
+		return "", "", false
 	}
-	var claims jwt.RegisteredClaims
+	var claims struct {
+		jwt.RegisteredClaims
+		Install string `json:"install,omitempty"`
+	}
 	_, err = jwt.NewParser(jwt.WithValidMethods([]string{"HS256"}), jwt.WithAudience(sessionAudience), jwt.WithExpirationRequired()).
 		ParseWithClaims(c.Value, &claims, func(*jwt.Token) (any, error) { return key, nil })
 	if err != nil || claims.Subject == "" {
-		return "", false
+		return "", "", false
 	}
-	return claims.Subject, true
+	return claims.Subject, claims.Install, true
 }

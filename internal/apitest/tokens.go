@@ -25,7 +25,9 @@ const (
 	PageIdentity = `"identity":{"user":"u_1"}`
 )
 
-// PageClaims are a valid page token's claims for a user and thread.
+// PageClaims are a valid page token's claims for a user and thread, of no
+// installation: its page sees only calls whose identity has none
+// (PageIdentity's).
 func PageClaims(user, thread string) jwt.MapClaims {
 	return jwt.MapClaims{
 		"sub": user, "thread": thread,
@@ -47,6 +49,19 @@ func SignHS256(t testing.TB, claims jwt.MapClaims, secret string) string {
 // PageToken is a valid page token for a user and thread.
 func PageToken(t testing.TB, user, thread string) string {
 	return SignHS256(t, PageClaims(user, thread), PageSecret)
+}
+
+// InstallPageClaims are PageClaims with an installation (claim install).
+func InstallPageClaims(user, install, thread string) jwt.MapClaims {
+	c := PageClaims(user, thread)
+	c["install"] = install
+	return c
+}
+
+// InstallPageToken is a valid page token for a user of an installation
+// and a thread.
+func InstallPageToken(t testing.TB, user, install, thread string) string {
+	return SignHS256(t, InstallPageClaims(user, install, thread), PageSecret)
 }
 
 // Platform is a caller's token issuer: RSA keys published as a JWKS at

@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/clock"
@@ -71,9 +73,15 @@ type runResult struct {
 // start runs a call in the background and waits until it is registered.
 func start(t *testing.T, ctx context.Context, b *Bridge, clk *fakeClock, user, thread, id string) <-chan runResult {
 	t.Helper()
+	return startIn(t, ctx, b, clk, th(user, thread), id)
+}
+
+// startIn is start in any Thread.
+func startIn(t *testing.T, ctx context.Context, b *Bridge, clk *fakeClock, thread Thread, id string) <-chan runResult {
+	t.Helper()
 	done := make(chan runResult, 1)
 	go func() {
-		out, err := b.Run(ctx, user, thread, Offer{CallID: id, Name: "where", Input: json.RawMessage(`{"q":"x"}`)}, 3*time.Second)
+		out, err := b.Run(ctx, thread, Offer{CallID: id, Name: "where", Input: json.RawMessage(`{"q":"x"}`)}, 3*time.Second)
 		done <- runResult{out, err}
 	}()
 	if d := clk.waitArmed(t); d != 3*time.Second {
@@ -104,10 +112,13 @@ func notYet(t *testing.T, done <-chan runResult) {
 
 func strp(s string) *string { return &s }
 
+// th is a thread of no installation.
+func th(user, thread string) Thread { return Thread{User: user, ID: thread} }
+
 // open opens a stream with a page token of its own.
 func open(t *testing.T, b *Bridge, user, thread string) (*Stream, []Offer) {
 	t.Helper()
-	s, offers, err := b.Open(user, thread, t.Name()+user+thread)
+	s, offers, err := b.Open(th(user, thread), t.Name()+user+thread)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,10 +136,10 @@ func TestTimeout(t *testing.T) {
 		t.Fatalf("Run after the timer: %+v, want ErrTimeout", r)
 	}
 	// A timed-out call is answered: late pages get 409, not 404.
-	if err := b.Claim("u_1", "th_1", "c1"); !errors.Is(err, ErrConflict) {
+	if err := b.Claim(th("u_1", "th_1"), "c1"); !errors.Is(err, ErrConflict) {
 		t.Errorf("late claim: %v, want ErrConflict", err)
 	}
-	if err := b.Post("u_1", "th_1", "c1", Outcome{Result: json.RawMessage(`1`)}); !errors.Is(err, ErrConflict) {
+	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: json.RawMessage(`1`)}); !errors.Is(err, ErrConflict) {
 		t.Errorf("late post: %v, want ErrConflict", err)
 	}
 	// Nor is it offered to a page that opens now.
@@ -146,43 +157,43 @@ func TestClaimAndPost(t *testing.T) {
 
 	// Another user or another thread does not see the call.
 	for _, who := range [][2]string{{"u_2", "th_1"}, {"u_1", "th_2"}, {"", "th_1"}} {
-		if err := b.Claim(who[0], who[1], "c1"); !errors.Is(err, ErrNotFound) {
+		if err := b.Claim(th(who[0], who[1]), "c1"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("claim as %v: %v, want ErrNotFound", who, err)
 		}
-		if err := b.Post(who[0], who[1], "c1", Outcome{Result: json.RawMessage(`"stolen"`)}); !errors.Is(err, ErrNotFound) {
+		if err := b.Post(th(who[0], who[1]), "c1", Outcome{Result: json.RawMessage(`"stolen"`)}); !errors.Is(err, ErrNotFound) {
 			t.Errorf("post as %v: %v, want ErrNotFound", who, err)
 		}
 	}
-	if err := b.Claim("u_1", "th_1", "nope"); !errors.Is(err, ErrNotFound) {
+	if err := b.Claim(th("u_1", "th_1"), "nope"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("claim of an unknown call: %v", err)
 	}
 
 	// Two pages claim: the first wins.
-	if err := b.Claim("u_1", "th_1", "c1"); err != nil {
+	if err := b.Claim(th("u_1", "th_1"), "c1"); err != nil {
 		t.Fatalf("first claim: %v", err)
 	}
-	if err := b.Claim("u_1", "th_1", "c1"); !errors.Is(err, ErrConflict) {
+	if err := b.Claim(th("u_1", "th_1"), "c1"); !errors.Is(err, ErrConflict) {
 		t.Errorf("second claim: %v, want ErrConflict", err)
 	}
 	notYet(t, done)
 
 	// Two results: the first is the outcome.
-	if err := b.Post("u_1", "th_1", "c1", Outcome{Result: json.RawMessage(`"first"`)}); err != nil {
+	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: json.RawMessage(`"first"`)}); err != nil {
 		t.Fatalf("first post: %v", err)
 	}
-	if err := b.Post("u_1", "th_1", "c1", Outcome{Result: json.RawMessage(`"second"`)}); !errors.Is(err, ErrConflict) {
+	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: json.RawMessage(`"second"`)}); !errors.Is(err, ErrConflict) {
 		t.Errorf("second post: %v, want ErrConflict", err)
 	}
 	r := wait(t, done)
 	if r.err != nil || string(r.out.Result) != `"first"` {
 		t.Errorf("Run: %s, %v; want the first result", r.out.Result, r.err)
 	}
-	if err := b.Claim("u_1", "th_1", "c1"); !errors.Is(err, ErrConflict) {
+	if err := b.Claim(th("u_1", "th_1"), "c1"); !errors.Is(err, ErrConflict) {
 		t.Errorf("claim after the result: %v, want ErrConflict", err)
 	}
 	// The timer firing later changes nothing.
 	clk.fireAll()
-	if err := b.Post("u_1", "th_1", "c1", Outcome{}); !errors.Is(err, ErrConflict) {
+	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{}); !errors.Is(err, ErrConflict) {
 		t.Errorf("post after the timer: %v", err)
 	}
 }
@@ -191,7 +202,7 @@ func TestPostWithoutClaim(t *testing.T) {
 	b := NewBridge()
 	clk := newFakeClock(b)
 	done := start(t, context.Background(), b, clk, "u_1", "th_1", "c1")
-	if err := b.Post("u_1", "th_1", "c1", Outcome{Error: strp("boom")}); err != nil {
+	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Error: strp("boom")}); err != nil {
 		t.Fatal(err)
 	}
 	r := wait(t, done)
@@ -233,10 +244,10 @@ func TestOpenOffersWaitingUnclaimed(t *testing.T) {
 	done4 := start(t, ctx, b, clk, "u_1", "th_1", "c4")
 	defer clk.fireAll()
 
-	if err := b.Claim("u_1", "th_1", "c2"); err != nil {
+	if err := b.Claim(th("u_1", "th_1"), "c2"); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Post("u_1", "th_1", "c4", Outcome{}); err != nil {
+	if err := b.Post(th("u_1", "th_1"), "c4", Outcome{}); err != nil {
 		t.Fatal(err)
 	}
 	wait(t, done4)
@@ -309,7 +320,7 @@ func TestClaimLapse(t *testing.T) {
 	if got := drain(a); !equal(got, []string{"c1"}) {
 		t.Fatalf("stream got %v", got)
 	}
-	if err := b.Claim("u_1", "th_1", "c1"); err != nil {
+	if err := b.Claim(th("u_1", "th_1"), "c1"); err != nil {
 		t.Fatal(err)
 	}
 	// A second page of the thread is open: closing the first keeps the claim.
@@ -318,7 +329,7 @@ func TestClaimLapse(t *testing.T) {
 		t.Errorf("a claimed call is offered: %+v", waiting)
 	}
 	a.Close()
-	if err := b.Claim("u_1", "th_1", "c1"); !errors.Is(err, ErrConflict) {
+	if err := b.Claim(th("u_1", "th_1"), "c1"); !errors.Is(err, ErrConflict) {
 		t.Errorf("claim while another stream is open: %v, want ErrConflict", err)
 	}
 	// Another thread's last stream closing does not touch this thread.
@@ -337,10 +348,10 @@ func TestClaimLapse(t *testing.T) {
 	if got := offerIDs(waiting); !equal(got, []string{"c1"}) {
 		t.Fatalf("after the lapse Open offered %v, want [c1]", got)
 	}
-	if err := b.Claim("u_1", "th_1", "c1"); err != nil {
+	if err := b.Claim(th("u_1", "th_1"), "c1"); err != nil {
 		t.Fatalf("claim after the lapse: %v", err)
 	}
-	if err := b.Post("u_1", "th_1", "c1", Outcome{Result: json.RawMessage(`"from b"`)}); err != nil {
+	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: json.RawMessage(`"from b"`)}); err != nil {
 		t.Fatal(err)
 	}
 	if r := wait(t, done); r.err != nil || string(r.out.Result) != `"from b"` {
@@ -355,23 +366,36 @@ func TestClaimLapse(t *testing.T) {
 	}
 }
 
-func TestContextCancel(t *testing.T) {
+// TestCallerGoneNoPage: a call whose caller goes away while no page of
+// its thread streams is dropped at once: Run ends with ErrCallerGone, its
+// place is free, a page that opens later never sees it, and late claims
+// and results are 409.
+func TestCallerGoneNoPage(t *testing.T) {
 	b := NewBridge()
 	clk := newFakeClock(b)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := start(t, ctx, b, clk, "u_1", "th_1", "c1")
 	notYet(t, done)
+	counts(t, b, 1, 0)
 	cancel()
-	r := wait(t, done)
-	if !errors.Is(r.err, context.Canceled) {
-		t.Fatalf("Run after cancel: %+v", r)
+	if r := wait(t, done); !errors.Is(r.err, ErrCallerGone) {
+		t.Fatalf("Run after cancel: %+v, want ErrCallerGone", r)
 	}
-	if err := b.Post("u_1", "th_1", "c1", Outcome{}); !errors.Is(err, ErrConflict) {
-		t.Errorf("post after cancel: %v, want ErrConflict", err)
+	counts(t, b, 0, 0)
+	s, offers := open(t, b, "u_1", "th_1")
+	defer s.Close()
+	if len(offers) != 0 {
+		t.Errorf("a page that opened later lists %+v", offers)
+	}
+	if err := b.Claim(th("u_1", "th_1"), "c1"); !errors.Is(err, ErrConflict) {
+		t.Errorf("claim after the drop: %v, want ErrConflict", err)
+	}
+	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{}); !errors.Is(err, ErrConflict) {
+		t.Errorf("post after the drop: %v, want ErrConflict", err)
 	}
 	// The id may run again once finished.
 	done = start(t, context.Background(), b, clk, "u_1", "th_1", "c1")
-	if err := b.Post("u_1", "th_1", "c1", Outcome{Result: json.RawMessage(`2`)}); err != nil {
+	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: json.RawMessage(`2`)}); err != nil {
 		t.Fatal(err)
 	}
 	if r := wait(t, done); r.err != nil || string(r.out.Result) != `2` {
@@ -379,16 +403,118 @@ func TestContextCancel(t *testing.T) {
 	}
 }
 
+// TestCallerGoneWhilePageStreams: while a page of the thread streams, a
+// call whose caller went away is kept for it and answered as usual; when
+// the thread's last stream closes first, claimed or not, it is dropped.
+func TestCallerGoneWhilePageStreams(t *testing.T) {
+	b := NewBridge()
+	clk := newFakeClock(b)
+	defer clk.fireAll()
+	page, _ := open(t, b, "u_1", "th_1")
+	other, _ := open(t, b, "u_1", "th_2") // another thread's stream keeps nothing
+	defer other.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := start(t, ctx, b, clk, "u_1", "th_1", "c1")
+	cancel()
+	notYet(t, done)
+	counts(t, b, 1, 2)
+	if err := b.Claim(th("u_1", "th_1"), "c1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: json.RawMessage(`"kept"`)}); err != nil {
+		t.Fatal(err)
+	}
+	if r := wait(t, done); r.err != nil || string(r.out.Result) != `"kept"` {
+		t.Fatalf("Run of a call kept for its page: %+v", r)
+	}
+
+	// Claimed, then the page leaves without a result: dropped, not
+	// offered again.
+	ctx, cancel = context.WithCancel(context.Background())
+	claimed := start(t, ctx, b, clk, "u_1", "th_1", "c2")
+	unclaimed := start(t, context.Background(), b, clk, "u_1", "th_1", "c3")
+	if err := b.Claim(th("u_1", "th_1"), "c2"); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	notYet(t, claimed)
+	page2, _ := open(t, b, "u_1", "th_1")
+	page.Close()
+	notYet(t, claimed) // a stream of the thread is still open
+	page2.Close()
+	if r := wait(t, claimed); !errors.Is(r.err, ErrCallerGone) {
+		t.Fatalf("Run once the last stream closed: %+v, want ErrCallerGone", r)
+	}
+	// The call whose caller stayed waits on, its claim lapsed.
+	notYet(t, unclaimed)
+	counts(t, b, 1, 1)
+	s, offers := open(t, b, "u_1", "th_1")
+	defer s.Close()
+	if got := offerIDs(offers); !equal(got, []string{"c3"}) {
+		t.Errorf("the next stream lists %v, want [c3]", got)
+	}
+	if err := b.Claim(th("u_1", "th_1"), "c2"); !errors.Is(err, ErrConflict) {
+		t.Errorf("claim of the dropped call: %v, want ErrConflict", err)
+	}
+}
+
+// TestCallerGoneFreesItsPlace (in a synctest bubble, whose clock moves
+// only when every goroutine waits): a user at max_pending_per_user whose
+// caller hangs up with no page open can call again at once, with no time
+// passed, rather than after the client tool timeout.
+func TestCallerGoneFreesItsPlace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBridge()
+		b.SetLimits(Limits{PendingPerUser: 1})
+		alice := Thread{User: "alice", Install: "in_1", ID: "th_1"}
+		begin := time.Now()
+		ctx, cancel := context.WithCancel(t.Context())
+		errc := make(chan error, 1)
+		go func() {
+			_, err := b.Run(ctx, alice, Offer{CallID: "c1"}, DefaultTimeout)
+			errc <- err
+		}()
+		synctest.Wait()
+		if err := b.Admit(alice); !errors.Is(err, ErrUserFull) {
+			t.Fatalf("Admit at the cap: %v, want ErrUserFull", err)
+		}
+		cancel()
+		synctest.Wait()
+		select {
+		case err := <-errc:
+			if !errors.Is(err, ErrCallerGone) {
+				t.Fatalf("Run: %v, want ErrCallerGone", err)
+			}
+		default:
+			t.Fatal("Run still waits after its caller went away with no page open")
+		}
+		if err := b.Admit(alice); err != nil {
+			t.Fatalf("Admit after the drop: %v", err)
+		}
+		if d := time.Since(begin); d != 0 {
+			t.Errorf("the place was free after %v; want at once", d)
+		}
+		go func() {
+			_, err := b.Run(t.Context(), alice, Offer{CallID: "c2"}, time.Second)
+			errc <- err
+		}()
+		if err := <-errc; !errors.Is(err, ErrTimeout) {
+			t.Errorf("the next call: %v, want ErrTimeout (no page)", err)
+		}
+	})
+}
+
 func TestSameIDWhileWaiting(t *testing.T) {
 	b := NewBridge()
 	clk := newFakeClock(b)
 	done := start(t, context.Background(), b, clk, "u_1", "th_1", "c1")
-	_, err := b.Run(context.Background(), "u_1", "th_1", Offer{CallID: "c1"}, time.Second)
+	_, err := b.Run(context.Background(), th("u_1", "th_1"), Offer{CallID: "c1"}, time.Second)
 	if err == nil || errors.Is(err, ErrTimeout) {
 		t.Errorf("a second Run of a waiting id: %v", err)
 	}
 	// The first is untouched.
-	if err := b.Post("u_1", "th_1", "c1", Outcome{Result: json.RawMessage(`"ok"`)}); err != nil {
+	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: json.RawMessage(`"ok"`)}); err != nil {
 		t.Fatal(err)
 	}
 	if r := wait(t, done); r.err != nil || string(r.out.Result) != `"ok"` {
@@ -405,14 +531,14 @@ func TestPostRacesTimer(t *testing.T) {
 		b.Clock = clock.Real
 		b.After = func(time.Duration) <-chan time.Time {
 			// The call is registered before the timer is armed.
-			if err := b.Post("u_1", "th_1", "c1", Outcome{Result: json.RawMessage(`"page"`)}); err != nil {
+			if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: json.RawMessage(`"page"`)}); err != nil {
 				t.Errorf("post: %v", err)
 			}
 			ch := make(chan time.Time, 1)
 			ch <- time.Now()
 			return ch
 		}
-		out, err := b.Run(context.Background(), "u_1", "th_1", Offer{CallID: "c1"}, time.Second)
+		out, err := b.Run(context.Background(), th("u_1", "th_1"), Offer{CallID: "c1"}, time.Second)
 		if err != nil || string(out.Result) != `"page"` {
 			t.Fatalf("round %d: %s, %v; the page's answer must win", i, out.Result, err)
 		}
@@ -423,7 +549,7 @@ func TestForgetFinished(t *testing.T) {
 	b := NewBridge()
 	clk := newFakeClock(b)
 	done := start(t, context.Background(), b, clk, "u_1", "th_1", "c1")
-	if err := b.Post("u_1", "th_1", "c1", Outcome{}); err != nil {
+	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{}); err != nil {
 		t.Fatal(err)
 	}
 	wait(t, done)
@@ -433,16 +559,16 @@ func TestForgetFinished(t *testing.T) {
 
 	clk.Add(keepFinished)
 	for _, id := range []string{"c1", "c2"} {
-		if err := b.Claim("u_1", "th_1", id); !errors.Is(err, ErrConflict) {
+		if err := b.Claim(th("u_1", "th_1"), id); !errors.Is(err, ErrConflict) {
 			t.Errorf("%s at keepFinished: %v, want ErrConflict", id, err)
 		}
 	}
 	clk.Add(time.Second)
 	for _, id := range []string{"c1", "c2"} {
-		if err := b.Claim("u_1", "th_1", id); !errors.Is(err, ErrNotFound) {
+		if err := b.Claim(th("u_1", "th_1"), id); !errors.Is(err, ErrNotFound) {
 			t.Errorf("claim of %s past keepFinished: %v, want ErrNotFound", id, err)
 		}
-		if err := b.Post("u_1", "th_1", id, Outcome{}); !errors.Is(err, ErrNotFound) {
+		if err := b.Post(th("u_1", "th_1"), id, Outcome{}); !errors.Is(err, ErrNotFound) {
 			t.Errorf("post of %s past keepFinished: %v, want ErrNotFound", id, err)
 		}
 	}
@@ -456,10 +582,10 @@ func TestForgetFinished(t *testing.T) {
 	// A waiting call is never forgotten, however long it waits.
 	done = start(t, context.Background(), b, clk, "u_1", "th_1", "c3")
 	clk.Add(time.Hour)
-	if err := b.Claim("u_1", "th_1", "c3"); err != nil {
+	if err := b.Claim(th("u_1", "th_1"), "c3"); err != nil {
 		t.Errorf("claim of a call waiting an hour: %v", err)
 	}
-	if err := b.Post("u_1", "th_1", "c3", Outcome{Result: json.RawMessage(`"late"`)}); err != nil {
+	if err := b.Post(th("u_1", "th_1"), "c3", Outcome{Result: json.RawMessage(`"late"`)}); err != nil {
 		t.Errorf("post: %v", err)
 	}
 	if r := wait(t, done); r.err != nil {
@@ -566,11 +692,11 @@ func TestOpenOffersOldestFirst(t *testing.T) {
 	defer cancel()
 	ids := []string{"c5", "c1", "c9", "c3", "c7", "c2"}
 	for _, id := range ids {
-		go func() { _, _ = b.Run(ctx, "u", "t", Offer{CallID: id, Name: "n"}, time.Hour) }()
+		go func() { _, _ = b.Run(ctx, th("u", "t"), Offer{CallID: id, Name: "n"}, time.Hour) }()
 		// Wait until it is registered, so the arrival order is known.
 		for {
 			b.mu.Lock()
-			_, ok := b.calls[callKey{threadKey{"u", "t"}, id}]
+			_, ok := b.calls[callKey{th("u", "t"), id}]
 			b.mu.Unlock()
 			if ok {
 				break
@@ -590,11 +716,11 @@ func TestOpenOffersOldestFirst(t *testing.T) {
 }
 
 // refused runs a call that the limits must refuse. Its context is done
-// already: a call let in ends with context.Canceled instead.
+// already: a call let in ends with ErrCallerGone instead.
 func refused(b *Bridge, user, thread, id string) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := b.Run(ctx, user, thread, Offer{CallID: id, Name: "where"}, time.Second)
+	_, err := b.Run(ctx, th(user, thread), Offer{CallID: id, Name: "where"}, time.Second)
 	return err
 }
 
@@ -619,7 +745,7 @@ func TestPendingPerThreadLimit(t *testing.T) {
 	if err := refused(b, "u_1", "th_1", "c3"); !errors.Is(err, ErrThreadFull) {
 		t.Fatalf("a third call in the thread: %v, want ErrThreadFull", err)
 	}
-	if err := b.Claim("u_1", "th_1", "c3"); !errors.Is(err, ErrNotFound) {
+	if err := b.Claim(th("u_1", "th_1"), "c3"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("the refused call can be claimed: %v", err)
 	}
 	if got := drain(s); !equal(got, []string{"c1", "c2"}) {
@@ -632,7 +758,7 @@ func TestPendingPerThreadLimit(t *testing.T) {
 	counts(t, b, 4, 1)
 
 	// An answer frees its place.
-	if err := b.Post("u_1", "th_1", "c1", Outcome{}); err != nil {
+	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{}); err != nil {
 		t.Fatal(err)
 	}
 	wait(t, done1)
@@ -671,16 +797,16 @@ func TestPendingLimit(t *testing.T) {
 func TestStreamsPerTokenLimit(t *testing.T) {
 	b := NewBridge()
 	b.SetLimits(Limits{StreamsPerToken: 2})
-	s1, _, err1 := b.Open("u_1", "th_1", "tokA")
-	s2, _, err2 := b.Open("u_1", "th_1", "tokA")
+	s1, _, err1 := b.Open(th("u_1", "th_1"), "tokA")
+	s2, _, err2 := b.Open(th("u_1", "th_1"), "tokA")
 	if err1 != nil || err2 != nil {
 		t.Fatal(err1, err2)
 	}
-	if _, _, err := b.Open("u_1", "th_1", "tokA"); !errors.Is(err, ErrTooManyStreams) {
+	if _, _, err := b.Open(th("u_1", "th_1"), "tokA"); !errors.Is(err, ErrTooManyStreams) {
 		t.Fatalf("a third stream of one token: %v, want ErrTooManyStreams", err)
 	}
 	// The limit is per token, not per thread.
-	s3, _, err := b.Open("u_1", "th_1", "tokB")
+	s3, _, err := b.Open(th("u_1", "th_1"), "tokB")
 	if err != nil {
 		t.Fatalf("another token of the thread: %v", err)
 	}
@@ -688,11 +814,11 @@ func TestStreamsPerTokenLimit(t *testing.T) {
 	// Closing twice frees one place, not two.
 	s1.Close()
 	s1.Close()
-	s4, _, err := b.Open("u_1", "th_1", "tokA")
+	s4, _, err := b.Open(th("u_1", "th_1"), "tokA")
 	if err != nil {
 		t.Fatalf("after a close: %v", err)
 	}
-	if _, _, err := b.Open("u_1", "th_1", "tokA"); !errors.Is(err, ErrTooManyStreams) {
+	if _, _, err := b.Open(th("u_1", "th_1"), "tokA"); !errors.Is(err, ErrTooManyStreams) {
 		t.Fatalf("a double close freed two places: %v", err)
 	}
 	for _, s := range []*Stream{s2, s3, s4} {
@@ -706,15 +832,171 @@ func TestStreamsPerTokenLimit(t *testing.T) {
 	}
 }
 
-// TestCallerGone: the gateway runs a call without its caller's
-// cancellation, so a call whose caller went away still waits for its page,
-// ends at the timeout and then frees everything.
-func TestCallerGone(t *testing.T) {
+// limitError checks that err is a LimitError for option, wrapping want.
+func limitError(t *testing.T, err, want error, option string) {
+	t.Helper()
+	var le *LimitError
+	if !errors.Is(err, want) || !errors.As(err, &le) || le.Option != option || !strings.Contains(err.Error(), option) {
+		t.Errorf("got %v, want %v naming %s", err, want, option)
+	}
+}
+
+func TestPendingPerUserLimit(t *testing.T) {
+	b := NewBridge()
+	b.SetLimits(Limits{PendingPerUser: 2})
+	clk := newFakeClock(b)
+	defer clk.fireAll()
+	ctx := context.Background()
+	alice := func(thread string) Thread { return Thread{User: "alice", Install: "in_1", ID: thread} }
+	done1 := startIn(t, ctx, b, clk, alice("th_1"), "c1")
+	startIn(t, ctx, b, clk, alice("th_2"), "c2")
+
+	// A new thread is the caller's choice: it does not make room.
+	_, err := b.Run(ctx, alice("th_3"), Offer{CallID: "c3"}, time.Second)
+	limitError(t, err, ErrUserFull, "max_pending_per_user")
+	limitError(t, b.Admit(alice("th_3")), ErrUserFull, "max_pending_per_user")
+	if err := b.Claim(alice("th_3"), "c3"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("the refused call can be claimed: %v", err)
+	}
+	// Another user, and the same user id in another installation, have
+	// room of their own.
+	bob := startIn(t, ctx, b, clk, Thread{User: "bob", Install: "in_1", ID: "th_1"}, "c1")
+	startIn(t, ctx, b, clk, Thread{User: "alice", Install: "in_2", ID: "th_1"}, "c1")
+	counts(t, b, 4, 0)
+	if err := b.Post(Thread{User: "bob", Install: "in_1", ID: "th_1"}, "c1", Outcome{Result: json.RawMessage(`"bob"`)}); err != nil {
+		t.Fatal(err)
+	}
+	if r := wait(t, bob); r.err != nil || string(r.out.Result) != `"bob"` {
+		t.Errorf("bob's call: %+v", r)
+	}
+
+	// An answer frees alice's place.
+	if err := b.Post(alice("th_1"), "c1", Outcome{}); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, done1)
+	startIn(t, ctx, b, clk, alice("th_3"), "c3")
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n := b.owners[owner{"alice", "in_1"}]; n != 2 {
+		t.Errorf("alice counts %d calls, want 2", n)
+	}
+}
+
+func TestStreamsPerThreadLimit(t *testing.T) {
+	b := NewBridge()
+	var streams []*Stream
+	for i := range DefaultStreamsPerThread {
+		// A token of its own each: the cap is the thread's, whatever
+		// tokens the streams use.
+		s, _, err := b.Open(th("u_1", "th_1"), fmt.Sprint("tok", i))
+		if err != nil {
+			t.Fatalf("stream %d: %v", i+1, err)
+		}
+		streams = append(streams, s)
+	}
+	_, _, err := b.Open(th("u_1", "th_1"), "another")
+	limitError(t, err, ErrThreadStreams, "max_streams_per_thread")
+	// Another thread, and the same thread of another installation, open.
+	for _, other := range []Thread{th("u_1", "th_2"), {User: "u_1", Install: "in_1", ID: "th_1"}} {
+		s, _, err := b.Open(other, "another")
+		if err != nil {
+			t.Fatalf("%+v: %v", other, err)
+		}
+		streams = append(streams, s)
+	}
+	streams[0].Close()
+	s, _, err := b.Open(th("u_1", "th_1"), "another")
+	if err != nil {
+		t.Fatalf("after a close: %v", err)
+	}
+	for _, s := range append(streams[1:], s) {
+		s.Close()
+	}
+	counts(t, b, 0, 0)
+}
+
+func TestStreamsLimit(t *testing.T) {
+	b := NewBridge()
+	b.SetLimits(Limits{Streams: 3})
+	var streams []*Stream
+	for i := range 3 {
+		s, _, err := b.Open(th(fmt.Sprint("u_", i), "th_1"), fmt.Sprint("tok", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		streams = append(streams, s)
+	}
+	_, _, err := b.Open(th("u_9", "th_9"), "tok9")
+	limitError(t, err, ErrStreamsFull, "max_streams")
+	streams[0].Close()
+	if s, _, err := b.Open(th("u_9", "th_9"), "tok9"); err != nil {
+		t.Errorf("after a close: %v", err)
+	} else {
+		s.Close()
+	}
+	for _, s := range streams[1:] {
+		s.Close()
+	}
+	counts(t, b, 0, 0)
+}
+
+// TestInstallsApart: two installations with the same user id and thread
+// id are two threads. A page of one lists and gets none of the other's
+// calls, and cannot claim or answer them (ErrNotFound, as for a call that
+// does not exist); a page whose token names no installation sees only
+// calls of none.
+func TestInstallsApart(t *testing.T) {
 	b := NewBridge()
 	clk := newFakeClock(b)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := start(t, context.WithoutCancel(ctx), b, clk, "u_1", "th_1", "c1")
-	cancel()
+	defer clk.fireAll()
+	inA := Thread{User: "u_1", Install: "in_a", ID: "th_1"}
+	inB := Thread{User: "u_1", Install: "in_b", ID: "th_1"}
+	none := th("u_1", "th_1")
+	pageB, _, _ := b.Open(inB, "tokB")
+	pageNone, _, _ := b.Open(none, "tokNone")
+	defer pageB.Close()
+	defer pageNone.Close()
+
+	done := startIn(t, context.Background(), b, clk, inA, "c1")
+	for _, who := range []Thread{inB, none} {
+		late, offers, _ := b.Open(who, "late"+who.Install)
+		late.Close()
+		if len(offers) != 0 {
+			t.Errorf("a stream of %+v lists %+v", who, offers)
+		}
+		if err := b.Claim(who, "c1"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("claim as %+v: %v, want ErrNotFound", who, err)
+		}
+		if err := b.Post(who, "c1", Outcome{Result: json.RawMessage(`"stolen"`)}); !errors.Is(err, ErrNotFound) {
+			t.Errorf("post as %+v: %v, want ErrNotFound", who, err)
+		}
+	}
+	if got := append(drain(pageB), drain(pageNone)...); len(got) != 0 {
+		t.Errorf("the other installations' streams got %v", got)
+	}
+	pageA, offers, _ := b.Open(inA, "tokA")
+	defer pageA.Close()
+	if got := offerIDs(offers); !equal(got, []string{"c1"}) {
+		t.Fatalf("A's page lists %v", got)
+	}
+	if err := b.Claim(inA, "c1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Post(inA, "c1", Outcome{Result: json.RawMessage(`"a"`)}); err != nil {
+		t.Fatal(err)
+	}
+	if r := wait(t, done); r.err != nil || string(r.out.Result) != `"a"` {
+		t.Errorf("A's call: %+v", r)
+	}
+}
+
+// TestFinishedForgotten: a call that timed out frees everything, answers
+// 409 for keepFinished, then is forgotten.
+func TestFinishedForgotten(t *testing.T) {
+	b := NewBridge()
+	clk := newFakeClock(b)
+	done := start(t, context.Background(), b, clk, "u_1", "th_1", "c1")
 	notYet(t, done)
 	counts(t, b, 1, 0)
 
@@ -723,17 +1005,17 @@ func TestCallerGone(t *testing.T) {
 		t.Fatalf("Run: %+v, want ErrTimeout", r)
 	}
 	counts(t, b, 0, 0)
-	if err := b.Claim("u_1", "th_1", "c1"); !errors.Is(err, ErrConflict) {
+	if err := b.Claim(th("u_1", "th_1"), "c1"); !errors.Is(err, ErrConflict) {
 		t.Errorf("claim after the timeout: %v, want ErrConflict", err)
 	}
 	b.mu.Lock()
-	if len(b.threads) != 0 || b.calls[callKey{threadKey{"u_1", "th_1"}, "c1"}].offer.Input != nil {
+	if len(b.threads) != 0 || b.calls[callKey{th("u_1", "th_1"), "c1"}].offer.Input != nil {
 		t.Error("a finished call still holds its thread or its input")
 	}
 	b.mu.Unlock()
 
 	clk.Add(keepFinished + time.Second)
-	if err := b.Claim("u_1", "th_1", "c1"); !errors.Is(err, ErrNotFound) {
+	if err := b.Claim(th("u_1", "th_1"), "c1"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("claim past keepFinished: %v, want ErrNotFound", err)
 	}
 	b.mu.Lock()
@@ -751,16 +1033,16 @@ func TestForgetFinishedBeyondPending(t *testing.T) {
 	clk := newFakeClock(b)
 	for _, id := range []string{"c1", "c2", "c3"} {
 		done := start(t, context.Background(), b, clk, "u_1", "th_1", id)
-		if err := b.Post("u_1", "th_1", id, Outcome{}); err != nil {
+		if err := b.Post(th("u_1", "th_1"), id, Outcome{}); err != nil {
 			t.Fatal(err)
 		}
 		wait(t, done)
 	}
-	if err := b.Claim("u_1", "th_1", "c1"); !errors.Is(err, ErrNotFound) {
+	if err := b.Claim(th("u_1", "th_1"), "c1"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("the oldest finished call: %v, want ErrNotFound", err)
 	}
 	for _, id := range []string{"c2", "c3"} {
-		if err := b.Claim("u_1", "th_1", id); !errors.Is(err, ErrConflict) {
+		if err := b.Claim(th("u_1", "th_1"), id); !errors.Is(err, ErrConflict) {
 			t.Errorf("%s: %v, want ErrConflict", id, err)
 		}
 	}
@@ -777,10 +1059,10 @@ func TestRerunOutlivesItsFirstRun(t *testing.T) {
 	clk.Add(time.Minute)
 	done = start(t, context.Background(), b, clk, "u_1", "th_1", "c1")
 	clk.Add(keepFinished)
-	if err := b.Claim("u_1", "th_1", "c1"); err != nil {
+	if err := b.Claim(th("u_1", "th_1"), "c1"); err != nil {
 		t.Fatalf("the second run, once the first expired: %v", err)
 	}
-	if err := b.Post("u_1", "th_1", "c1", Outcome{}); err != nil {
+	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{}); err != nil {
 		t.Fatal(err)
 	}
 	if r := wait(t, done); r.err != nil {

@@ -25,15 +25,19 @@ import (
 // on one reaches the pages streaming from any, a claim or a result posted on
 // any counts everywhere, and the first outcome (result or timeout) wins.
 //
-// What Redis holds, under the ledger's prefix P and, for a (user, thread),
-// T = hex SHA-256 of the pair (so that no user or thread text shapes a key):
+// What Redis holds, under the ledger's prefix P and, for a Thread (user,
+// installation, thread), T = hex SHA-256 of the three, the user and the
+// installation each after its length (threadKey: no user, installation or
+// thread text shapes a key, and ("a:b", "c") is not ("a", "b:c")):
 //
 //	P ct:T:c:<call id>  hash: s = w (waiting) | c (claimed) | d (finished),
 //	                    o = the offer's JSON while it waits, r = the
 //	                    posted outcome (read by the instance that runs the
 //	                    call, whichever of its message or its timer comes
-//	                    first). It expires the timeout and a minute after
-//	                    the offer (an instance that died never finishes its
+//	                    first), g = the message that drops the call, set
+//	                    when its caller went away while a page streamed.
+//	                    It expires the timeout and a minute after the
+//	                    offer (an instance that died never finishes its
 //	                    calls), keepFinished after it finished.
 //	P ct:T:w            sorted set: the thread's unfinished call ids by
 //	                    arrival (P ct:seq), for Open and for lapsing claims.
@@ -65,13 +69,17 @@ import (
 // reads the results it missed. Meanwhile Run, Open, Claim and Post fail
 // with ErrUnavailable; a Run that times out then ends here only.
 //
-// The lapse rule (SPEC §7) holds across instances: claims lapse when a
-// stream closes and no instance has a live open stream of the thread left,
-// and, for an instance that died with streams open, when the next stream
-// opens and finds none live.
+// The lapse rule holds across instances: claims lapse when a stream
+// closes and no instance has a live open stream of the thread left, and,
+// for an instance that died with streams open, when the next stream opens
+// and finds none live. Then too the calls whose caller went away are
+// dropped (finished without an outcome, announced like a result so that
+// the instance running the call ends it); a call whose caller goes away
+// while no instance has a live stream of its thread is dropped at once.
 //
 // The limits (Limits) stay per instance: each counts its own waiting
-// calls and its own streams per token.
+// calls, in all, per user and per thread, and its own streams, in all, per
+// thread and per token.
 
 // maxMessage bounds an offer or an outcome the bridge writes to Redis or
 // reads back: well above the request size limit's default (1 MiB) that
@@ -170,10 +178,12 @@ return {2}
 // liveLua is the lapse rule, shared by the stream scripts. live reports
 // whether an instance with a live heartbeat has a stream of the thread
 // open, and whether an instance that died had one (its count is forgotten
-// then); lapse makes the thread's claimed calls wait again.
+// then); lapse makes the thread's claimed calls wait again, and drops the
+// calls whose caller went away, announcing each.
 //
 // KEYS: waiting, streams. ARGV[2]: heartbeat key prefix, ARGV[3]: call key
-// prefix.
+// prefix, ARGV[4]: channel, ARGV[5]: keep ms. (ARGV[1], the instance, is
+// the stream scripts'; each script's own arguments follow.)
 const liveLua = `
 local function live()
 	local f = redis.call('HGETALL', KEYS[2])
@@ -192,7 +202,16 @@ end
 local function lapse()
 	for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
 		local k = ARGV[3] .. id
-		if redis.call('HGET', k, 's') == 'c' then redis.call('HSET', k, 's', 'w') end
+		local c = redis.call('HMGET', k, 's', 'g')
+		if c[1] and c[1] ~= 'd' and c[2] then
+			redis.call('HSET', k, 's', 'd')
+			redis.call('HDEL', k, 'o')
+			redis.call('PEXPIRE', k, ARGV[5])
+			redis.call('ZREM', KEYS[1], id)
+			redis.call('PUBLISH', ARGV[4], '0 ' .. c[2])
+		elseif c[1] == 'c' then
+			redis.call('HSET', k, 's', 'w')
+		end
 	end
 end
 `
@@ -203,7 +222,7 @@ end
 // claims lapse first, as its close would have made them.
 //
 // KEYS: waiting, streams, seq. ARGV: instance, heartbeat prefix, call
-// prefix, max offers, max bytes. Returns list's.
+// prefix, channel, keep ms, max offers, max bytes. Returns list's.
 var openScript = redis.NewScript(liveLua + listLua + `
 local any, dead = live()
 if dead and not any then lapse() end
@@ -216,8 +235,8 @@ return list()
 // offer's sequence number now: a call offered later is not in the list,
 // and its message is the one to send.
 //
-// KEYS[1]: waiting, KEYS[3]: seq. ARGV[3]: call prefix, ARGV[4]: max
-// offers, ARGV[5]: max bytes.
+// KEYS[1]: waiting, KEYS[3]: seq. ARGV[3]: call prefix, ARGV[6]: max
+// offers, ARGV[7]: max bytes.
 const listLua = `
 local function list()
 	local out, bytes = {redis.call('GET', KEYS[3]) or '0'}, 0
@@ -225,7 +244,7 @@ local function list()
 		local c = redis.call('HMGET', ARGV[3] .. id, 's', 'o')
 		if not c[1] then
 			redis.call('ZREM', KEYS[1], id)
-		elseif c[1] == 'w' and c[2] and #out <= tonumber(ARGV[4]) and bytes + #c[2] <= tonumber(ARGV[5]) then
+		elseif c[1] == 'w' and c[2] and #out <= tonumber(ARGV[6]) and bytes + #c[2] <= tonumber(ARGV[7]) then
 			out[#out+1] = c[2]
 			bytes = bytes + #c[2]
 		end
@@ -241,10 +260,11 @@ end
 // claims lapse, as a close would have made them.
 //
 // KEYS: waiting, streams, seq. ARGV: instance, heartbeat prefix, call
-// prefix, max offers, max bytes, count. Returns list's, or nothing.
+// prefix, channel, keep ms, max offers, max bytes, count. Returns list's,
+// or nothing.
 var recountScript = redis.NewScript(liveLua + listLua + `
-if tonumber(ARGV[6]) > 0 then
-	redis.call('HSET', KEYS[2], ARGV[1], ARGV[6])
+if tonumber(ARGV[8]) > 0 then
+	redis.call('HSET', KEYS[2], ARGV[1], ARGV[8])
 else
 	redis.call('HDEL', KEYS[2], ARGV[1])
 end
@@ -258,13 +278,41 @@ return list()
 // closeScript counts a stream of this instance closed; when none live is
 // left, the thread's claims lapse.
 //
-// KEYS: waiting, streams. ARGV: instance, heartbeat prefix, call prefix.
+// KEYS: waiting, streams. ARGV: instance, heartbeat prefix, call prefix,
+// channel, keep ms.
 var closeScript = redis.NewScript(liveLua + `
 if redis.call('HINCRBY', KEYS[2], ARGV[1], -1) <= 0 then
 	redis.call('HDEL', KEYS[2], ARGV[1])
 end
 if not live() then lapse() end
 return 1
+`)
+
+// leaveScript is a Run's step when its caller went away: the call is
+// kept, marked with the message that drops it, while an instance has a
+// live stream of its thread open; otherwise it is dropped now (finished
+// without an outcome), and if an instance that died had the thread's last
+// stream, its claims lapse as a close would have made them.
+//
+// KEYS: waiting, streams, call. ARGV: instance (unused), heartbeat prefix,
+// call prefix, channel, keep ms, id, drop message. Returns {0} when there
+// is no such call, {1, outcome or false} when it had finished, {2} when it
+// is kept, {3} when it was dropped.
+var leaveScript = redis.NewScript(liveLua + `
+local s = redis.call('HGET', KEYS[3], 's')
+if not s then return {0} end
+if s == 'd' then return {1, redis.call('HGET', KEYS[3], 'r')} end
+local any, dead = live()
+if any then
+	redis.call('HSET', KEYS[3], 'g', ARGV[7])
+	return {2}
+end
+redis.call('HSET', KEYS[3], 's', 'd')
+redis.call('HDEL', KEYS[3], 'o')
+redis.call('PEXPIRE', KEYS[3], ARGV[5])
+redis.call('ZREM', KEYS[1], ARGV[6])
+if dead then lapse() end
+return {3}
 `)
 
 // relay is the bridge's part in Redis.
@@ -291,14 +339,15 @@ type relay struct {
 }
 
 // message is what travels on the channel: an offer ("o") for the streams
-// of (user, thread), or a posted outcome ("d") for the instance running
-// the call.
+// of a Thread, or a call finished by another instance ("d": a posted
+// outcome, or dropped) for the instance running it.
 type message struct {
-	Kind   string `json:"k"`
-	User   string `json:"u"`
-	Thread string `json:"t"`
-	Call   string `json:"c,omitempty"`
-	Offer  *Offer `json:"o,omitempty"`
+	Kind    string `json:"k"`
+	User    string `json:"u"`
+	Install string `json:"i,omitempty"`
+	Thread  string `json:"t"`
+	Call    string `json:"c,omitempty"`
+	Offer   *Offer `json:"o,omitempty"`
 }
 
 // NewRedisBridge returns a bridge whose calls are shared, through Redis,
@@ -431,7 +480,7 @@ func (r *relay) handle(payload string) {
 		r.logger.Warn("client tool bridge: dropped a malformed message", zap.Error(err))
 		return
 	}
-	tk := threadKey{m.User, m.Thread}
+	tk := Thread{m.User, m.Install, m.Thread}
 	switch {
 	case m.Kind == "o" && m.Offer != nil:
 		r.b.deliver(tk, *m.Offer, seq)
@@ -441,24 +490,31 @@ func (r *relay) handle(payload string) {
 }
 
 // fetch reads the outcome of a call this instance runs, when another
-// instance posted it, and hands it to the waiting Run.
+// instance posted it, and hands it to the waiting Run; or ends the Run
+// with ErrCallerGone when the call was dropped.
 func (r *relay) fetch(k callKey) {
 	if !r.b.runs(k) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.ctx, redisOpTimeout)
 	defer cancel()
-	v, err := r.client.HGet(ctx, r.callKey(k), "r").Result()
-	if errors.Is(err, redis.Nil) {
-		return
-	}
+	v, err := r.client.HMGet(ctx, r.callKey(k), "s", "r").Result()
 	if err != nil {
 		// The Run takes it when it times out.
 		r.logger.Warn("client tool bridge: reading a posted result", zap.Error(err))
 		return
 	}
-	if o, err := decodeOutcome(v); err == nil {
-		r.b.answer(k, o)
+	state, _ := v[0].(string)
+	result, posted := v[1].(string)
+	switch {
+	case posted:
+		if o, err := decodeOutcome(result); err == nil {
+			r.b.answer(k, ending{out: o})
+		}
+	case state == "d":
+		// Finished without an outcome by another instance: only a drop
+		// does that (a timeout is the running instance's own).
+		r.b.answer(k, ending{err: ErrCallerGone})
 	}
 }
 
@@ -491,10 +547,17 @@ func (r *relay) resync() {
 		if err != nil {
 			break
 		}
+		var finished bool
 		var o *Outcome
-		o, err = r.offer(ctx, c.k, c.offer, c.timeout, "again")
-		if err == nil && o != nil {
-			r.b.answer(c.k, *o)
+		finished, o, err = r.offer(ctx, c.k, c.offer, c.timeout, "again")
+		switch {
+		case err != nil || !finished:
+		case o != nil:
+			r.b.answer(c.k, ending{out: *o})
+		case c.gone:
+			// Finished without an outcome while this instance could
+			// not hear it: dropped when the thread's last stream closed.
+			r.b.answer(c.k, ending{err: ErrCallerGone})
 		}
 	}
 	if err != nil {
@@ -503,14 +566,31 @@ func (r *relay) resync() {
 }
 
 // threadKey is P ct:T.
-func (r *relay) threadKey(tk threadKey) string {
+func (r *relay) threadKey(tk Thread) string {
 	h := sha256.New()
-	// The user's length first: ("ab", "c") and ("a", "bc") differ.
-	fmt.Fprintf(h, "%d:%s%s", len(tk.user), tk.user, tk.thread)
+	// Lengths first: ("ab", "c") and ("a", "bc") differ. A thread of no
+	// installation hashes as before installations were in the key, so
+	// that its calls outlive an upgrade; one of an installation begins
+	// with "i", never a digit, so neither is ever the other.
+	if tk.Install == "" {
+		fmt.Fprintf(h, "%d:%s%s", len(tk.User), tk.User, tk.ID)
+	} else {
+		fmt.Fprintf(h, "i%d:%s%d:%s%s", len(tk.User), tk.User, len(tk.Install), tk.Install, tk.ID)
+	}
 	return r.prefix + hex.EncodeToString(h.Sum(nil))
 }
 
-func (r *relay) callKey(k callKey) string { return r.threadKey(k.threadKey) + ":c:" + k.callID }
+func (r *relay) callKey(k callKey) string { return r.threadKey(k.Thread) + ":c:" + k.callID }
+
+// streamArgs are the arguments every stream script begins with (liveLua's).
+func (r *relay) streamArgs(tkey string, more ...any) []any {
+	return append([]any{r.id, r.prefix + "live:", tkey + ":c:", r.channel, ms(keepFinished)}, more...)
+}
+
+// dropMessage is the message that announces k dropped.
+func dropMessage(k callKey) ([]byte, error) {
+	return json.Marshal(message{Kind: "d", User: k.User, Install: k.Install, Thread: k.ID, Call: k.callID})
+}
 
 func (r *relay) unavailable(what string, err error) error {
 	r.logger.Error("client tool bridge: "+what, zap.Error(err))
@@ -518,38 +598,40 @@ func (r *relay) unavailable(what string, err error) error {
 }
 
 // offer records a call in Redis and announces it to every instance's
-// streams. In mode "again" it returns the outcome of a call that finished.
-func (r *relay) offer(ctx context.Context, k callKey, o Offer, ttl time.Duration, mode string) (*Outcome, error) {
+// streams. In mode "again" it reports a call that finished, and its
+// outcome if it has one.
+func (r *relay) offer(ctx context.Context, k callKey, o Offer, ttl time.Duration, mode string) (finished bool, out *Outcome, err error) {
 	data, err := json.Marshal(o)
 	if err != nil {
-		return nil, err
+		return false, nil, err
 	}
 	if len(data) > maxMessage {
-		return nil, fmt.Errorf("the call's input is larger than %d bytes", maxMessage)
+		return false, nil, fmt.Errorf("the call's input is larger than %d bytes", maxMessage)
 	}
-	msg, err := json.Marshal(message{Kind: "o", User: k.user, Thread: k.thread, Offer: &o})
+	msg, err := json.Marshal(message{Kind: "o", User: k.User, Install: k.Install, Thread: k.ID, Offer: &o})
 	if err != nil {
-		return nil, err
+		return false, nil, err
 	}
-	tkey := r.threadKey(k.threadKey)
+	tkey := r.threadKey(k.Thread)
 	v, err := offerScript.Run(ctx, r.client, []string{r.callKey(k), tkey + ":w", r.prefix + "seq"},
 		data, ms(ttl+time.Minute), r.channel, msg, k.callID, mode).Slice()
 	if err != nil {
-		return nil, r.unavailable("offering a call", err)
+		return false, nil, r.unavailable("offering a call", err)
 	}
 	switch n, _ := v[0].(int64); {
 	case n == 0:
-		return nil, errors.New("this client call is already waiting for its page")
+		return false, nil, errors.New("this client call is already waiting for its page")
 	case n == 2 && len(v) == 2:
 		if s, ok := v[1].(string); ok {
 			out, err := decodeOutcome(s)
 			if err != nil {
-				return nil, err
+				return true, nil, err
 			}
-			return &out, nil
+			return true, &out, nil
 		}
+		return true, nil, nil
 	}
-	return nil, nil
+	return false, nil, nil
 }
 
 // finish ends a call in Redis with the page's outcome, or without one when
@@ -564,11 +646,11 @@ func (r *relay) finish(ctx context.Context, k callKey, o *Outcome) (bool, *Outco
 			return false, nil, fmt.Errorf("the result is larger than %d bytes", maxMessage)
 		}
 		var err error
-		if msg, err = json.Marshal(message{Kind: "d", User: k.user, Thread: k.thread, Call: k.callID}); err != nil {
+		if msg, err = dropMessage(k); err != nil {
 			return false, nil, err
 		}
 	}
-	v, err := finishScript.Run(ctx, r.client, []string{r.callKey(k), r.threadKey(k.threadKey) + ":w"},
+	v, err := finishScript.Run(ctx, r.client, []string{r.callKey(k), r.threadKey(k.Thread) + ":w"},
 		data, ms(keepFinished), r.channel, msg, k.callID).Slice()
 	if err != nil {
 		return false, nil, r.unavailable("finishing a call", err)
@@ -604,10 +686,10 @@ func (r *relay) claim(ctx context.Context, k callKey) error {
 
 // open counts a stream of tk open and returns the calls waiting unclaimed,
 // and the last offer's number then.
-func (r *relay) open(ctx context.Context, tk threadKey) ([]Offer, uint64, error) {
+func (r *relay) open(ctx context.Context, tk Thread) ([]Offer, uint64, error) {
 	tkey := r.threadKey(tk)
 	v, err := openScript.Run(ctx, r.client, []string{tkey + ":w", tkey + ":s", r.prefix + "seq"},
-		r.id, r.prefix+"live:", tkey+":c:", maxOpenOffers, maxOpenBytes).StringSlice()
+		r.streamArgs(tkey, maxOpenOffers, maxOpenBytes)...).StringSlice()
 	if err != nil {
 		return nil, 0, r.unavailable("opening a stream", err)
 	}
@@ -617,10 +699,10 @@ func (r *relay) open(ctx context.Context, tk threadKey) ([]Offer, uint64, error)
 
 // recount writes back this instance's count of open streams of tk and
 // returns the calls waiting unclaimed for them.
-func (r *relay) recount(ctx context.Context, tk threadKey, n int) ([]Offer, error) {
+func (r *relay) recount(ctx context.Context, tk Thread, n int) ([]Offer, error) {
 	tkey := r.threadKey(tk)
 	v, err := recountScript.Run(ctx, r.client, []string{tkey + ":w", tkey + ":s", r.prefix + "seq"},
-		r.id, r.prefix+"live:", tkey+":c:", maxOpenOffers, maxOpenBytes, n).StringSlice()
+		r.streamArgs(tkey, maxOpenOffers, maxOpenBytes, n)...).StringSlice()
 	if err != nil {
 		return nil, err
 	}
@@ -645,19 +727,46 @@ func decodeList(v []string) ([]Offer, uint64) {
 	return offers, since
 }
 
-func (r *relay) closeStream(ctx context.Context, tk threadKey) error {
+func (r *relay) closeStream(ctx context.Context, tk Thread) error {
 	tkey := r.threadKey(tk)
-	err := closeScript.Run(ctx, r.client, []string{tkey + ":w", tkey + ":s"},
-		r.id, r.prefix+"live:", tkey+":c:").Err()
+	err := closeScript.Run(ctx, r.client, []string{tkey + ":w", tkey + ":s"}, r.streamArgs(tkey)...).Err()
 	if err != nil {
 		return r.unavailable("closing a stream", err)
 	}
 	return nil
 }
 
+// leave drops k, whose caller went away, unless an instance has a live
+// stream of its thread: then it reports kept, and the call is dropped when
+// the thread's last stream closes. posted is the outcome of a call that
+// had one already.
+func (r *relay) leave(ctx context.Context, k callKey) (kept bool, posted *Outcome, err error) {
+	msg, err := dropMessage(k)
+	if err != nil {
+		return false, nil, err
+	}
+	tkey := r.threadKey(k.Thread)
+	v, err := leaveScript.Run(ctx, r.client, []string{tkey + ":w", tkey + ":s", r.callKey(k)},
+		r.streamArgs(tkey, k.callID, msg)...).Slice()
+	if err != nil {
+		return false, nil, r.unavailable("dropping a call whose caller went away", err)
+	}
+	switch n, _ := v[0].(int64); {
+	case n == 2:
+		return true, nil, nil
+	case n == 1 && len(v) == 2:
+		if s, ok := v[1].(string); ok {
+			if out, err := decodeOutcome(s); err == nil {
+				return false, &out, nil
+			}
+		}
+	}
+	return false, nil, nil
+}
+
 // encodeOutcome writes an outcome for Redis byte for byte as the page
 // posted it: a JSON encoder would rewrite the value's text (escaping <, >
-// and &), which SPEC §7 keeps as the page serialized it. The first byte
+// and &), which must stay as the page serialized it. The first byte
 // says what follows: r a value, e an error text, u undefined. It is never
 // empty, which finishScript reads as a timeout.
 func encodeOutcome(o Outcome) string {

@@ -77,13 +77,13 @@ func TestRedisCallAcrossInstances(t *testing.T) {
 	}
 
 	// The first claim anywhere wins.
-	if err := a.Claim("u_1", "th_1", "c1"); err != nil {
+	if err := a.Claim(th("u_1", "th_1"), "c1"); err != nil {
 		t.Fatalf("claim on A: %v", err)
 	}
-	if err := b.Claim("u_1", "th_1", "c1"); !errors.Is(err, ErrConflict) {
+	if err := b.Claim(th("u_1", "th_1"), "c1"); !errors.Is(err, ErrConflict) {
 		t.Fatalf("second claim on B: %v, want ErrConflict", err)
 	}
-	if err := b.Claim("u_1", "th_1", "nope"); !errors.Is(err, ErrNotFound) {
+	if err := b.Claim(th("u_1", "th_1"), "nope"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("claim of an unknown call: %v, want ErrNotFound", err)
 	}
 	s, offers := open(t, b, "u_1", "th_1")
@@ -93,29 +93,29 @@ func TestRedisCallAcrossInstances(t *testing.T) {
 	}
 
 	// The result posted on B wakes Run on A, its text as the page wrote it.
-	if err := b.Post("u_1", "th_1", "c1", Outcome{Result: json.RawMessage(`{"a": "<b>&"}`)}); err != nil {
+	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: json.RawMessage(`{"a": "<b>&"}`)}); err != nil {
 		t.Fatalf("post on B: %v", err)
 	}
 	r := wait(t, done)
 	if r.err != nil || string(r.out.Result) != `{"a": "<b>&"}` {
 		t.Fatalf("Run on A: %+v %s", r, r.out.Result)
 	}
-	if err := a.Post("u_1", "th_1", "c1", Outcome{}); !errors.Is(err, ErrConflict) {
+	if err := a.Post(th("u_1", "th_1"), "c1", Outcome{}); !errors.Is(err, ErrConflict) {
 		t.Errorf("second post, on A: %v, want ErrConflict", err)
 	}
-	if err := a.Claim("u_1", "th_1", "c1"); !errors.Is(err, ErrConflict) {
+	if err := a.Claim(th("u_1", "th_1"), "c1"); !errors.Is(err, ErrConflict) {
 		t.Errorf("claim of an answered call: %v, want ErrConflict", err)
 	}
 
 	// An error and undefined travel as themselves.
-	if err := b.Post("u_1", "th_1", "c2", Outcome{Error: strp("boom")}); err != nil {
+	if err := b.Post(th("u_1", "th_1"), "c2", Outcome{Error: strp("boom")}); err != nil {
 		t.Fatal(err)
 	}
 	if r := wait(t, done2); r.err != nil || r.out.Error == nil || *r.out.Error != "boom" || r.out.Result != nil {
 		t.Fatalf("Run of c2: %+v", r)
 	}
 	done3 := start(t, context.Background(), a, clkA, "u_1", "th_1", "c3")
-	if err := b.Post("u_1", "th_1", "c3", Outcome{}); err != nil {
+	if err := b.Post(th("u_1", "th_1"), "c3", Outcome{}); err != nil {
 		t.Fatal(err)
 	}
 	if r := wait(t, done3); r.err != nil || r.out.Error != nil || r.out.Result != nil {
@@ -126,7 +126,7 @@ func TestRedisCallAcrossInstances(t *testing.T) {
 func TestRedisPostOnTheRunningInstance(t *testing.T) {
 	a, _, clkA, _ := twoInstances(t)
 	done := start(t, context.Background(), a, clkA, "u_1", "th_1", "c1")
-	if err := a.Post("u_1", "th_1", "c1", Outcome{Result: json.RawMessage(`7`)}); err != nil {
+	if err := a.Post(th("u_1", "th_1"), "c1", Outcome{Result: json.RawMessage(`7`)}); err != nil {
 		t.Fatal(err)
 	}
 	if r := wait(t, done); r.err != nil || string(r.out.Result) != "7" {
@@ -141,10 +141,10 @@ func TestRedisTimeoutFinishesEverywhere(t *testing.T) {
 	if r := wait(t, done); !errors.Is(r.err, ErrTimeout) {
 		t.Fatalf("Run on A after its timer: %+v, want ErrTimeout", r)
 	}
-	if err := b.Claim("u_1", "th_1", "c1"); !errors.Is(err, ErrConflict) {
+	if err := b.Claim(th("u_1", "th_1"), "c1"); !errors.Is(err, ErrConflict) {
 		t.Errorf("claim on B after the timeout: %v, want ErrConflict", err)
 	}
-	if err := b.Post("u_1", "th_1", "c1", Outcome{}); !errors.Is(err, ErrConflict) {
+	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{}); !errors.Is(err, ErrConflict) {
 		t.Errorf("post on B after the timeout: %v, want ErrConflict", err)
 	}
 	s, offers := open(t, b, "u_1", "th_1")
@@ -161,7 +161,7 @@ func TestRedisResultBeatsTimer(t *testing.T) {
 	done := start(t, context.Background(), a, clkA, "u_1", "th_1", "c1")
 	// The result is in Redis but A does not hear of it: its message is
 	// dropped as another instance's would be while A's link was down.
-	k := callKey{threadKey{"u_1", "th_1"}, "c1"}
+	k := callKey{th("u_1", "th_1"), "c1"}
 	won, _, err := b.relay.finish(context.Background(), k, &Outcome{Result: json.RawMessage(`"late"`)})
 	if err != nil || !won {
 		t.Fatalf("finish on B: %v %v", won, err)
@@ -175,7 +175,7 @@ func TestRedisResultBeatsTimer(t *testing.T) {
 func TestRedisRunSameIDOnTwoInstances(t *testing.T) {
 	a, b, clkA, _ := twoInstances(t)
 	done := start(t, context.Background(), a, clkA, "u_1", "th_1", "c1")
-	_, err := b.Run(context.Background(), "u_1", "th_1", Offer{CallID: "c1"}, time.Second)
+	_, err := b.Run(context.Background(), th("u_1", "th_1"), Offer{CallID: "c1"}, time.Second)
 	if err == nil || errors.Is(err, ErrTimeout) {
 		t.Fatalf("the same call waiting on B: %v, want refused", err)
 	}
@@ -189,13 +189,13 @@ func TestRedisLapseAcrossInstances(t *testing.T) {
 	onB, _ := open(t, b, "u_1", "th_1")
 	done := start(t, context.Background(), a, clkA, "u_1", "th_1", "c1")
 	next(t, onB)
-	if err := b.Claim("u_1", "th_1", "c1"); err != nil {
+	if err := b.Claim(th("u_1", "th_1"), "c1"); err != nil {
 		t.Fatal(err)
 	}
 
 	// A's stream is still open: the claim holds.
 	onB.Close()
-	if err := a.Claim("u_1", "th_1", "c1"); !errors.Is(err, ErrConflict) {
+	if err := a.Claim(th("u_1", "th_1"), "c1"); !errors.Is(err, ErrConflict) {
 		t.Fatalf("claim while a stream is open on A: %v, want ErrConflict", err)
 	}
 	s, offers := open(t, b, "u_1", "th_1")
@@ -207,7 +207,7 @@ func TestRedisLapseAcrossInstances(t *testing.T) {
 	// A's closes too: no stream is left anywhere, the claim lapses at
 	// once: a claim then wins.
 	onA.Close()
-	if err := b.Claim("u_1", "th_1", "c1"); err != nil {
+	if err := b.Claim(th("u_1", "th_1"), "c1"); err != nil {
 		t.Fatalf("claim after the last stream closed: %v", err)
 	}
 	// A claim made with no stream open holds when one opens, and lapses
@@ -222,7 +222,7 @@ func TestRedisLapseAcrossInstances(t *testing.T) {
 	if got := offerIDs(offers); !equal(got, []string{"c1"}) {
 		t.Fatalf("after every stream closed Open lists %v, want [c1]", got)
 	}
-	if err := a.Claim("u_1", "th_1", "c1"); err != nil {
+	if err := a.Claim(th("u_1", "th_1"), "c1"); err != nil {
 		t.Fatalf("claim after the lapse: %v", err)
 	}
 	clkA.fireAll()
@@ -240,7 +240,7 @@ func TestRedisDeadInstanceLapses(t *testing.T) {
 	onB, _ := open(t, b, "u_1", "th_1")
 	done := start(t, context.Background(), a, clkA, "u_1", "th_1", "c1")
 	next(t, onB)
-	if err := b.Claim("u_1", "th_1", "c1"); err != nil {
+	if err := b.Claim(th("u_1", "th_1"), "c1"); err != nil {
 		t.Fatal(err)
 	}
 	// While B lives, its stream counts.
@@ -248,7 +248,7 @@ func TestRedisDeadInstanceLapses(t *testing.T) {
 	s.Close()
 	if len(offers) != 0 {
 		rb := b.relay
-		counts, _ := rb.client.HGetAll(context.Background(), rb.threadKey(threadKey{"u_1", "th_1"})+":s").Result()
+		counts, _ := rb.client.HGetAll(context.Background(), rb.threadKey(th("u_1", "th_1"))+":s").Result()
 		live, _ := rb.client.PTTL(context.Background(), rb.liveKey()).Result()
 		t.Fatalf("listed while B's stream is open: %+v (counts %v, B is %s, its heartbeat's ttl %v)", offers, counts, rb.id, live)
 	}
@@ -291,10 +291,10 @@ func TestRedisIsolation(t *testing.T) {
 		t.Fatalf("the stream of (ab, c) got %+v", o)
 	}
 	for _, id := range []string{"c-zzc", "c-abd", "c-abc"} {
-		if err := b.Claim("ab", "c", id); !errors.Is(err, ErrNotFound) {
+		if err := b.Claim(th("ab", "c"), id); !errors.Is(err, ErrNotFound) {
 			t.Errorf("claim of another thread's %s: %v, want ErrNotFound", id, err)
 		}
-		if err := b.Post("ab", "c", id, Outcome{}); !errors.Is(err, ErrNotFound) {
+		if err := b.Post(th("ab", "c"), id, Outcome{}); !errors.Is(err, ErrNotFound) {
 			t.Errorf("post to another thread's %s: %v, want ErrNotFound", id, err)
 		}
 	}
@@ -309,7 +309,7 @@ func TestRedisIsolation(t *testing.T) {
 		t.Errorf("a bridge with another prefix got %+v", o)
 	case <-time.After(100 * time.Millisecond):
 	}
-	if err := other.Claim("ab", "c", "own"); !errors.Is(err, ErrNotFound) {
+	if err := other.Claim(th("ab", "c"), "own"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("claim under another prefix: %v, want ErrNotFound", err)
 	}
 	_, offers = open(t, other, "ab", "c")
@@ -320,6 +320,139 @@ func TestRedisIsolation(t *testing.T) {
 	for _, r := range runs {
 		wait(t, r)
 	}
+}
+
+// TestRedisInstallsApart: across instances, a page of another
+// installation with the same user and thread ids sees, claims and answers
+// none of a call, which its own installation's page answers; and the keys
+// of two Threads whose texts concatenate alike differ.
+func TestRedisInstallsApart(t *testing.T) {
+	a, b, clkA, _ := twoInstances(t)
+	inA := Thread{User: "u_1", Install: "in_a", ID: "th_1"}
+	inB := Thread{User: "u_1", Install: "in_b", ID: "th_1"}
+	pageB, _, err := b.Open(inB, "tokB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pageB.Close()
+	pageNone, _ := open(t, b, "u_1", "th_1")
+	defer pageNone.Close()
+
+	done := startIn(t, context.Background(), a, clkA, inA, "c1")
+	pageA, offers, err := b.Open(inA, "tokA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pageA.Close()
+	if got := offerIDs(offers); !equal(got, []string{"c1"}) {
+		t.Fatalf("A's page on B lists %v", got)
+	}
+	for _, who := range []Thread{inB, th("u_1", "th_1")} {
+		if err := b.Claim(who, "c1"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("claim as %+v: %v, want ErrNotFound", who, err)
+		}
+		if err := b.Post(who, "c1", Outcome{Result: json.RawMessage(`"stolen"`)}); !errors.Is(err, ErrNotFound) {
+			t.Errorf("post as %+v: %v, want ErrNotFound", who, err)
+		}
+		s, offers, err := b.Open(who, "late"+who.Install)
+		if err != nil || len(offers) != 0 {
+			t.Errorf("a stream of %+v lists %+v (%v)", who, offers, err)
+		}
+		s.Close()
+	}
+	for _, s := range []*Stream{pageB, pageNone} {
+		select {
+		case o := <-s.C:
+			t.Errorf("another installation's stream got %+v", o)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if err := b.Claim(inA, "c1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Post(inA, "c1", Outcome{Result: json.RawMessage(`"a"`)}); err != nil {
+		t.Fatal(err)
+	}
+	if r := wait(t, done); r.err != nil || string(r.out.Result) != `"a"` {
+		t.Errorf("A's call: %+v", r)
+	}
+
+	keys := map[string]Thread{}
+	for _, tk := range []Thread{
+		{User: "a:b", Install: "c", ID: "t"}, {User: "a", Install: "b:c", ID: "t"},
+		{User: "ab", Install: "c", ID: "t"}, {User: "a", Install: "bc", ID: "t"},
+		{User: "a", Install: "b", ID: "ct"}, {User: "a", ID: "bct"}, {User: "a", Install: "1:b", ID: "t"},
+	} {
+		k := a.relay.threadKey(tk)
+		if other, dup := keys[k]; dup {
+			t.Errorf("%+v and %+v share the key %s", tk, other, k)
+		}
+		keys[k] = tk
+	}
+}
+
+// TestRedisCallerGone: a call whose caller goes away while no instance
+// has a stream of its thread open is dropped at once, everywhere; one kept
+// for a stream open on another instance is answered from there, or
+// dropped when that stream, the thread's last, closes.
+func TestRedisCallerGone(t *testing.T) {
+	a, b, clkA, _ := twoInstances(t)
+	defer clkA.fireAll()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := start(t, ctx, a, clkA, "u_1", "th_1", "c1")
+	cancel()
+	if r := wait(t, done); !errors.Is(r.err, ErrCallerGone) {
+		t.Fatalf("Run with no stream open: %+v, want ErrCallerGone", r)
+	}
+	counts(t, a, 0, 0)
+	page, offers := open(t, b, "u_1", "th_1")
+	if len(offers) != 0 {
+		t.Errorf("a stream opened later lists %+v", offers)
+	}
+	if err := b.Claim(th("u_1", "th_1"), "c1"); !errors.Is(err, ErrConflict) {
+		t.Errorf("claim of the dropped call: %v, want ErrConflict", err)
+	}
+
+	// Kept for the stream on B, which answers it.
+	ctx, cancel = context.WithCancel(context.Background())
+	done = start(t, ctx, a, clkA, "u_1", "th_1", "c2")
+	next(t, page)
+	cancel()
+	notYet(t, done)
+	if err := b.Claim(th("u_1", "th_1"), "c2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Post(th("u_1", "th_1"), "c2", Outcome{Result: json.RawMessage(`"kept"`)}); err != nil {
+		t.Fatal(err)
+	}
+	if r := wait(t, done); r.err != nil || string(r.out.Result) != `"kept"` {
+		t.Fatalf("Run of the kept call: %+v", r)
+	}
+
+	// Kept and claimed, then the thread's last stream closes on B: A's
+	// Run ends at once, and its place is free.
+	ctx, cancel = context.WithCancel(context.Background())
+	done = start(t, ctx, a, clkA, "u_1", "th_1", "c3")
+	stays := start(t, context.Background(), a, clkA, "u_1", "th_1", "c4")
+	next(t, page)
+	next(t, page)
+	if err := b.Claim(th("u_1", "th_1"), "c3"); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	notYet(t, done)
+	page.Close()
+	if r := wait(t, done); !errors.Is(r.err, ErrCallerGone) {
+		t.Fatalf("Run once the last stream closed: %+v, want ErrCallerGone", r)
+	}
+	counts(t, a, 1, 0)
+	again, offers := open(t, b, "u_1", "th_1")
+	defer again.Close()
+	if got := offerIDs(offers); !equal(got, []string{"c4"}) {
+		t.Errorf("the next stream lists %v, want [c4]", got)
+	}
+	notYet(t, stays)
 }
 
 // TestRedisRestart: while Redis is down the bridge's operations fail with
@@ -333,16 +466,16 @@ func TestRedisRestart(t *testing.T) {
 	next(t, onB)
 
 	rs.Stop()
-	if _, err := a.Run(context.Background(), "u_1", "th_1", Offer{CallID: "c2"}, time.Second); !errors.Is(err, ErrUnavailable) {
+	if _, err := a.Run(context.Background(), th("u_1", "th_1"), Offer{CallID: "c2"}, time.Second); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("Run while Redis is down: %v, want ErrUnavailable", err)
 	}
-	if err := b.Claim("u_1", "th_1", "c1"); !errors.Is(err, ErrUnavailable) {
+	if err := b.Claim(th("u_1", "th_1"), "c1"); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("Claim while Redis is down: %v, want ErrUnavailable", err)
 	}
-	if err := b.Post("u_1", "th_1", "c1", Outcome{}); !errors.Is(err, ErrUnavailable) {
+	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{}); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("Post while Redis is down: %v, want ErrUnavailable", err)
 	}
-	if _, _, err := b.Open("u_1", "th_1", "tok"); !errors.Is(err, ErrUnavailable) {
+	if _, _, err := b.Open(th("u_1", "th_1"), "tok"); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("Open while Redis is down: %v, want ErrUnavailable", err)
 	}
 	if _, streams := b.Waiting(); streams != 1 {
@@ -354,7 +487,7 @@ func TestRedisRestart(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	var err error
 	for ; time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if err = b.Claim("u_1", "th_1", "c1"); err == nil {
+		if err = b.Claim(th("u_1", "th_1"), "c1"); err == nil {
 			break
 		}
 	}
@@ -364,7 +497,7 @@ func TestRedisRestart(t *testing.T) {
 	// B writes its stream count back once its own subscription is back;
 	// then closing another stream lapses nothing.
 	rb := b.relay
-	streams := rb.threadKey(threadKey{"u_1", "th_1"}) + ":s"
+	streams := rb.threadKey(th("u_1", "th_1")) + ":s"
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if n, _ := rb.client.HGet(context.Background(), streams, rb.id).Int(); n == 1 {
 			break
@@ -372,10 +505,10 @@ func TestRedisRestart(t *testing.T) {
 	}
 	s, _ := open(t, b, "u_1", "th_1")
 	s.Close()
-	if err := a.Claim("u_1", "th_1", "c1"); !errors.Is(err, ErrConflict) {
+	if err := a.Claim(th("u_1", "th_1"), "c1"); !errors.Is(err, ErrConflict) {
 		t.Errorf("the claim lapsed while B's first stream is open: %v", err)
 	}
-	if err := b.Post("u_1", "th_1", "c1", Outcome{Result: json.RawMessage(`"back"`)}); err != nil {
+	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: json.RawMessage(`"back"`)}); err != nil {
 		t.Fatal(err)
 	}
 	if r := wait(t, done); r.err != nil || string(r.out.Result) != `"back"` {
@@ -405,10 +538,10 @@ func TestRedisResyncDeliversMissedOffers(t *testing.T) {
 	onB, _ := open(t, b, "u_1", "th_1")
 	defer onB.Close()
 	// A call recorded as A's offer records it, its message lost.
-	k := callKey{threadKey{"u_1", "th_1"}, "c1"}
+	k := callKey{th("u_1", "th_1"), "c1"}
 	r := a.relay
 	data, _ := json.Marshal(Offer{CallID: "c1", Name: "where"})
-	tkey := r.threadKey(k.threadKey)
+	tkey := r.threadKey(k.Thread)
 	err := offerScript.Run(context.Background(), r.client, []string{r.callKey(k), tkey + ":w", r.prefix + "seq"},
 		data, ms(time.Minute), r.prefix+"nowhere", "{}", "c1", "new").Err()
 	if err != nil {
@@ -436,7 +569,7 @@ func TestRedisStaleCountAfterOutage(t *testing.T) {
 	onB, _ := open(t, b, "u_1", "th_1")
 	done := start(t, context.Background(), a, clkA, "u_1", "th_1", "c1")
 	next(t, onB)
-	if err := b.Claim("u_1", "th_1", "c1"); err != nil {
+	if err := b.Claim(th("u_1", "th_1"), "c1"); err != nil {
 		t.Fatal(err)
 	}
 	rs.Stop()
@@ -447,7 +580,7 @@ func TestRedisStaleCountAfterOutage(t *testing.T) {
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline) && len(offers) == 0; time.Sleep(100 * time.Millisecond) {
 		var s *Stream
 		var err error
-		if s, offers, err = a.Open("u_1", "th_1", "tok"); err == nil {
+		if s, offers, err = a.Open(th("u_1", "th_1"), "tok"); err == nil {
 			s.Close()
 		}
 	}
@@ -469,7 +602,7 @@ func TestRedisLateOfferMessage(t *testing.T) {
 	done2 := start(t, context.Background(), a, clkA, "u_1", "th_1", "c2")
 	next(t, first)
 	next(t, first)
-	if err := b.Claim("u_1", "th_1", "c1"); err != nil {
+	if err := b.Claim(th("u_1", "th_1"), "c1"); err != nil {
 		t.Fatal(err)
 	}
 	s, offers := open(t, b, "u_1", "th_1")
@@ -477,7 +610,7 @@ func TestRedisLateOfferMessage(t *testing.T) {
 	if got := offerIDs(offers); !equal(got, []string{"c2"}) {
 		t.Fatalf("Open lists %v, want [c2]", got)
 	}
-	tk := threadKey{"u_1", "th_1"}
+	tk := th("u_1", "th_1")
 	b.deliver(tk, Offer{CallID: "c1"}, 1)
 	b.deliver(tk, Offer{CallID: "c2"}, 2)
 	done3 := start(t, context.Background(), a, clkA, "u_1", "th_1", "c3")
@@ -495,22 +628,22 @@ func TestRedisLateOfferMessage(t *testing.T) {
 // "redis" offers on A and answers from a stream on B.
 func BenchmarkClientCallRoundTrip(b *testing.B) {
 	run := func(b *testing.B, on, page *Bridge) {
-		s, _, err := page.Open("u_1", "th_1", "tok")
+		s, _, err := page.Open(th("u_1", "th_1"), "tok")
 		if err != nil {
 			b.Fatal(err)
 		}
 		defer s.Close()
 		go func() {
 			for o := range s.C {
-				if page.Claim("u_1", "th_1", o.CallID) == nil {
-					_ = page.Post("u_1", "th_1", o.CallID, Outcome{Result: json.RawMessage(`1`)})
+				if page.Claim(th("u_1", "th_1"), o.CallID) == nil {
+					_ = page.Post(th("u_1", "th_1"), o.CallID, Outcome{Result: json.RawMessage(`1`)})
 				}
 			}
 		}()
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := range b.N {
-			if _, err := on.Run(context.Background(), "u_1", "th_1", Offer{CallID: strconv.Itoa(i), Name: "n", Input: json.RawMessage(`{}`)}, time.Minute); err != nil {
+			if _, err := on.Run(context.Background(), th("u_1", "th_1"), Offer{CallID: strconv.Itoa(i), Name: "n", Input: json.RawMessage(`{}`)}, time.Minute); err != nil {
 				b.Fatal(err)
 			}
 		}

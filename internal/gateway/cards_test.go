@@ -287,22 +287,22 @@ func TestRecordedCardCheckedAtResume(t *testing.T) {
 }
 
 // A client tool's result comes from the browser: one shaped like a card is
-// its JSON text (SPEC §7), a done answer, never a card that pauses the call
+// its JSON text, a done answer, never a card that pauses the call
 // or a button that runs.
 func TestClientToolCardShaped(t *testing.T) {
 	rig := newCardRig(t)
 	rig.gw.clientWait = 5 * time.Second
-	stream, _, err := rig.gw.bridge.Open("u_1", "th_1", "page token")
+	stream, _, err := rig.gw.bridge.Open(clienttools.Thread{User: rig.me.User, Install: rig.me.Install, ID: "th_1"}, "page token")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stream.Close()
 	go func() {
 		o := <-stream.C
-		if err := rig.gw.bridge.Claim("u_1", "th_1", o.CallID); err != nil {
+		if err := rig.gw.bridge.Claim(clienttools.Thread{User: rig.me.User, Install: rig.me.Install, ID: "th_1"}, o.CallID); err != nil {
 			t.Error(err)
 		}
-		_ = rig.gw.bridge.Post("u_1", "th_1", o.CallID, clienttools.Outcome{Result: json.RawMessage(rig.cards["admin"])})
+		_ = rig.gw.bridge.Post(clienttools.Thread{User: rig.me.User, Install: rig.me.Install, ID: "th_1"}, o.CallID, clienttools.Outcome{Result: json.RawMessage(rig.cards["admin"])})
 	}()
 	a, err := rig.gw.Invoke(context.Background(), Call{Tool: "client", CallID: "k1", Input: json.RawMessage(`{}`), Origin: rig.thread, Identity: rig.me})
 	if err != nil || a.Status != StatusDone || a.IsError || a.Card != nil || a.Content != string(rig.cards["admin"]) {

@@ -404,12 +404,13 @@ func (g *Gateway) Invoke(ctx context.Context, call Call) (ans *Answer, err error
 	// target may already be running it): a repeat then gets the result,
 	// not "cancelled" for a call that ran. The upstream timeout bounds it.
 	// With the ledger off there is no repeat, and the call ends with its
-	// caller.
+	// caller. A client tool call is the bridge's to end (runInPage), so
+	// execute gets the caller's own context too.
 	runCtx := ctx
 	if !off {
 		runCtx = context.WithoutCancel(ctx)
 	}
-	out := g.execute(runCtx, tool, call, input, inputErr)
+	out := g.execute(runCtx, ctx, tool, call, input, inputErr)
 	if out.card != nil && off {
 		// A card pauses its call in the ledger, which keeps nothing.
 		out = outcome{res: result.Failure("the handler answered an action-required card, but cards need the call ledger (ledger off)"), upstream: out.upstream}
@@ -475,14 +476,14 @@ func (g *Gateway) record(ctx context.Context, c *ledger.Call, from ledger.State)
 }
 
 // admitClientCall turns away a new client tool call over a pages limit
-// (pending calls per thread, or in all) before anything is recorded, so
-// that the same call id may be tried again later. A repeat of a call
-// already recorded is answered as usual, waiting or recorded.
+// (pending calls per thread, per user, or in all) before anything is
+// recorded, so that the same call id may be tried again later. A repeat of
+// a call already recorded is answered as usual, waiting or recorded.
 func (g *Gateway) admitClientCall(ctx context.Context, tool *manifest.Compiled, call Call) error {
 	if tool.Target.Spec.Type != dispatch.TypeClient || call.Origin.Source != SourceThread {
 		return nil
 	}
-	err := g.bridge.Admit(call.Identity.User, call.Origin.ThreadID)
+	err := g.bridge.Admit(clientThread(call))
 	if err == nil {
 		return nil
 	}
@@ -513,8 +514,9 @@ type outcome struct {
 	upstream int
 }
 
-// execute validates the input and runs the tool's target.
-func (g *Gateway) execute(ctx context.Context, tool *manifest.Compiled, call Call, input any, inputErr error) outcome {
+// execute validates the input and runs the tool's target. ctx runs it;
+// caller is the caller's request, which only a client tool call heeds.
+func (g *Gateway) execute(ctx, caller context.Context, tool *manifest.Compiled, call Call, input any, inputErr error) outcome {
 	if inputErr != nil {
 		return outcome{res: result.Failure("invalid input: %v", inputErr)}
 	}
@@ -522,7 +524,7 @@ func (g *Gateway) execute(ctx context.Context, tool *manifest.Compiled, call Cal
 		return outcome{res: result.Failure("%v", err)}
 	}
 	if tool.Target.Spec.Type == dispatch.TypeClient {
-		return outcome{res: g.runInPage(ctx, tool, call)}
+		return outcome{res: g.runInPage(caller, tool, call)}
 	}
 	resp, res, isCard := g.send(ctx, tool.Target, input, call)
 	if resp == nil {
@@ -544,9 +546,17 @@ func (g *Gateway) execute(ctx context.Context, tool *manifest.Compiled, call Cal
 	return outcome{res: res, card: card, upstream: resp.Status}
 }
 
+// clientThread is whose pages see a client tool call: its user's thread
+// in its installation.
+func clientThread(call Call) clienttools.Thread {
+	return clienttools.Thread{User: call.Identity.User, Install: call.Identity.Install, ID: call.Origin.ThreadID}
+}
+
 // runInPage offers a client tool call to the pages of its thread and waits
-// for one to answer, at most the client tool timeout. The caller going away
-// does not end the wait: the page's answer is still recorded.
+// for one to answer, at most the client tool timeout. ctx is the caller's:
+// when the caller goes away while no page of the thread is streaming, the
+// call is dropped and frees its place (its result says so); while one is,
+// the wait goes on and the page's answer is still recorded.
 func (g *Gateway) runInPage(ctx context.Context, tool *manifest.Compiled, call Call) result.Result {
 	if call.Origin.Source != SourceThread {
 		return result.Failure("client tools need a thread")
@@ -561,17 +571,20 @@ func (g *Gateway) runInPage(ctx context.Context, tool *manifest.Compiled, call C
 	offer := clienttools.Offer{CallID: call.CallID, Name: tool.Target.Spec.Name, Input: input, Traceparent: tracing.Traceparent(ctx)}
 	g.obs.ClientTool(observe.ClientOffered, 0)
 	offered := time.Now()
-	out, err := g.bridge.Run(context.WithoutCancel(ctx), call.Identity.User, call.Origin.ThreadID, offer, g.clientWait)
+	out, err := g.bridge.Run(ctx, clientThread(call), offer, g.clientWait)
 	switch {
 	case errors.Is(err, clienttools.ErrTimeout):
 		g.obs.ClientTool(observe.ClientTimedOut, time.Since(offered))
 		return result.Failure("client tool timed out")
+	case errors.Is(err, clienttools.ErrCallerGone):
+		g.obs.ClientTool(observe.ClientDropped, time.Since(offered))
+		return result.Failure("client tool %s was not run: %v", tool.Target.Spec.Name, err)
 	case err != nil:
 		return result.Failure("client tool %s: %v", tool.Target.Spec.Name, err)
 	}
 	g.obs.ClientTool(observe.ClientAnswered, time.Since(offered))
-	// A page's value is text for the model (SPEC §7), even one shaped like
-	// a card: it is never read as a card, so nothing pauses on it.
+	// A page's value is text for the model, even one shaped like a card:
+	// it is never read as a card, so nothing pauses on it.
 	return out.ToolResult()
 }
 

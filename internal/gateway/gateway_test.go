@@ -175,7 +175,7 @@ func TestClientTools(t *testing.T) {
 	}
 
 	// A page of the thread claims the call and answers it.
-	stream, waiting, err := gw.bridge.Open("u_1", "th_1", "page token")
+	stream, waiting, err := gw.bridge.Open(clienttools.Thread{User: "u_1", ID: "th_1"}, "page token")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,10 +188,10 @@ func TestClientTools(t *testing.T) {
 		if o.Name != "where" || string(o.Input) != `{"id":"x"}` {
 			t.Errorf("offer %+v", o)
 		}
-		if err := gw.bridge.Claim("u_1", "th_1", o.CallID); err != nil {
+		if err := gw.bridge.Claim(clienttools.Thread{User: "u_1", ID: "th_1"}, o.CallID); err != nil {
 			t.Error(err)
 		}
-		_ = gw.bridge.Post("u_1", "th_1", o.CallID, clienttools.Outcome{Result: json.RawMessage(`{"b":1, "a":[2]}`)})
+		_ = gw.bridge.Post(clienttools.Thread{User: "u_1", ID: "th_1"}, o.CallID, clienttools.Outcome{Result: json.RawMessage(`{"b":1, "a":[2]}`)})
 	}()
 	a, err := gw.Invoke(ctx, Call{Tool: "client", CallID: "k1", Input: json.RawMessage(`{ "id": "x" }`), Origin: thread, Identity: me})
 	if err != nil || a.IsError || a.Content != `{"b":1,"a":[2]}` {

@@ -235,7 +235,7 @@ func TestCallSpanStatus(t *testing.T) {
 // without.
 func TestClientOfferTraceparent(t *testing.T) {
 	rig := newTraceRig(t)
-	stream, _, err := rig.gw.bridge.Open(secretUser, secretThread, "page token")
+	stream, _, err := rig.gw.bridge.Open(clienttools.Thread{User: secretUser, Install: secretInstall, ID: secretThread}, "page token")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,10 +244,10 @@ func TestClientOfferTraceparent(t *testing.T) {
 	go func() {
 		for o := range stream.C {
 			offers <- o
-			if err := rig.gw.bridge.Claim(secretUser, secretThread, o.CallID); err != nil {
+			if err := rig.gw.bridge.Claim(clienttools.Thread{User: secretUser, Install: secretInstall, ID: secretThread}, o.CallID); err != nil {
 				t.Error(err)
 			}
-			_ = rig.gw.bridge.Post(secretUser, secretThread, o.CallID, clienttools.Outcome{Result: json.RawMessage(`"` + secretResult + `"`)})
+			_ = rig.gw.bridge.Post(clienttools.Thread{User: secretUser, Install: secretInstall, ID: secretThread}, o.CallID, clienttools.Outcome{Result: json.RawMessage(`"` + secretResult + `"`)})
 		}
 	}()
 

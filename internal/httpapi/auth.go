@@ -39,7 +39,10 @@ type TokenConfig struct {
 	// Leeway allows for clock skew on exp and nbf; 0 means DefaultLeeway.
 	Leeway time.Duration
 	// UserClaim and InstallClaim name the claims holding the user and the
-	// installation. Defaults: sub, install.
+	// installation. Defaults: sub, install. A page token's user is always
+	// sub. For callers an empty InstallClaim takes the default; one set
+	// says that calls carry installations, so that every page token must
+	// name one too (NewAuthenticators).
 	UserClaim    string
 	InstallClaim string
 	// ThreadClaim, when set, names a claim the token must hold: the one
@@ -69,6 +72,8 @@ type Authenticator struct {
 	verifier *identity.Verifier
 	cfg      TokenConfig
 	leeway   time.Duration // allowed on exp, as the verifier allows it
+	// requireInstall: page tokens without an installation are refused.
+	requireInstall bool
 }
 
 // Principal is who a verified token names.
@@ -87,9 +92,14 @@ type Principal struct {
 
 // NewAuthenticators returns the authenticators of runtime callers' tokens
 // and of page tokens, each nil when its config is. Page tokens name the
-// user in sub and the one thread the page may see in thread. With both
-// configured, each kind must name its own audience and refuse the other's,
-// so that neither is ever taken for the other.
+// user in sub, the one thread the page may see in thread, and the
+// installation in pages.InstallClaim (default install); a page sees only
+// the calls of that user, installation and thread, and a token without an
+// installation only calls without one. When callers.InstallClaim is set,
+// installations are in use: a page token without one (which could see
+// nothing) is refused. With both configured, each kind must name its own
+// audience and refuse the other's, so that neither is ever taken for the
+// other.
 func NewAuthenticators(callers, pages *TokenConfig, logger *zap.Logger) (c, p *Authenticator, err error) {
 	if err := checkAudiences(callers, pages); err != nil {
 		return nil, nil, err
@@ -109,10 +119,14 @@ func NewAuthenticators(callers, pages *TokenConfig, logger *zap.Logger) (c, p *A
 			refuse = callers.audiences()
 		}
 		cfg := *pages
-		cfg.UserClaim, cfg.InstallClaim, cfg.ThreadClaim = "sub", "", "thread"
+		cfg.UserClaim, cfg.ThreadClaim = "sub", "thread"
+		if cfg.InstallClaim == "" {
+			cfg.InstallClaim = "install"
+		}
 		if p, err = newAuthenticator("pages", "toolgate-page", cfg, refuse, logger); err != nil {
 			return nil, nil, err
 		}
+		p.requireInstall = callers != nil && callers.InstallClaim != ""
 	}
 	return c, p, nil
 }
@@ -200,9 +214,8 @@ func (a *Authenticator) Verify(r *http.Request, token string) (Principal, error)
 	}
 	p.Scopes = tokenScopes(claims)
 	if a.cfg.ThreadClaim != "" {
-		p.Thread, _ = claims[a.cfg.ThreadClaim].(string)
-		if p.Identity.User == "" || p.Thread == "" {
-			return Principal{}, &tokenError{fmt.Errorf("the page token needs string %s and %s claims", a.cfg.UserClaim, a.cfg.ThreadClaim)}
+		if err := a.checkPage(&p, claims); err != nil {
+			return Principal{}, &tokenError{err}
 		}
 		return p, nil
 	}
@@ -221,6 +234,27 @@ func (a *Authenticator) Verify(r *http.Request, token string) (Principal, error)
 // leeway allowed on it.
 func (a *Authenticator) acceptedUntil(p Principal) time.Time {
 	return p.Expires.Add(a.leeway)
+}
+
+// checkPage reads a page token's thread and checks what it names: a user,
+// a thread, and an installation that is a string within the gateway's
+// bounds, present when installations are in use.
+func (a *Authenticator) checkPage(p *Principal, claims map[string]any) error {
+	p.Thread, _ = claims[a.cfg.ThreadClaim].(string)
+	if p.Identity.User == "" || p.Thread == "" {
+		return fmt.Errorf("the page token needs string %s and %s claims", a.cfg.UserClaim, a.cfg.ThreadClaim)
+	}
+	install, present := claims[a.cfg.InstallClaim]
+	if _, ok := install.(string); present && !ok {
+		return fmt.Errorf("the page token's %q claim must be a string naming the installation", a.cfg.InstallClaim)
+	}
+	if p.Identity.Install == "" && a.requireInstall {
+		return fmt.Errorf("the page token needs a string %q claim naming the installation: the gateway's callers carry installations, and a page sees only its own installation's calls", a.cfg.InstallClaim)
+	}
+	if err := gateway.CheckIdentity(gateway.Identity{Install: p.Identity.Install}); err != nil {
+		return fmt.Errorf("the page token's %q claim cannot name an installation: %v", a.cfg.InstallClaim, err)
+	}
+	return nil
 }
 
 // tokenScopes reads the scopes a token grants: the space-separated scope

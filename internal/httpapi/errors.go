@@ -18,11 +18,13 @@ import (
 )
 
 // retryAfter is the Retry-After of a request refused over a limit: a
-// stream over max_streams_per_token (streams are freed only as pages
-// leave, so asking sooner is pointless; it is also where the browser
-// client's backoff tops out), a client tool call over max_pending or
-// max_pending_per_thread (freed as pages answer), or a new MCP session
-// over max_sessions_per_caller or max_sessions (freed as sessions end).
+// stream over max_streams_per_token, max_streams_per_thread or
+// max_streams (streams are freed only as pages leave, so asking sooner is
+// pointless; it is also where the browser client's backoff tops out), a
+// client tool call over max_pending_per_thread, max_pending_per_user or
+// max_pending (freed as pages answer and callers leave), or a new MCP
+// session over max_sessions_per_caller or max_sessions (freed as sessions
+// end).
 const retryAfter = "10"
 
 // StatusOf maps a caller's mistake, an error of the gateway's Invoke,

@@ -62,6 +62,12 @@ func (a *API) runtimeCORS(next http.HandlerFunc) http.HandlerFunc {
 	return a.cors(next)
 }
 
+// clientThread is the one thread whose client calls a page token's page
+// sees: its user's, in its installation (none when the token names none).
+func (p Principal) clientThread() clienttools.Thread {
+	return clienttools.Thread{User: p.Identity.User, Install: p.Identity.Install, ID: p.Thread}
+}
+
 // page authenticates a page token; it writes the refusal itself.
 func (a *API) page(next func(http.ResponseWriter, *http.Request, Principal)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -82,7 +88,7 @@ func (a *API) serveClaim(w http.ResponseWriter, r *http.Request, p Principal) {
 	if !requireJSON(w, r) {
 		return
 	}
-	err := a.bridge.Claim(p.Identity.User, p.Thread, r.PathValue("id"))
+	err := a.bridge.Claim(p.clientThread(), r.PathValue("id"))
 	if err == nil {
 		a.obs.ClientTool(observe.ClientClaimed, 0)
 	}
@@ -94,7 +100,7 @@ func (a *API) servePost(w http.ResponseWriter, r *http.Request, p Principal) {
 	if !a.decodeBody(w, r, &out) {
 		return
 	}
-	a.answerPage(w, a.bridge.Post(p.Identity.User, p.Thread, r.PathValue("id"), out))
+	a.answerPage(w, a.bridge.Post(p.clientThread(), r.PathValue("id"), out))
 }
 
 func (a *API) answerPage(w http.ResponseWriter, err error) {
@@ -135,8 +141,9 @@ func (a *API) serveStream(w http.ResponseWriter, r *http.Request, p Principal) {
 		writeError(w, http.StatusNotFound, "unknown_thread", "the page token is for another thread")
 		return
 	}
-	stream, waiting, err := a.bridge.Open(p.Identity.User, p.Thread, streamKey(p))
-	if errors.Is(err, clienttools.ErrTooManyStreams) {
+	stream, waiting, err := a.bridge.Open(p.clientThread(), streamKey(p))
+	var over *clienttools.LimitError
+	if errors.As(err, &over) {
 		a.refused(observe.RefusedLimits, "too_many_streams")
 		w.Header().Set("Retry-After", retryAfter)
 		writeError(w, http.StatusTooManyRequests, "too_many_streams", err.Error())

@@ -207,9 +207,10 @@ func TestStreamsPerTokenHTTP(t *testing.T) {
 	waitCounts(t, b, 0, 0)
 }
 
-// TestCallerGoneHTTP: a runtime that hangs up does not end its client tool
-// call: the call waits for its page until client_tool_timeout, then ends
-// as timed out and frees its place; nothing is offered afterwards.
+// TestCallerGoneHTTP: a runtime that hangs up while a page of the thread
+// streams does not end its client tool call: the call waits for that page
+// until client_tool_timeout, then ends as timed out and frees its place;
+// nothing is offered afterwards.
 func TestCallerGoneHTTP(t *testing.T) {
 	s, b := startLimitedPages(t, 400*time.Millisecond)
 	tok := apitest.PageToken(t, "u_1", "th_1")
@@ -252,4 +253,195 @@ func TestCallerGoneHTTP(t *testing.T) {
 	page.None(t, 100*time.Millisecond)
 	page.Close()
 	waitCounts(t, b, 0, 0)
+}
+
+// overLimit invokes where for a user of an installation in a thread and
+// checks that it is turned away with 429, Retry-After and a message naming
+// option.
+func overLimit(t *testing.T, s *server, user, install, thread, callID, option string) {
+	t.Helper()
+	r := apitest.WaitInvoke(t, invokeAs(s, user, install, thread, callID))
+	if r.Status != http.StatusTooManyRequests || apitest.ErrCode(r.Raw) != "too_many_client_calls" || !strings.Contains(r.Raw, option) {
+		t.Errorf("call %s over %s: %d %s; want 429 too_many_client_calls naming it", callID, option, r.Status, r.Raw)
+	}
+}
+
+// TestPendingPerUserHTTP: alice fills max_pending_per_user across threads
+// of her choice; her next call, in yet another thread, is refused naming
+// max_pending_per_user, and nothing of it reaches a page. bob's call still
+// goes through and bob's page answers it; so does alice's of another
+// installation. An answer frees alice's place.
+func TestPendingPerUserHTTP(t *testing.T) {
+	o := pagesOptions(t)
+	o.limits = clienttools.Limits{PendingPerUser: 3}
+	o.clientTimeout = time.Hour
+	s := startServer(t, o)
+	alice := apitest.InstallPageToken(t, "alice", "in_1", "th_1")
+	page, _, _ := apitest.OpenStream(t, s.URL, alice, "th_1")
+	var waiting []<-chan apitest.InvokeResult
+	for i, thread := range []string{"th_1", "th_2", "th_3"} {
+		waiting = append(waiting, invokeAs(s, "alice", "in_1", thread, fmt.Sprint("al_", i)))
+	}
+	page.Next(t)
+	waitCounts(t, s.bridge, 3, 1)
+	overLimit(t, s, "alice", "in_1", "th_4", "al_4", "max_pending_per_user")
+	overLimit(t, s, "alice", "in_1", "th_1", "al_5", "max_pending_per_user")
+	page.None(t, 100*time.Millisecond)
+	if status, body := s.Claim(t, apitest.InstallPageToken(t, "alice", "in_1", "th_4"), "al_4"); status != http.StatusNotFound {
+		t.Errorf("claim of the refused call: %d %s", status, body)
+	}
+
+	for _, who := range []struct{ user, install string }{{"bob", "in_1"}, {"alice", "in_2"}} {
+		tok := apitest.InstallPageToken(t, who.user, who.install, "th_1")
+		ps, _, _ := apitest.OpenStream(t, s.URL, tok, "th_1")
+		inv := invokeAs(s, who.user, who.install, "th_1", "other_1")
+		if o := ps.Next(t); o.CallID != "other_1" {
+			t.Fatalf("%s's page got %+v", who.user, o)
+		}
+		if status, body := s.Claim(t, tok, "other_1"); status != http.StatusOK {
+			t.Fatalf("%s claims: %d %s", who.user, status, body)
+		}
+		if status, body := s.PostResult(t, tok, "other_1", `{"result":"`+who.user+`"}`); status != http.StatusOK {
+			t.Fatalf("%s posts: %d %s", who.user, status, body)
+		}
+		if r := apitest.WaitInvoke(t, inv); r.A.Content != who.user || r.A.IsError {
+			t.Errorf("%s of %s: %s", who.user, who.install, r.Raw)
+		}
+		ps.Close()
+	}
+
+	if status, body := s.PostResult(t, alice, "al_0", `{"result":"ok"}`); status != http.StatusOK {
+		t.Fatalf("al_0: %d %s", status, body)
+	}
+	apitest.WaitInvoke(t, waiting[0])
+	inv := invokeAs(s, "alice", "in_1", "th_1", "al_4")
+	if o := page.Next(t); o.CallID != "al_4" {
+		t.Errorf("after an answer alice's page got %+v, want al_4", o)
+	}
+	if status, body := s.PostResult(t, alice, "al_4", `{}`); status != http.StatusOK {
+		t.Fatalf("al_4: %d %s", status, body)
+	}
+	apitest.WaitInvoke(t, inv)
+}
+
+// TestCallerGoneFreesPlaceHTTP: with no page of the thread streaming, a
+// runtime that hangs up frees its call's place at once: with a client
+// tool timeout of an hour, the count drops to zero as soon as the request
+// is cancelled, and alice, at max_pending_per_user, can call again. The
+// call is recorded as not run, and a page that opens afterwards never
+// gets it.
+func TestCallerGoneFreesPlaceHTTP(t *testing.T) {
+	o := pagesOptions(t)
+	o.limits = clienttools.Limits{PendingPerUser: 1}
+	o.clientTimeout = time.Hour
+	s := startServer(t, o)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/tools/where",
+		strings.NewReader(`{"input":{},"callId":"gone_1",`+apitest.ThreadCtx+`,"identity":{"user":"alice","install":"in_1"}}`))
+	req.Header.Set("Content-Type", "application/json")
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := s.client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	waitCounts(t, s.bridge, 1, 0)
+	overLimit(t, s, "alice", "in_1", "th_2", "gone_2", "max_pending_per_user")
+	cancel()
+	if err := <-errc; err == nil {
+		t.Fatal("the request was not cancelled")
+	}
+	waitCounts(t, s.bridge, 0, 0)
+	if status, a := s.GetCall(t, "/calls/gone_1?user=alice&install=in_1"); status != 200 || a.Status != "done" || !a.IsError ||
+		!strings.Contains(a.Content, "the caller went away") {
+		t.Errorf("GET /calls/gone_1: %d %+v", status, a)
+	}
+
+	tok := apitest.InstallPageToken(t, "alice", "in_1", "th_1")
+	page, _, _ := apitest.OpenStream(t, s.URL, tok, "th_1")
+	page.None(t, 100*time.Millisecond)
+	if status, body := s.Claim(t, tok, "gone_1"); status != http.StatusConflict {
+		t.Errorf("claim of the dropped call: %d %s, want 409", status, body)
+	}
+	inv := invokeAs(s, "alice", "in_1", "th_1", "gone_2")
+	if o := page.Next(t); o.CallID != "gone_2" {
+		t.Fatalf("alice's next call: offered %+v", o)
+	}
+	if status, body := s.PostResult(t, tok, "gone_2", `{"result":"again"}`); status != http.StatusOK {
+		t.Fatalf("gone_2: %d %s", status, body)
+	}
+	if r := apitest.WaitInvoke(t, inv); r.A.Content != "again" {
+		t.Errorf("gone_2: %s", r.Raw)
+	}
+}
+
+// openStreamTokens opens a stream of (user, thread) with a page token of
+// its own, so that only the thread's and the total caps apply.
+func openStreamTokens(t *testing.T, s *server, user, thread string, n int) (*apitest.PageStream, int, string) {
+	t.Helper()
+	claims := apitest.PageClaims(user, thread)
+	claims["jti"] = fmt.Sprint("stream-", n)
+	return apitest.OpenStream(t, s.URL, apitest.SignHS256(t, claims, apitest.PageSecret), thread)
+}
+
+// streamRefused checks a stream answer: 429, Retry-After, too_many_streams
+// and a message naming option.
+func streamRefused(t *testing.T, ps *apitest.PageStream, status int, body, option string) {
+	t.Helper()
+	if ps != nil || status != http.StatusTooManyRequests || apitest.ErrCode(body) != "too_many_streams" || !strings.Contains(body, option) {
+		t.Errorf("stream over %s: %d %s; want 429 too_many_streams naming it", option, status, body)
+	}
+}
+
+// TestStreamsPerThreadHTTP: a thread holds at most max_streams_per_thread
+// (default 16) streams whatever tokens they use: the 17th is refused
+// naming it, another thread's stream still opens, and a close frees a
+// place.
+func TestStreamsPerThreadHTTP(t *testing.T) {
+	s := startPages(t)
+	var streams []*apitest.PageStream
+	for i := range clienttools.DefaultStreamsPerThread {
+		ps, status, body := openStreamTokens(t, s, "u_1", "th_1", i)
+		if ps == nil {
+			t.Fatalf("stream %d: %d %s", i+1, status, body)
+		}
+		streams = append(streams, ps)
+	}
+	ps, status, body := openStreamTokens(t, s, "u_1", "th_1", 99)
+	streamRefused(t, ps, status, body, "max_streams_per_thread")
+	if ps, status, body := openStreamTokens(t, s, "u_1", "th_2", 99); ps == nil {
+		t.Errorf("another thread's stream: %d %s", status, body)
+	}
+	waitCounts(t, s.bridge, 0, clienttools.DefaultStreamsPerThread+1)
+	streams[0].Close()
+	waitCounts(t, s.bridge, 0, clienttools.DefaultStreamsPerThread)
+	if ps, status, body := openStreamTokens(t, s, "u_1", "th_1", 99); ps == nil {
+		t.Errorf("after a close: %d %s", status, body)
+	}
+}
+
+// TestStreamsTotalHTTP: at most max_streams streams are open in all,
+// across users and threads.
+func TestStreamsTotalHTTP(t *testing.T) {
+	o := pagesOptions(t)
+	o.limits = clienttools.Limits{Streams: 3}
+	s := startServer(t, o)
+	var streams []*apitest.PageStream
+	for i := range 3 {
+		ps, status, body := openStreamTokens(t, s, fmt.Sprint("u_", i), "th_1", i)
+		if ps == nil {
+			t.Fatalf("stream %d: %d %s", i+1, status, body)
+		}
+		streams = append(streams, ps)
+	}
+	ps, status, body := openStreamTokens(t, s, "u_9", "th_9", 9)
+	streamRefused(t, ps, status, body, "max_streams")
+	streams[1].Close()
+	waitCounts(t, s.bridge, 0, 2)
+	if ps, status, body := openStreamTokens(t, s, "u_9", "th_9", 9); ps == nil {
+		t.Errorf("after a close: %d %s", status, body)
+	}
 }

@@ -53,3 +53,22 @@ func TestPagesRedisUnavailable(t *testing.T) {
 		t.Errorf("claim of an unknown call once Redis is back: %d %s", status, body)
 	}
 }
+
+// TestInstallsApartRedisHTTP is TestInstallsApartHTTP across two instances
+// on one Redis: the call is made on one, the pages stream from the other.
+func TestInstallsApartRedisHTTP(t *testing.T) {
+	rs := redistest.Start(t)
+	instance := func() *server {
+		client := redis.NewClient(&redis.Options{Addr: rs.Addr, DialTimeout: time.Second, ReadTimeout: time.Second})
+		t.Cleanup(func() { client.Close() })
+		bridge, err := clienttools.NewRedisBridge(context.Background(), client, "tg:", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { bridge.Close() })
+		o := pagesOptions(t)
+		o.bridge = bridge
+		return startServer(t, o)
+	}
+	installsApart(t, instance(), instance())
+}

@@ -38,6 +38,9 @@ const (
 	ClientClaimed  = "claimed"
 	ClientAnswered = "answered"
 	ClientTimedOut = "timed_out"
+	// ClientDropped: the caller went away while no page of the thread
+	// was open to run the call.
+	ClientDropped = "dropped"
 )
 
 // Card events, the event label of cards_total.

@@ -47,7 +47,7 @@ func NewCollectors() *Collectors {
 		}, []string{"tool"}),
 		clientEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "client_tool_events_total",
-			Help: "Client tool calls offered to pages, claimed, answered and timed out.",
+			Help: "Client tool calls offered to pages, claimed, answered, timed out, and dropped when their caller went away with no page open.",
 		}, []string{"event"}),
 		clientWait: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "client_tool_wait_seconds",
@@ -152,7 +152,7 @@ func (c *Collectors) Observer(backend string, tools []Tool) *Metrics {
 	m := &Metrics{
 		c:        c,
 		tools:    make(map[string]*toolMetrics, len(tools)),
-		client:   children(c.clientEvents, ClientOffered, ClientClaimed, ClientAnswered, ClientTimedOut),
+		client:   children(c.clientEvents, ClientOffered, ClientClaimed, ClientAnswered, ClientTimedOut, ClientDropped),
 		cards:    children(c.cards, CardOpened, CardButton, CardSkip, CardCancel),
 		refusals: children(c.refusals, RefusedAuth, RefusedPolicy, RefusedLoopback, RefusedLimits),
 	}

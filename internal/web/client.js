@@ -518,7 +518,7 @@ export class ToolgateClient extends Base {
           signal: conn.signal,
         });
         // 401: the token expired or is bad; 404: it names another thread. Ask for a new one.
-        // 429: this token has too many streams open; wait as told, keep the token.
+        // 429: too many streams open (for this token, its thread, or the gateway); wait as told, keep the token.
         if (res.status === 429) retryAfterMs = Math.min(Number(res.headers.get('Retry-After')) * 1000 || 0, RETRY_AFTER_MAX_MS);
         else if (res.status >= 400 && res.status < 500) fresh = true;
         if (!res.ok || !res.body) throw new Error(`call stream answered ${res.status} ${await serverMessage(res)}`.trim());

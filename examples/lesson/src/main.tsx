@@ -75,10 +75,10 @@ function LessonBridge({ lesson, player }: { lesson: Lesson; player: { current: P
 /**
  * The app's own login and token endpoint are the bookmarks component's
  * (examples/bookmarks/page.go): /app/page signs the demo user in with a
- * session cookie, /app/page-token mints a page token for that user and a
- * thread. getToken signs in when there is no session yet.
+ * session cookie, /app/page-token mints a page token for that user, their
+ * installation and a thread. getToken signs in when there is no session yet.
  */
-async function pageToken(): Promise<{ token: string; user: string }> {
+async function pageToken(): Promise<{ token: string; user: string; install: string }> {
   const url = `/app/page-token?thread=${encodeURIComponent(thread)}`;
   let r = await fetch(url);
   if (r.status === 401) {
@@ -89,14 +89,11 @@ async function pageToken(): Promise<{ token: string; user: string }> {
   return r.json();
 }
 
-// The identity the cards resume as. Without a callers block the gateway
-// trusts this machine and the envelope names the user: the quick start's
-// demo user and install.
-const install = "in_1";
-
 function LessonPage() {
   const [lesson, setLesson] = useState(lessons[2]!);
-  const [user, setUser] = useState("");
+  // The identity the cards resume as, the page token's: without a callers
+  // block the gateway trusts this machine and the envelope names the user.
+  const [identity, setIdentity] = useState<{ user: string; install: string } | undefined>();
   const [events, setEvents] = useState<string[]>([]);
   const [answers, setAnswers] = useState<Answer[]>([]);
   const [resolved, setResolved] = useState<Answer | null>(null);
@@ -137,7 +134,7 @@ function LessonPage() {
         options={options}
         getToken={async () => {
           const t = await pageToken();
-          setUser(t.user);
+          setIdentity({ user: t.user, install: t.install });
           return t.token;
         }}
         onToolChange={(e: CustomEvent<ToolChange>) => {
@@ -151,7 +148,7 @@ function LessonPage() {
 
       <h2>Assistant</h2>
       {answers.map((a) => (
-        <ToolgateCard key={a.callId} answer={a} gateway={gateway} identity={user ? { user, install } : undefined}
+        <ToolgateCard key={a.callId} answer={a} gateway={gateway} identity={identity}
           onResolved={(e) => setResolved(e.detail)} onError={(e) => log(`card: ${e.detail.message}`)} />
       ))}
       <p id="resolved" role="status">{resolved ? `Resolved: ${resolved.content}` : ""}</p>
