@@ -112,6 +112,21 @@ func notYet(t *testing.T, done <-chan runResult) {
 
 func strp(s string) *string { return &s }
 
+// answerKept claims call id of u_1's th_1 on b, posts result, and checks
+// that the Run waiting on done returns it.
+func answerKept(t *testing.T, b *Bridge, id, result string, done <-chan runResult) {
+	t.Helper()
+	if err := b.Claim(th("u_1", "th_1"), id); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Post(th("u_1", "th_1"), id, Outcome{Result: json.RawMessage(result)}); err != nil {
+		t.Fatal(err)
+	}
+	if r := wait(t, done); r.err != nil || string(r.out.Result) != result {
+		t.Fatalf("Run of %s: %+v, want %s", id, r, result)
+	}
+}
+
 // th is a thread of no installation.
 func th(user, thread string) Thread { return Thread{User: user, ID: thread} }
 
@@ -419,15 +434,7 @@ func TestCallerGoneWhilePageStreams(t *testing.T) {
 	cancel()
 	notYet(t, done)
 	counts(t, b, 1, 2)
-	if err := b.Claim(th("u_1", "th_1"), "c1"); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: json.RawMessage(`"kept"`)}); err != nil {
-		t.Fatal(err)
-	}
-	if r := wait(t, done); r.err != nil || string(r.out.Result) != `"kept"` {
-		t.Fatalf("Run of a call kept for its page: %+v", r)
-	}
+	answerKept(t, b, "c1", `"kept"`, done)
 
 	// Claimed, then the page leaves without a result: dropped, not
 	// offered again.

@@ -420,15 +420,7 @@ func TestRedisCallerGone(t *testing.T) {
 	next(t, page)
 	cancel()
 	notYet(t, done)
-	if err := b.Claim(th("u_1", "th_1"), "c2"); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Post(th("u_1", "th_1"), "c2", Outcome{Result: json.RawMessage(`"kept"`)}); err != nil {
-		t.Fatal(err)
-	}
-	if r := wait(t, done); r.err != nil || string(r.out.Result) != `"kept"` {
-		t.Fatalf("Run of the kept call: %+v", r)
-	}
+	answerKept(t, b, "c2", `"kept"`, done)
 
 	// Kept and claimed, then the thread's last stream closes on B: A's
 	// Run ends at once, and its place is free.

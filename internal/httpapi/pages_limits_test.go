@@ -127,14 +127,20 @@ func TestPendingLimitsHTTP(t *testing.T) {
 	apitest.WaitInvoke(t, inv4)
 	waitCounts(t, b, 0, 1)
 	// The call id turned away runs now that there is room.
-	inv3 := invokeIn(s, "th_1", "lim_3")
-	if o := page.Next(t); o.CallID != "lim_3" {
-		t.Errorf("offered %+v, want lim_3", o)
+	answerNext(t, s, page, tok, "lim_3", invokeIn(s, "th_1", "lim_3"))
+}
+
+// answerNext checks that the page is offered call id next, answers it
+// and waits for the invoke that made it.
+func answerNext(t *testing.T, s *server, page *apitest.PageStream, tok, id string, inv <-chan apitest.InvokeResult) {
+	t.Helper()
+	if o := page.Next(t); o.CallID != id {
+		t.Errorf("offered %+v, want %s", o, id)
 	}
-	if status, body := s.PostResult(t, tok, "lim_3", `{}`); status != http.StatusOK {
-		t.Fatalf("lim_3: %d %s", status, body)
+	if status, body := s.PostResult(t, tok, id, `{}`); status != http.StatusOK {
+		t.Fatalf("%s: %d %s", id, status, body)
 	}
-	apitest.WaitInvoke(t, inv3)
+	apitest.WaitInvoke(t, inv)
 }
 
 // TestStreamsPerTokenHTTP: a page token holds at most
@@ -314,14 +320,8 @@ func TestPendingPerUserHTTP(t *testing.T) {
 		t.Fatalf("al_0: %d %s", status, body)
 	}
 	apitest.WaitInvoke(t, waiting[0])
-	inv := invokeAs(s, "alice", "in_1", "th_1", "al_4")
-	if o := page.Next(t); o.CallID != "al_4" {
-		t.Errorf("after an answer alice's page got %+v, want al_4", o)
-	}
-	if status, body := s.PostResult(t, alice, "al_4", `{}`); status != http.StatusOK {
-		t.Fatalf("al_4: %d %s", status, body)
-	}
-	apitest.WaitInvoke(t, inv)
+	// After an answer, alice's page gets her next call.
+	answerNext(t, s, page, alice, "al_4", invokeAs(s, "alice", "in_1", "th_1", "al_4"))
 }
 
 // TestCallerGoneFreesPlaceHTTP: with no page of the thread streaming, a
