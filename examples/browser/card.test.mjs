@@ -108,17 +108,18 @@ async function openHost() {
   return page;
 }
 
-/** mount shows an answer in a new card; props: device, token. */
-async function mount(page, answer, { device, token, id = "card" } = {}) {
-  await page.evaluate(({ answer, device, token, gate, id }) => {
+/** mount shows an answer in a new card; props: device, token, embedOrigins. */
+async function mount(page, answer, { device, token, embedOrigins, id = "card" } = {}) {
+  await page.evaluate(({ answer, device, token, embedOrigins, gate, id }) => {
     const card = document.createElement("toolgate-card");
     card.id = id;
     card.gateway = gate;
     if (token) card.getToken = async () => token;
     if (device) card.device = device;
+    if (embedOrigins) card.embedOrigins = embedOrigins;
     card.answer = answer;
     document.body.append(card);
-  }, { answer, device, token, gate, id });
+  }, { answer, device, token, embedOrigins, gate, id });
 }
 
 const events = (page) => page.evaluate(() => window.__cardEvents);
@@ -232,6 +233,19 @@ test("an embed follows its own height messages, capped at 70% of the viewport", 
   }, host);
   assert.equal(await frameHeight(page, "e300"), 300);
   assert.equal(await frameHeight(page, "e5000"), Math.floor(viewport.height * 0.7));
+  await page.close();
+});
+
+test("with embedOrigins, a card frames only embeds on those origins", async () => {
+  const page = await openHost();
+  const embed = (url) => ({ callId: "c_o", tool: "show_bookmark", status: "done", isError: false, content: "the bookmark, as text", embedUrl: url, card: "embed" });
+  // The gateway's origin is another loopback port: a real, reachable page
+  // that this card was not told it may frame.
+  await mount(page, embed(`${gate}/client.js`), { id: "foreign", embedOrigins: [host] });
+  await mount(page, embed(`${host}/embed/x?h=120`), { id: "listed", embedOrigins: [host] });
+  await page.locator("#foreign").getByText("the bookmark, as text").waitFor();
+  assert.equal(await page.evaluate(() => document.getElementById("foreign").shadowRoot.querySelectorAll("iframe").length), 0);
+  await page.waitForFunction(() => document.getElementById("listed").shadowRoot.querySelector("iframe")?.style.height === "120px");
   await page.close();
 });
 
