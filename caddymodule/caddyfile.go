@@ -56,7 +56,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		ledger bolt [<path>] | redis <[redis[s]://]host:port> | off {
 //			retention   <duration>
 //			max_result_size <size>   (kept for a repeat; default 64KiB)
-//			fsync                    (bolt: wait for the disk on each commit)
+//			fsync       [on | off]   (bolt: wait for the disk on each commit; default on)
 //			password    <redis password>
 //			db          <redis db>
 //			prefix      <redis key prefix>
@@ -310,6 +310,25 @@ func (l *Ledger) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			return nil
 		}
 	}
+	// onOff reads `<opt>`, `<opt> on` or `<opt> off`: a flag whose
+	// default is on, so that off must be said.
+	onOff := func(dst **bool, backend string) option {
+		return func(d *caddyfile.Dispenser) error {
+			opt, args := d.Val(), d.RemainingArgs()
+			if l.Backend != backend {
+				return d.Errf("ledger %s takes no %s", l.Backend, opt)
+			}
+			if *dst != nil {
+				return d.Errf("%s already specified", opt)
+			}
+			on := len(args) == 0 || args[0] == "on"
+			if len(args) > 1 || !on && args[0] != "off" {
+				return d.Errf("want: %s [on | off]", opt)
+			}
+			*dst = &on
+			return nil
+		}
+	}
 	redis := func(parse option) option {
 		return func(d *caddyfile.Dispenser) error {
 			if l.Backend != "redis" {
@@ -321,7 +340,7 @@ func (l *Ledger) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return parseBlock(d, "ledger subdirective", map[string]option{
 		"retention":       durationArg(&l.Retention, true),
 		"max_result_size": sizeArg(&l.MaxResultSize),
-		"fsync":           flag(&l.Fsync, "bolt"),
+		"fsync":           onOff(&l.Fsync, "bolt"),
 		"password":        redis(stringArg(&l.Password)),
 		"db":              redis(intArg(&l.DB, false)),
 		"prefix":          redis(stringArg(&l.Prefix)),

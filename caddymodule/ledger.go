@@ -61,11 +61,15 @@ type Ledger struct {
 	// flight could find it swept and run it again. Default: 24h.
 	Retention caddy.Duration `json:"retention,omitempty"`
 
-	// Fsync makes each bolt commit wait for the disk, so records survive a
-	// power loss, not only a crash or kill -9 of the gateway (which they
-	// always survive). It costs two disk flushes per commit, a call making
-	// two commits that concurrent calls share. Default: off.
-	Fsync bool `json:"fsync,omitempty"`
+	// Fsync makes each bolt commit wait for the disk, so that a call's
+	// first record is on the disk before its target is sent: a repeat of
+	// the call finds it after a power cut or a crash of the machine too.
+	// Concurrent calls share the flushes (two a commit, a call making
+	// two commits). false lets the operating system write commits to the
+	// disk when it will: they survive a crash or kill -9 of the gateway,
+	// but a power cut may lose calls that ran, and a repeat of one runs
+	// it again. Default: true.
+	Fsync *bool `json:"fsync,omitempty"`
 
 	// MaxResultSize is the most of a call's result the ledger keeps, in
 	// bytes of the result's JSON; at least 1 KiB. A call with a larger

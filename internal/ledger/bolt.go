@@ -33,12 +33,15 @@ type BoltOptions struct {
 	// system clock.
 	Clock clock.Clock
 
-	// Fsync makes every commit wait for the disk, so a record survives a
-	// power loss too. Without it a commit is written to the operating
-	// system (which keeps it across a crash or kill -9 of the gateway)
-	// and flushed by it later: a call costs about 0.2 ms instead of two
-	// disk flushes (shared by the calls of a batch).
-	Fsync bool
+	// NoFsync lets a commit return once it is written to the operating
+	// system, which keeps it across a crash or kill -9 of the gateway and
+	// flushes it to the disk later: a power cut or a crash of the machine
+	// may then lose a call whose target already ran, and a repeat of it
+	// runs it again. By default every commit waits for the disk (two
+	// flushes, shared by the concurrent calls of a batch), so a call's
+	// first record is on the disk before its target is sent. Default:
+	// false.
+	NoFsync bool
 
 	// Logger is told of the calls that OpenBolt finds damaged and skips
 	// or closes. Default: none.
@@ -461,9 +464,12 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 	db.MaxBatchDelay = boltBatchDelay
 	// Without fsync, growing the file must not flush it either: bbolt
 	// syncs on every growth unless told not to, and those flushes were
-	// the ledger's p99 (about 100 ms every few seconds under load).
-	db.NoSync = !opts.Fsync
-	db.NoGrowSync = !opts.Fsync
+	// the ledger's p99 (about 100 ms every few seconds under load). With
+	// fsync it must: on ext3/ext4 a file grown without a flush may come
+	// back short after a power cut, and the pages committed past its old
+	// end lost with it (bbolt's NoGrowSync is safe only elsewhere).
+	db.NoSync = opts.NoFsync
+	db.NoGrowSync = opts.NoFsync
 
 	b := &Bolt{
 		db:        db,

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,6 +52,71 @@ func TestBoltCreatesFolder(t *testing.T) {
 	defer l.Close()
 	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("ledger file: %v", err)
+	}
+}
+
+// A bolt ledger configured with nothing said about fsync waits for the
+// disk at every commit and every growth of its file, as OpenBolt's zero
+// options do; only fsync false lets both go.
+func TestBoltFsyncByDefault(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fsync *bool
+		want  bool
+	}{
+		{"unsaid", nil, true},
+		{"on", new(true), true},
+		{"off", new(false), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := ledger.Config{DataDir: t.TempDir(), Fsync: tc.fsync}
+			if err := cfg.Check(); err != nil {
+				t.Fatal(err)
+			}
+			l, err := cfg.Open(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			b, ok := ledger.Backend(l).(*ledger.Bolt)
+			if !ok {
+				t.Fatalf("Open = %T; want a bolt ledger", ledger.Backend(l))
+			}
+			if commits, growth := b.Fsyncs(); commits != tc.want || growth != tc.want {
+				t.Errorf("fsync %v: commits sync %v, growth syncs %v; want both %v", tc.fsync, commits, growth, tc.want)
+			}
+		})
+	}
+	b := openBolt(t, filepath.Join(t.TempDir(), "ledger.db"), ledger.BoltOptions{})
+	if commits, growth := b.Fsyncs(); !commits || !growth {
+		t.Errorf("OpenBolt with zero options: commits sync %v, growth syncs %v; want both", commits, growth)
+	}
+}
+
+// With fsync on, Creates made at the same time share commits, and with
+// them the disk flushes each commit waits for: the gateway's calls do
+// not queue for a flush each.
+func TestBoltConcurrentCreatesShareCommits(t *testing.T) {
+	b := openBolt(t, filepath.Join(t.TempDir(), "ledger.db"), ledger.BoltOptions{})
+	const calls = 64
+	before := b.Commits()
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range calls {
+		c := newCall(t, fmt.Sprint("together-", i))
+		wg.Go(func() {
+			<-start
+			if _, created, err := b.Create(context.Background(), c); err != nil || !created {
+				t.Errorf("Create(%q) = %v, %v", c.Key, created, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	commits := b.Commits() - before
+	t.Logf("%d concurrent Creates took %d commits", calls, commits)
+	if commits > calls/4 {
+		t.Errorf("%d concurrent Creates took %d commits; want them shared (at most %d)", calls, commits, calls/4)
 	}
 }
 

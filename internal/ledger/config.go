@@ -28,8 +28,9 @@ type Config struct {
 	Path string
 	// DataDir holds the bolt file when Path is not set.
 	DataDir string
-	// Fsync is BoltOptions.Fsync.
-	Fsync bool
+	// Fsync, when false, is BoltOptions.NoFsync. Default (nil): true,
+	// which Check writes in.
+	Fsync *bool
 
 	// Addr is the Redis server: host:port, redis://host:port, or
 	// rediss://host:port for TLS.
@@ -69,12 +70,16 @@ func (c *Config) Check() error {
 			}
 			c.Path = filepath.Join(c.DataDir, "ledger.db")
 		}
+		if c.Fsync == nil {
+			fsync := true
+			c.Fsync = &fsync
+		}
 		c.DataDir = "" // the path says it all, for the JSON that names the ledger
 	case "redis":
 		if c.Addr == "" {
 			return errors.New("ledger redis: addr is required")
 		}
-		if c.Path != "" || c.Fsync {
+		if c.Path != "" || c.Fsync != nil {
 			return errors.New("ledger redis: path and fsync are for bolt")
 		}
 		c.DataDir = ""
@@ -202,7 +207,7 @@ func (c *Config) open(logger *zap.Logger) (Ledger, error) {
 	case "off":
 		return Off, nil
 	case "bolt":
-		opts := BoltOptions{Retention: c.Retention, Fsync: c.Fsync, Logger: logger, LockTimeout: boltLockWait}
+		opts := BoltOptions{Retention: c.Retention, NoFsync: c.Fsync != nil && !*c.Fsync, Logger: logger, LockTimeout: boltLockWait}
 		open := func() (Ledger, error) {
 			l, err := OpenBolt(c.Path, opts)
 			if err != nil {

@@ -14,3 +14,19 @@ func (b *Bolt) StoredCalls() int {
 	})
 	return n
 }
+
+// Fsyncs says whether b's commits and the file's growth wait for the disk.
+func (b *Bolt) Fsyncs() (commits, growth bool) {
+	return !b.db.NoSync, !b.db.NoGrowSync
+}
+
+// Commits is how many write transactions b's file has committed: each
+// bumps the transaction id.
+func (b *Bolt) Commits() int {
+	var id int
+	_ = b.db.View(func(tx *bbolt.Tx) error {
+		id = tx.ID()
+		return nil
+	})
+	return id
+}
