@@ -42,6 +42,10 @@ type Config struct {
 	Password  string
 	DB        int
 	Prefix    string
+	// AllowEviction is RedisOptions.AllowEviction.
+	AllowEviction bool
+	// Replicas is RedisOptions.Replicas.
+	Replicas int
 
 	// Retention is how long a call is kept (BoltOptions.Retention,
 	// RedisOptions.Retention). Default: DefaultRetention.
@@ -61,8 +65,8 @@ func (c *Config) Check() error {
 	case "off":
 		return nil
 	case "bolt":
-		if c.Addr != "" || c.Password != "" || c.DB != 0 || c.Prefix != "" || c.TLS || c.TLSCAFile != "" {
-			return errors.New("ledger bolt: addr, password, db, prefix, tls and tls_ca_file are for redis")
+		if c.Addr != "" || c.Password != "" || c.DB != 0 || c.Prefix != "" || c.TLS || c.TLSCAFile != "" || c.AllowEviction || c.Replicas != 0 {
+			return errors.New("ledger bolt: addr, password, db, prefix, tls, tls_ca_file, allow_eviction and replicas are for redis")
 		}
 		if c.Path == "" {
 			if c.DataDir == "" {
@@ -83,6 +87,9 @@ func (c *Config) Check() error {
 			return errors.New("ledger redis: path and fsync are for bolt")
 		}
 		c.DataDir = ""
+		if c.Replicas < 0 {
+			return errors.New("ledger redis: replicas must not be negative")
+		}
 		if _, _, err := c.redisAddr(); err != nil {
 			return err
 		}
@@ -237,7 +244,11 @@ func (c *Config) open(logger *zap.Logger) (Ledger, error) {
 		defer cancel()
 		l, err := OpenRedis(ctx, RedisOptions{
 			Addr: addr, TLS: tlsConfig, Password: c.Password, DB: c.DB, Prefix: c.Prefix, Retention: c.Retention,
+			AllowEviction: c.AllowEviction, Replicas: c.Replicas, Logger: logger,
 		})
+		if refused := (*EvictionError)(nil); errors.As(err, &refused) {
+			return nil, fmt.Errorf("ledger redis %s: %w", c.Addr, refused)
+		}
 		if err != nil {
 			if !useTLS && errors.Is(err, io.EOF) {
 				// A TLS server closes a plain connection at its first
