@@ -62,6 +62,8 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			prefix      <redis key prefix>
 //			tls                      (redis: connect over TLS; rediss:// too)
 //			tls_ca_file <pem>        (redis: trust this CA, not the system's)
+//			allow_eviction           (redis: accept a maxmemory-policy that evicts)
+//			replicas    <n>          (redis: each write waits for n replicas)
 //		}
 //		pages {
 //			jwks_url | key_file | secret <value>
@@ -346,6 +348,8 @@ func (l *Ledger) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		"prefix":          redis(stringArg(&l.Prefix)),
 		"tls":             flag(&l.TLS, "redis"),
 		"tls_ca_file":     redis(stringArg(&l.TLSCAFile)),
+		"allow_eviction":  flag(&l.AllowEviction, "redis"),
+		"replicas":        redis(intArg(&l.Replicas, true)),
 	})
 }
 

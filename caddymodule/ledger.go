@@ -54,6 +54,24 @@ type Ledger struct {
 	// Prefix starts every Redis key and channel. Default: "toolgate:".
 	Prefix string `json:"prefix,omitempty"`
 
+	// AllowEviction accepts a Redis server whose maxmemory-policy is not
+	// noeviction. Every call key has a TTL, so a server that evicts, even
+	// only volatile keys (the default of most managed Redis), may drop
+	// one caller's records to make room for another's, and a repeat of
+	// a dropped call runs it again: without this option such a server is
+	// a config error, and a connection to one made later (after a
+	// failover) is refused, calls answering 503. With it, a warning is
+	// logged at every start. Default: false.
+	AllowEviction bool `json:"allow_eviction,omitempty"`
+
+	// Replicas is how many Redis replicas must confirm each write of the
+	// ledger (Redis's WAIT, for up to 500ms) before it counts: a write
+	// they do not confirm fails closed, its call answering 503 without
+	// running. A failover to a replica then keeps every call that ran.
+	// It costs each write the replicas' round trip. Default: 0 (a write
+	// counts once the server has it).
+	Replicas int `json:"replicas,omitempty"`
+
 	// Retention is how long a call is kept after its last change; a call
 	// in flight is kept for it past its deadline too. It must be at least
 	// the longer of upstream_timeout and client_tool_timeout plus 15s (the
@@ -85,6 +103,7 @@ func (c *Ledger) config() *ledger.Config {
 	return &ledger.Config{
 		Backend: c.Backend, Path: c.Path, DataDir: filepath.Join(caddy.AppDataDir(), "toolgate"), Fsync: c.Fsync,
 		Addr: c.Addr, TLS: c.TLS, TLSCAFile: c.TLSCAFile, Password: c.Password, DB: c.DB, Prefix: c.Prefix,
+		AllowEviction: c.AllowEviction, Replicas: c.Replicas,
 		Retention: time.Duration(c.Retention), MaxResultSize: c.MaxResultSize,
 	}
 }
