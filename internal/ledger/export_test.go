@@ -30,3 +30,16 @@ func (b *Bolt) Commits() int {
 	})
 	return id
 }
+
+// Write commits fn as the ledger's own writes are (write).
+func (b *Bolt) Write(fn func(*bbolt.Tx) error) error { return b.write(fn) }
+
+// Queued is how many writes wait for the next commit.
+func (b *Bolt) Queued() int {
+	b.commitMu.Lock()
+	defer b.commitMu.Unlock()
+	return len(b.queued)
+}
+
+// DB is b's bbolt file.
+func (b *Bolt) DB() *bbolt.DB { return b.db }
