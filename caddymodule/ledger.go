@@ -86,7 +86,7 @@ type Ledger struct {
 	// two commits). false lets the operating system write commits to the
 	// disk when it will: they survive a crash or kill -9 of the gateway,
 	// but a power cut may lose calls that ran, and a repeat of one runs
-	// it again. Default: true.
+	// it again, or leave the file damaged. Default: true.
 	Fsync *bool `json:"fsync,omitempty"`
 
 	// MaxResultSize is the most of a call's result the ledger keeps, in

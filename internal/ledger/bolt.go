@@ -36,10 +36,12 @@ type BoltOptions struct {
 	// system, which keeps it across a crash or kill -9 of the gateway and
 	// flushes it to the disk later: a power cut or a crash of the machine
 	// may then lose a call whose target already ran, and a repeat of it
-	// runs it again. By default every commit waits for the disk (two
-	// flushes, shared by the concurrent calls of a batch), so a call's
-	// first record is on the disk before its target is sent. Default:
-	// false.
+	// runs it again, or leave the file damaged (bbolt writes a commit's
+	// pages, then its meta page, and without a flush between them the
+	// disk may keep the second without the first). By default every
+	// commit waits for the disk (two flushes, shared by the writes of a
+	// group, see write), so a call's first record is on the disk before
+	// its target is sent. Default: false.
 	NoFsync bool
 
 	// Logger is told of the calls that OpenBolt finds damaged and skips
