@@ -67,9 +67,10 @@ type Ledger struct {
 	// Replicas is how many Redis replicas must confirm each write of the
 	// ledger (Redis's WAIT, for up to 500ms) before it counts: a write
 	// they do not confirm fails closed, its call answering 503 without
-	// running. A failover to a replica then keeps every call that ran.
-	// It costs each write the replicas' round trip. Default: 0 (a write
-	// counts once the server has it).
+	// running (a repeat runs it once they confirm again). A failover to
+	// a replica then keeps every call that ran. It costs each write the
+	// replicas' round trip. Default: 0 (a write counts once the server
+	// has it).
 	Replicas int `json:"replicas,omitempty"`
 
 	// Retention is how long a call is kept after its last change; a call

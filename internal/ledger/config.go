@@ -75,8 +75,7 @@ func (c *Config) Check() error {
 			c.Path = filepath.Join(c.DataDir, "ledger.db")
 		}
 		if c.Fsync == nil {
-			fsync := true
-			c.Fsync = &fsync
+			c.Fsync = new(true)
 		}
 		c.DataDir = "" // the path says it all, for the JSON that names the ledger
 	case "redis":
