@@ -59,12 +59,14 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		ledger bolt [<path>] | redis <[redis[s]://]host:port> | off {
 //			retention   <duration>
 //			max_result_size <size>   (kept for a repeat; default 64KiB)
-//			fsync                    (bolt: wait for the disk on each commit)
+//			fsync       [on | off]   (bolt: wait for the disk on each commit; default on)
 //			password    <redis password>
 //			db          <redis db>
 //			prefix      <redis key prefix>
 //			tls                      (redis: connect over TLS; rediss:// too)
 //			tls_ca_file <pem>        (redis: trust this CA, not the system's)
+//			allow_eviction           (redis: accept a maxmemory-policy that evicts)
+//			replicas    <n>          (redis: each write waits for n replicas)
 //		}
 //		pages {
 //			jwks_url | key_file | secret <value>
@@ -324,6 +326,25 @@ func (l *Ledger) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			return nil
 		}
 	}
+	// onOff reads `<opt>`, `<opt> on` or `<opt> off`: a flag whose
+	// default is on, so that off must be said.
+	onOff := func(dst **bool, backend string) option {
+		return func(d *caddyfile.Dispenser) error {
+			opt, args := d.Val(), d.RemainingArgs()
+			if l.Backend != backend {
+				return d.Errf("ledger %s takes no %s", l.Backend, opt)
+			}
+			if *dst != nil {
+				return d.Errf("%s already specified", opt)
+			}
+			on := len(args) == 0 || args[0] == "on"
+			if len(args) > 1 || !on && args[0] != "off" {
+				return d.Errf("want: %s [on | off]", opt)
+			}
+			*dst = &on
+			return nil
+		}
+	}
 	redis := func(parse option) option {
 		return func(d *caddyfile.Dispenser) error {
 			if l.Backend != "redis" {
@@ -335,12 +356,14 @@ func (l *Ledger) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return parseBlock(d, "ledger subdirective", map[string]option{
 		"retention":       durationArg(&l.Retention, true),
 		"max_result_size": sizeArg(&l.MaxResultSize),
-		"fsync":           flag(&l.Fsync, "bolt"),
+		"fsync":           onOff(&l.Fsync, "bolt"),
 		"password":        redis(stringArg(&l.Password)),
 		"db":              redis(intArg(&l.DB, false)),
 		"prefix":          redis(stringArg(&l.Prefix)),
 		"tls":             flag(&l.TLS, "redis"),
 		"tls_ca_file":     redis(stringArg(&l.TLSCAFile)),
+		"allow_eviction":  flag(&l.AllowEviction, "redis"),
+		"replicas":        redis(intArg(&l.Replicas, true)),
 	})
 }
 

@@ -54,6 +54,25 @@ type Ledger struct {
 	// Prefix starts every Redis key and channel. Default: "toolgate:".
 	Prefix string `json:"prefix,omitempty"`
 
+	// AllowEviction accepts a Redis server whose maxmemory-policy is not
+	// noeviction. Every call key has a TTL, so a server that evicts, even
+	// only volatile keys (the default of most managed Redis), may drop
+	// one caller's records to make room for another's, and a repeat of
+	// a dropped call runs it again: without this option such a server is
+	// a config error, and a connection to one made later (after a
+	// failover) is refused, calls answering 503. With it, a warning is
+	// logged at every start. Default: false.
+	AllowEviction bool `json:"allow_eviction,omitempty"`
+
+	// Replicas is how many Redis replicas must confirm each write of the
+	// ledger (Redis's WAIT, for up to 500ms) before it counts: a write
+	// they do not confirm fails closed, its call answering 503 without
+	// running (a repeat runs it once they confirm again). A failover to
+	// a replica then keeps every call that ran. It costs each write the
+	// replicas' round trip. Default: 0 (a write counts once the server
+	// has it).
+	Replicas int `json:"replicas,omitempty"`
+
 	// Retention is how long a call is kept after its last change; a call
 	// in flight is kept for it past its deadline too. It must be at least
 	// the longer of upstream_timeout and client_tool_timeout plus 15s (the
@@ -61,11 +80,15 @@ type Ledger struct {
 	// flight could find it swept and run it again. Default: 24h.
 	Retention caddy.Duration `json:"retention,omitempty"`
 
-	// Fsync makes each bolt commit wait for the disk, so records survive a
-	// power loss, not only a crash or kill -9 of the gateway (which they
-	// always survive). It costs two disk flushes per commit, a call making
-	// two commits that concurrent calls share. Default: off.
-	Fsync bool `json:"fsync,omitempty"`
+	// Fsync makes each bolt commit wait for the disk, so that a call's
+	// first record is on the disk before its target is sent: a repeat of
+	// the call finds it after a power cut or a crash of the machine too.
+	// Concurrent calls share the flushes (two a commit, a call making
+	// two commits). false lets the operating system write commits to the
+	// disk when it will: they survive a crash or kill -9 of the gateway,
+	// but a power cut may lose calls that ran, and a repeat of one runs
+	// it again, or leave the file damaged. Default: true.
+	Fsync *bool `json:"fsync,omitempty"`
 
 	// MaxResultSize is the most of a call's result the ledger keeps, in
 	// bytes of the result's JSON; at least 1 KiB. A call with a larger
@@ -81,6 +104,7 @@ func (c *Ledger) config() *ledger.Config {
 	return &ledger.Config{
 		Backend: c.Backend, Path: c.Path, DataDir: filepath.Join(caddy.AppDataDir(), "toolgate"), Fsync: c.Fsync,
 		Addr: c.Addr, TLS: c.TLS, TLSCAFile: c.TLSCAFile, Password: c.Password, DB: c.DB, Prefix: c.Prefix,
+		AllowEviction: c.AllowEviction, Replicas: c.Replicas,
 		Retention: time.Duration(c.Retention), MaxResultSize: c.MaxResultSize,
 	}
 }

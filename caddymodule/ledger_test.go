@@ -161,7 +161,7 @@ func TestLedgerRedisTLSErrors(t *testing.T) {
 		{"credentials in the addr", Ledger{Addr: "rediss://u:p@" + rs.Addr + "/2"}, "password and db are options of their own"},
 		{"unknown scheme", Ledger{Addr: "http://" + rs.Addr}, `unknown scheme "http"`},
 		{"no port", Ledger{Addr: "rediss://127.0.0.1"}, "missing port"},
-		{"tls on bolt", Ledger{Backend: "bolt", TLS: true}, "tls and tls_ca_file are for redis"},
+		{"tls on bolt", Ledger{Backend: "bolt", TLS: true}, "tls, tls_ca_file, allow_eviction and replicas are for redis"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := tc.ledger

@@ -104,13 +104,27 @@ func benchCallIDs(b *testing.B, l ledger.Ledger, nextID func() string, meter fun
 	})
 }
 
+// boltSyncs are the two ways a bolt ledger commits: waiting for the disk
+// (the default) or not (fsync off).
+var boltSyncs = []struct {
+	name    string
+	noFsync bool
+}{
+	{"fsync-on", false},
+	{"fsync-off", true},
+}
+
 func BenchmarkBoltCall(b *testing.B) {
-	l, err := ledger.OpenBolt(filepath.Join(b.TempDir(), "ledger.db"), ledger.BoltOptions{})
-	if err != nil {
-		b.Fatal(err)
+	for _, sync := range boltSyncs {
+		b.Run(sync.name, func(b *testing.B) {
+			l, err := ledger.OpenBolt(filepath.Join(b.TempDir(), "ledger.db"), ledger.BoltOptions{NoFsync: sync.noFsync})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = l.Close() })
+			benchCall(b, l, nil)
+		})
 	}
-	b.Cleanup(func() { _ = l.Close() })
-	benchCall(b, l, nil)
 }
 
 // BenchmarkRedisCall reports, beside ns/op, the CPU each call costs this
@@ -178,9 +192,11 @@ func redisCPU(addr string) func(b *testing.B) func() {
 // come ("sweeping": a 10s retention, the clock 1 ms on per call, so 10,000
 // calls are kept and a sweep every 1,000 calls removes as many), beside
 // the same run where nothing is old enough to sweep ("no-sweep": a 24h
-// retention). Call ids are random, like a model's. The file starts filled
-// to steady state; the sweeps' own cost is in the figure, as the gateway
-// pays it. "serial" and "parallel" are as in benchCall.
+// retention), each with fsync on (the default) and off. Call ids are
+// random, like a model's. The file starts filled to steady state (without
+// fsync, which only makes the filling slow, then opened again); the
+// sweeps' own cost is in the figure, as the gateway pays it. "serial" and
+// "parallel" are as in benchCall.
 func BenchmarkBoltSteadyState(b *testing.B) {
 	for _, tc := range []struct {
 		name      string
@@ -189,77 +205,91 @@ func BenchmarkBoltSteadyState(b *testing.B) {
 		{"sweeping", 10 * time.Second},
 		{"no-sweep", 24 * time.Hour},
 	} {
-		b.Run(tc.name, func(b *testing.B) {
-			clk := clock.NewManual(time.Date(2030, 1, 2, 12, 0, 0, 0, time.UTC))
-			path := filepath.Join(b.TempDir(), "ledger.db")
-			l, err := ledger.OpenBolt(path, ledger.BoltOptions{Retention: tc.retention, Clock: clk})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = l.Close() })
-			res := &result.Result{Content: strings.Repeat("x", 1024)}
-			var n atomic.Int64
-			one := func(ctx context.Context) error {
-				now := clk.Add(time.Millisecond)
-				if n.Add(1)%1000 == 0 {
-					if _, err := l.Sweep(now); err != nil {
-						return err
-					}
-				}
-				id := fmt.Sprintf("toolu_%016x%016x", rand.Uint64(), rand.Uint64())
-				c := &ledger.Call{
-					Key: ledger.Key("user-1", "install-1", id), CallID: id, Tool: "ping", User: "user-1", Install: "install-1",
-					Digest: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
-					State:  ledger.Running, Owner: "bench", Deadline: now.Add(time.Second), Created: now, Updated: now,
-				}
-				if _, created, err := l.Create(ctx, c); err != nil || !created {
-					return fmt.Errorf("Create %s = %v, %w", id, created, err)
-				}
-				d := *c
-				d.State, d.Result = ledger.Done, res
-				_, err := l.Update(ctx, &d, ledger.Running)
+		for _, sync := range boltSyncs {
+			b.Run(tc.name+"/"+sync.name, func(b *testing.B) {
+				benchBoltSteadyState(b, tc.retention, sync.noFsync)
+			})
+		}
+	}
+}
+
+func benchBoltSteadyState(b *testing.B, retention time.Duration, noFsync bool) {
+	clk := clock.NewManual(time.Date(2030, 1, 2, 12, 0, 0, 0, time.UTC))
+	path := filepath.Join(b.TempDir(), "ledger.db")
+	open := func(noFsync bool) *ledger.Bolt {
+		l, err := ledger.OpenBolt(path, ledger.BoltOptions{Retention: retention, Clock: clk, NoFsync: noFsync})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return l
+	}
+	l := open(true)
+	res := &result.Result{Content: strings.Repeat("x", 1024)}
+	var n atomic.Int64
+	one := func(ctx context.Context) error {
+		now := clk.Add(time.Millisecond)
+		if n.Add(1)%1000 == 0 {
+			if _, err := l.Sweep(now); err != nil {
 				return err
 			}
-			// Fill a retention and a half of the short one: the
-			// sweeping ledger is at its steady size.
-			for range 15_000 {
-				if err := one(context.Background()); err != nil {
-					b.Fatal(err)
-				}
-			}
-			// disk-B/call is the file's size over the calls it holds:
-			// what a call costs on disk, free pages included.
-			diskPerCall := func(b *testing.B) {
-				fi, err := os.Stat(path)
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.ReportMetric(float64(fi.Size())/float64(l.StoredCalls()), "disk-B/call")
-			}
-			b.Run("serial", func(b *testing.B) {
-				ctx := context.Background()
-				b.ReportAllocs()
-				for b.Loop() {
-					if err := one(ctx); err != nil {
-						b.Fatal(err)
-					}
-				}
-				diskPerCall(b)
-			})
-			b.Run("parallel", func(b *testing.B) {
-				b.ReportAllocs()
-				b.SetParallelism(16)
-				b.RunParallel(func(pb *testing.PB) {
-					ctx := context.Background()
-					for pb.Next() {
-						if err := one(ctx); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				})
-				diskPerCall(b)
-			})
-		})
+		}
+		id := fmt.Sprintf("toolu_%016x%016x", rand.Uint64(), rand.Uint64())
+		c := &ledger.Call{
+			Key: ledger.Key("user-1", "install-1", id), CallID: id, Tool: "ping", User: "user-1", Install: "install-1",
+			Digest: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+			State:  ledger.Running, Owner: "bench", Deadline: now.Add(time.Second), Created: now, Updated: now,
+		}
+		if _, created, err := l.Create(ctx, c); err != nil || !created {
+			return fmt.Errorf("Create %s = %v, %w", id, created, err)
+		}
+		d := *c
+		d.State, d.Result = ledger.Done, res
+		_, err := l.Update(ctx, &d, ledger.Running)
+		return err
 	}
+	// Fill a retention and a half of the short one: the sweeping ledger
+	// is at its steady size.
+	for range 15_000 {
+		if err := one(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		b.Fatal(err)
+	}
+	l = open(noFsync)
+	b.Cleanup(func() { _ = l.Close() })
+	// disk-B/call is the file's size over the calls it holds: what a
+	// call costs on disk, free pages included.
+	diskPerCall := func(b *testing.B) {
+		fi, err := os.Stat(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(fi.Size())/float64(l.StoredCalls()), "disk-B/call")
+	}
+	b.Run("serial", func(b *testing.B) {
+		ctx := context.Background()
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := one(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		diskPerCall(b)
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetParallelism(16)
+		b.RunParallel(func(pb *testing.PB) {
+			ctx := context.Background()
+			for pb.Next() {
+				if err := one(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		diskPerCall(b)
+	})
 }

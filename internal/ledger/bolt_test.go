@@ -10,8 +10,11 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"go.etcd.io/bbolt"
 
 	"github.com/toolgate/toolgate/internal/clock"
 	"github.com/toolgate/toolgate/internal/ledger"
@@ -51,6 +54,166 @@ func TestBoltCreatesFolder(t *testing.T) {
 	defer l.Close()
 	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("ledger file: %v", err)
+	}
+}
+
+// A bolt ledger configured with nothing said about fsync waits for the
+// disk at every commit and every growth of its file, as OpenBolt's zero
+// options do; only fsync false lets both go.
+func TestBoltFsyncByDefault(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fsync *bool
+		want  bool
+	}{
+		{"unsaid", nil, true},
+		{"on", new(true), true},
+		{"off", new(false), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := ledger.Config{DataDir: t.TempDir(), Fsync: tc.fsync}
+			if err := cfg.Check(); err != nil {
+				t.Fatal(err)
+			}
+			l, err := cfg.Open(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			b, ok := ledger.Backend(l).(*ledger.Bolt)
+			if !ok {
+				t.Fatalf("Open = %T; want a bolt ledger", ledger.Backend(l))
+			}
+			if commits, growth := b.Fsyncs(); commits != tc.want || growth != tc.want {
+				t.Errorf("fsync %v: commits sync %v, growth syncs %v; want both %v", tc.fsync, commits, growth, tc.want)
+			}
+		})
+	}
+	b := openBolt(t, filepath.Join(t.TempDir(), "ledger.db"), ledger.BoltOptions{})
+	if commits, growth := b.Fsyncs(); !commits || !growth {
+		t.Errorf("OpenBolt with zero options: commits sync %v, growth syncs %v; want both", commits, growth)
+	}
+}
+
+// With fsync on, Creates made at the same time share commits, and with
+// them the disk flushes each commit waits for: the gateway's calls do
+// not queue for a flush each.
+func TestBoltConcurrentCreatesShareCommits(t *testing.T) {
+	b := openBolt(t, filepath.Join(t.TempDir(), "ledger.db"), ledger.BoltOptions{})
+	const calls = 64
+	before := b.Commits()
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range calls {
+		c := newCall(t, fmt.Sprint("together-", i))
+		wg.Go(func() {
+			<-start
+			if _, created, err := b.Create(context.Background(), c); err != nil || !created {
+				t.Errorf("Create(%q) = %v, %v", c.Key, created, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	commits := b.Commits() - before
+	t.Logf("%d concurrent Creates took %d commits", calls, commits)
+	if commits > calls/4 {
+		t.Errorf("%d concurrent Creates took %d commits; want them shared (at most %d)", calls, commits, calls/4)
+	}
+}
+
+// The writes that queue while a commit is under way share the next; if one
+// of them fails, the others are committed alone and only it fails; if one
+// panics, the others of its group fail (nothing is committed) and the
+// ledger goes on writing.
+func TestBoltWriteGroups(t *testing.T) {
+	b := openBolt(t, filepath.Join(t.TempDir(), "ledger.db"), ledger.BoltOptions{NoFsync: true})
+	put := func(key string) func(*bbolt.Tx) error {
+		return func(tx *bbolt.Tx) error {
+			bk, err := tx.CreateBucketIfNotExists([]byte("test"))
+			if err != nil {
+				return err
+			}
+			return bk.Put([]byte(key), []byte("v"))
+		}
+	}
+	stored := func(key string) bool {
+		var ok bool
+		_ = b.DB().View(func(tx *bbolt.Tx) error {
+			bk := tx.Bucket([]byte("test"))
+			ok = bk != nil && bk.Get([]byte(key)) != nil
+			return nil
+		})
+		return ok
+	}
+	// group holds a commit open, queues writes behind it in order, lets
+	// the commit end and returns what each queued write returned.
+	group := func(writes ...func(*bbolt.Tx) error) []error {
+		t.Helper()
+		running, release := make(chan struct{}), make(chan struct{})
+		held := make(chan error, 1)
+		go func() {
+			held <- b.Write(func(*bbolt.Tx) error {
+				close(running)
+				<-release
+				return nil
+			})
+		}()
+		<-running
+		errs := make([]error, len(writes))
+		var wg sync.WaitGroup
+		for i, fn := range writes {
+			wg.Go(func() {
+				defer func() {
+					if p := recover(); p != nil {
+						errs[i] = fmt.Errorf("panicked: %v", p)
+					}
+				}()
+				errs[i] = b.Write(fn)
+			})
+			for b.Queued() < i+1 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		close(release)
+		wg.Wait()
+		if err := <-held; err != nil {
+			t.Fatalf("the write holding the commit: %v", err)
+		}
+		return errs
+	}
+
+	before := b.Commits()
+	bad := errors.New("bad write")
+	errs := group(put("a"), put("b"), func(*bbolt.Tx) error { return bad }, put("c"))
+	if errs[0] != nil || errs[1] != nil || errs[2] != bad || errs[3] != nil {
+		t.Errorf("a group with a failing write returned %v; want only the failing write's error", errs)
+	}
+	for _, key := range []string{"a", "b", "c"} {
+		if !stored(key) {
+			t.Errorf("%s was not stored", key)
+		}
+	}
+	// The write that held the commit, then each of the group's three good
+	// writes alone.
+	if n := b.Commits() - before; n != 4 {
+		t.Errorf("%d commits; want 4", n)
+	}
+
+	errs = group(put("d"), func(*bbolt.Tx) error { panic("boom") }, put("e"))
+	if errs[0] == nil || !strings.Contains(errs[0].Error(), "panicked: boom") {
+		t.Errorf("the group's first write, which commits it, returned %v; want the panic", errs[0])
+	}
+	for i := 1; i < 3; i++ {
+		if errs[i] == nil || !strings.Contains(errs[i].Error(), "a write sharing the commit panicked") {
+			t.Errorf("write %d of the group that panicked returned %v", i, errs[i])
+		}
+	}
+	if stored("d") || stored("e") {
+		t.Error("a write of the group that panicked was committed")
+	}
+	if err := b.Write(put("f")); err != nil || !stored("f") {
+		t.Errorf("a write after the panic: %v", err)
 	}
 }
 

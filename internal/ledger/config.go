@@ -28,8 +28,9 @@ type Config struct {
 	Path string
 	// DataDir holds the bolt file when Path is not set.
 	DataDir string
-	// Fsync is BoltOptions.Fsync.
-	Fsync bool
+	// Fsync, when false, is BoltOptions.NoFsync. Default (nil): true,
+	// which Check writes in.
+	Fsync *bool
 
 	// Addr is the Redis server: host:port, redis://host:port, or
 	// rediss://host:port for TLS.
@@ -41,6 +42,10 @@ type Config struct {
 	Password  string
 	DB        int
 	Prefix    string
+	// AllowEviction is RedisOptions.AllowEviction.
+	AllowEviction bool
+	// Replicas is RedisOptions.Replicas.
+	Replicas int
 
 	// Retention is how long a call is kept (BoltOptions.Retention,
 	// RedisOptions.Retention). Default: DefaultRetention.
@@ -60,8 +65,8 @@ func (c *Config) Check() error {
 	case "off":
 		return nil
 	case "bolt":
-		if c.Addr != "" || c.Password != "" || c.DB != 0 || c.Prefix != "" || c.TLS || c.TLSCAFile != "" {
-			return errors.New("ledger bolt: addr, password, db, prefix, tls and tls_ca_file are for redis")
+		if c.Addr != "" || c.Password != "" || c.DB != 0 || c.Prefix != "" || c.TLS || c.TLSCAFile != "" || c.AllowEviction || c.Replicas != 0 {
+			return errors.New("ledger bolt: addr, password, db, prefix, tls, tls_ca_file, allow_eviction and replicas are for redis")
 		}
 		if c.Path == "" {
 			if c.DataDir == "" {
@@ -69,15 +74,21 @@ func (c *Config) Check() error {
 			}
 			c.Path = filepath.Join(c.DataDir, "ledger.db")
 		}
+		if c.Fsync == nil {
+			c.Fsync = new(true)
+		}
 		c.DataDir = "" // the path says it all, for the JSON that names the ledger
 	case "redis":
 		if c.Addr == "" {
 			return errors.New("ledger redis: addr is required")
 		}
-		if c.Path != "" || c.Fsync {
+		if c.Path != "" || c.Fsync != nil {
 			return errors.New("ledger redis: path and fsync are for bolt")
 		}
 		c.DataDir = ""
+		if c.Replicas < 0 {
+			return errors.New("ledger redis: replicas must not be negative")
+		}
 		if _, _, err := c.redisAddr(); err != nil {
 			return err
 		}
@@ -202,7 +213,7 @@ func (c *Config) open(logger *zap.Logger) (Ledger, error) {
 	case "off":
 		return Off, nil
 	case "bolt":
-		opts := BoltOptions{Retention: c.Retention, Fsync: c.Fsync, Logger: logger, LockTimeout: boltLockWait}
+		opts := BoltOptions{Retention: c.Retention, NoFsync: c.Fsync != nil && !*c.Fsync, Logger: logger, LockTimeout: boltLockWait}
 		open := func() (Ledger, error) {
 			l, err := OpenBolt(c.Path, opts)
 			if err != nil {
@@ -232,7 +243,11 @@ func (c *Config) open(logger *zap.Logger) (Ledger, error) {
 		defer cancel()
 		l, err := OpenRedis(ctx, RedisOptions{
 			Addr: addr, TLS: tlsConfig, Password: c.Password, DB: c.DB, Prefix: c.Prefix, Retention: c.Retention,
+			AllowEviction: c.AllowEviction, Replicas: c.Replicas, Logger: logger,
 		})
+		if refused := (*EvictionError)(nil); errors.As(err, &refused) {
+			return nil, fmt.Errorf("ledger redis %s: %w", c.Addr, refused)
+		}
 		if err != nil {
 			if !useTLS && errors.Is(err, io.EOF) {
 				// A TLS server closes a plain connection at its first

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
 
 	"github.com/toolgate/toolgate/internal/clock"
 )
@@ -46,6 +47,27 @@ type RedisOptions struct {
 	// Clock stamps calls without times and dates their keys' expiry.
 	// Default: the system clock.
 	Clock clock.Clock
+
+	// AllowEviction accepts a server whose maxmemory-policy is not
+	// noeviction, which OpenRedis otherwise refuses (EvictionError), as
+	// it refuses each later connection to one (a failover): a server
+	// that evicts may drop a call's record, and a repeat of the call
+	// then runs it again. With it, a warning is logged instead.
+	// Default: false.
+	AllowEviction bool
+
+	// Replicas is how many replicas must confirm each write (Redis's
+	// WAIT, for up to replicaWait) before it counts, so that a failover
+	// to a replica cannot lose a call whose target ran. A write they do
+	// not confirm fails with ErrUnavailable; the server may keep it, but
+	// a Create is taken back (its call does not run). Default: 0, a
+	// write counts once the server has it.
+	Replicas int
+
+	// Logger is told of the server's maxmemory-policy when it is not
+	// noeviction or cannot be read, and of too few replicas at open.
+	// Default: none.
+	Logger *zap.Logger
 }
 
 // Redis is a Ledger in Redis, shared by every gateway instance that uses
@@ -60,6 +82,7 @@ type Redis struct {
 	prefix    string
 	channel   string
 	retention time.Duration
+	replicas  int
 	clock     clock.Clock
 	waiters   *waiters
 
@@ -89,6 +112,12 @@ const (
 	// redisHealthCheck is how often an idle subscription is pinged, to
 	// find a connection that died without a word.
 	redisHealthCheck = 3 * time.Second
+
+	// replicaWait is how long a write waits for its replicas (WAIT) when
+	// RedisOptions.Replicas is set: half of redisTimeout, because the
+	// WAIT's answer must come within the read timeout of the pipeline
+	// that carries it, with the write before it.
+	replicaWait = redisTimeout / 2
 )
 
 // A call's value is a header, then the JSON of the Call:
@@ -152,6 +181,23 @@ end
 return v
 `)
 
+// takeBackScript deletes a call that a Create stored, if nothing changed
+// it since (it holds the Create's op), and wakes the Waits a repeat of the
+// call may have begun on it (which then find it gone).
+//
+// KEYS[1] call; ARGV: op, channel, key.
+// Returns 1 when deleted, else 0.
+var takeBackScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if not v then return 0 end
+local i = string.find(v, '\n', 2, true)
+local j = i and string.find(v, '\n', i + 1, true)
+if not j or string.sub(v, i + 1, j - 1) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+if string.byte(v) == 119 then redis.call('PUBLISH', ARGV[2], ARGV[3]) end
+return 1
+`)
+
 // OpenRedis connects to the server and subscribes to the prefix's channel
 // of changes. It fails if the server cannot be reached now; afterwards the
 // same *Redis rides out the server going away and coming back, failing
@@ -170,6 +216,13 @@ func OpenRedis(ctx context.Context, opts RedisOptions) (*Redis, error) {
 	if opts.Prefix == "" {
 		opts.Prefix = "toolgate:"
 	}
+	if opts.Replicas < 0 {
+		return nil, fmt.Errorf("opening ledger at redis %s: negative replicas %d", opts.Addr, opts.Replicas)
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	guard := &policyGuard{addr: opts.Addr, allow: opts.AllowEviction, logger: opts.Logger}
 	var seed [8]byte
 	if _, err := rand.Read(seed[:]); err != nil {
 		return nil, fmt.Errorf("opening ledger at redis %s: %w", opts.Addr, err)
@@ -189,6 +242,7 @@ func OpenRedis(ctx context.Context, opts RedisOptions) (*Redis, error) {
 		// that holds a call for seconds before it can fail.
 		DialerRetries: 2,
 		MaxRetries:    2,
+		OnConnect:     guard.check,
 	})
 	r := &Redis{
 		client:    client,
@@ -196,6 +250,7 @@ func OpenRedis(ctx context.Context, opts RedisOptions) (*Redis, error) {
 		prefix:    opts.Prefix,
 		channel:   opts.Prefix + "done",
 		retention: opts.Retention,
+		replicas:  opts.Replicas,
 		clock:     clock.Or(opts.Clock),
 		waiters:   newWaiters(),
 		opBase:    hex.EncodeToString(seed[:]) + ":",
@@ -203,7 +258,19 @@ func OpenRedis(ctx context.Context, opts RedisOptions) (*Redis, error) {
 	}
 	if err := client.Ping(ctx).Err(); err != nil {
 		_ = client.Close()
+		if refused := (*EvictionError)(nil); errors.As(err, &refused) {
+			return nil, fmt.Errorf("opening ledger at redis %s: %w", opts.Addr, refused)
+		}
 		return nil, r.unavailable("opening ledger", err)
+	}
+	guard.opened.Store(true)
+	if r.replicas > 0 {
+		// Too few replicas now may be a moment's: the ledger opens, and
+		// its writes fail until they are back.
+		if n, err := client.Wait(ctx, r.replicas, replicaWait).Result(); err != nil || n < int64(r.replicas) {
+			opts.Logger.Error("the Redis server has fewer replicas than the ledger's replicas option asks to confirm each write: calls answer 503 until they connect",
+				zap.String("addr", opts.Addr), zap.Int("replicas", r.replicas), zap.Int64("confirmed", n), zap.Error(err))
+		}
 	}
 
 	// One subscription serves every Wait of this instance. The first
@@ -264,7 +331,7 @@ func (r *Redis) do(ctx context.Context, cmd redis.Cmder) {
 	if !r.busy {
 		r.busy = true
 		r.batchMu.Unlock()
-		_ = r.client.Process(ctx, cmd)
+		r.send(ctx, cmd)
 		r.next()
 		return
 	}
@@ -276,16 +343,67 @@ func (r *Redis) do(ctx context.Context, cmd redis.Cmder) {
 		return
 	}
 	// The caller's ctx does not end a batch that carries others' commands.
-	pipe := r.client.Pipeline()
-	for _, q := range q.lead {
-		_ = pipe.Process(context.WithoutCancel(ctx), q.cmd)
+	cmds := make([]redis.Cmder, len(q.lead))
+	for i, q := range q.lead {
+		cmds[i] = q.cmd
 	}
-	_, _ = pipe.Exec(context.WithoutCancel(ctx))
+	r.send(context.WithoutCancel(ctx), cmds...)
 	for _, q := range q.lead[1:] {
 		close(q.done)
 	}
 	r.next()
 }
+
+// send runs writes in one round trip and leaves their replies or errors in
+// them. With Replicas set, a WAIT follows them in the same pipeline, so on
+// the same connection, whose writes it waits for; if fewer replicas than
+// asked confirm them in replicaWait, each write that succeeded fails.
+func (r *Redis) send(ctx context.Context, cmds ...redis.Cmder) {
+	if r.replicas == 0 && len(cmds) == 1 {
+		_ = r.client.Process(ctx, cmds[0])
+		return
+	}
+	pipe := r.client.Pipeline()
+	for _, cmd := range cmds {
+		_ = pipe.Process(ctx, cmd)
+	}
+	var wait *redis.IntCmd
+	if r.replicas > 0 {
+		wait = redis.NewIntCmd(ctx, "wait", r.replicas, replicaWait.Milliseconds())
+		_ = pipe.Process(ctx, wait)
+	}
+	_, _ = pipe.Exec(ctx)
+	if wait == nil {
+		return
+	}
+	n, err := wait.Result()
+	if err == nil && n >= int64(r.replicas) {
+		return
+	}
+	unconfirmed := &unconfirmedError{confirmed: n, asked: r.replicas, err: err}
+	for _, cmd := range cmds {
+		if e := cmd.Err(); e == nil || errors.Is(e, redis.Nil) {
+			cmd.SetErr(unconfirmed)
+		}
+	}
+}
+
+// unconfirmedError is a write that fewer replicas than asked confirmed
+// within replicaWait (or whose WAIT failed, err). The server may have it.
+type unconfirmedError struct {
+	confirmed int64
+	asked     int
+	err       error
+}
+
+func (e *unconfirmedError) Error() string {
+	if e.err != nil {
+		return fmt.Sprintf("waiting for %d replicas to confirm the write: %v", e.asked, e.err)
+	}
+	return fmt.Sprintf("%d of the %d replicas asked for confirmed the write within %s", e.confirmed, e.asked, replicaWait)
+}
+
+func (e *unconfirmedError) Unwrap() error { return e.err }
 
 // next hands what waits to the first waiter to send, or marks none in
 // flight.
@@ -392,6 +510,21 @@ func (r *Redis) Create(ctx context.Context, c *Call) (*Call, bool, error) {
 	if errors.Is(err, redis.Nil) {
 		return nil, true, nil
 	}
+	if err != nil && redis.HasErrorPrefix(err, "OOM") {
+		// A server out of memory (noeviction) refuses the SET before it
+		// looks: a repeat of a call it holds still gets its record,
+		// while a new call fails and does not run.
+		if cur, gerr := r.Get(ctx, c.Key); gerr == nil {
+			return cur, false, nil
+		}
+	}
+	if unconfirmed := (*unconfirmedError)(nil); errors.As(err, &unconfirmed) {
+		// The call is not run, so the server may forget it: taking it
+		// back lets a repeat, once the replicas confirm again, run it
+		// rather than wait for it until its deadline and find it
+		// "outcome unknown". If this fails too, that is what happens.
+		_ = takeBackScript.Run(context.WithoutCancel(ctx), r.client, []string{r.callKey(c.Key)}, op, r.channel, c.Key).Err()
+	}
 	if err != nil {
 		return nil, false, r.redisError(fmt.Sprintf("recording call %q", c.Key), c.Key, err)
 	}
@@ -435,8 +568,13 @@ func (r *Redis) Update(ctx context.Context, c *Call, from State) (*Call, error) 
 	reply, err := cmd.Result()
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		// The server does not have the script yet (or no more: it
-		// restarted): Run loads it.
-		reply, err = updateScript.Run(ctx, r.client, []string{r.callKey(c.Key)}, args[4:]...).Result()
+		// restarted), and ran nothing: load it and send the write again,
+		// as writes go (its WAIT with it).
+		if err = updateScript.Load(ctx, r.client).Err(); err == nil {
+			cmd = redis.NewCmd(ctx, args...)
+			r.do(ctx, cmd)
+			reply, err = cmd.Result()
+		}
 	}
 	if errors.Is(err, redis.Nil) {
 		return nil, ErrNotFound

@@ -25,6 +25,7 @@ type Server struct {
 	cmd     *exec.Cmd
 	tls     *tls.Config // how ping connects to a TLS server
 	persist bool
+	args    []string // more redis-server arguments (StartWith)
 }
 
 // Start runs redis-server on a free 127.0.0.1 port, without persistence,
@@ -36,6 +37,40 @@ func Start(t testing.TB) *Server {
 	s.Restart(t)
 	t.Cleanup(s.Stop)
 	return s
+}
+
+// StartWith is Start with more redis-server arguments, such as
+// "--maxmemory-policy", "volatile-lru".
+func StartWith(t testing.TB, args ...string) *Server {
+	t.Helper()
+	s := newServer(t)
+	s.args = args
+	s.Restart(t)
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// StartReplica starts a server that replicates primary, and returns once
+// the replica confirms a write made on primary (WAIT 1 after it): a
+// replica that has just synced is counted by a WAIT with nothing to wait
+// for before it confirms anything, which it first does up to a second
+// later.
+func StartReplica(t testing.TB, primary *Server) *Server {
+	t.Helper()
+	// A full sync waits 5s for other replicas to share it unless told not to.
+	_, _ = primary.command("CONFIG SET repl-diskless-sync-delay 0")
+	host, port, _ := net.SplitHostPort(primary.Addr)
+	s := StartWith(t, "--replicaof", host, port)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if line, err := primary.command("SET redistest:replica 1", "DEL redistest:replica", "WAIT 1 100"); err == nil && line == ":1\r\n" {
+			return s
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+	t.Fatalf("replica %s of %s did not catch up: %s", s.Addr, primary.Addr, log)
+	return nil
 }
 
 // StartPersistent is Start with every write appended to a file and flushed
@@ -81,7 +116,7 @@ func (s *Server) Restart(t testing.TB) {
 		aof = []string{"--appendonly", "yes", "--appendfsync", "always"}
 	}
 	s.cmd = exec.Command("redis-server", append(append(args, "--bind", "127.0.0.1",
-		"--save", "", "--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis.log")), aof...)...)
+		"--save", "", "--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis.log")), append(aof, s.args...)...)...)
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -106,6 +141,19 @@ func (s *Server) Stop() {
 }
 
 func (s *Server) ping() error {
+	line, err := s.command("PING")
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(line, "+PONG") {
+		return fmt.Errorf("PING answered %q", line)
+	}
+	return nil
+}
+
+// command sends inline commands on a new connection and returns the first
+// line of the answer to the last (each answer before it being one line).
+func (s *Server) command(cmds ...string) (string, error) {
 	var c net.Conn
 	var err error
 	if s.tls != nil {
@@ -114,19 +162,19 @@ func (s *Server) ping() error {
 		c, err = net.DialTimeout("tcp", s.Addr, time.Second)
 	}
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := fmt.Fprint(c, "PING\r\n"); err != nil {
-		return err
+	if _, err := fmt.Fprint(c, strings.Join(cmds, "\r\n")+"\r\n"); err != nil {
+		return "", err
 	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return err
+	r := bufio.NewReader(c)
+	var line string
+	for range cmds {
+		if line, err = r.ReadString('\n'); err != nil {
+			return "", err
+		}
 	}
-	if !strings.HasPrefix(line, "+PONG") {
-		return fmt.Errorf("PING answered %q", line)
-	}
-	return nil
+	return line, nil
 }
