@@ -125,6 +125,11 @@ func Parse(data []byte) (File, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {
+		if strings.Contains(err.Error(), "unknown field") {
+			if named := unknownMember(data); named != nil {
+				return File{}, fmt.Errorf("invalid JSON: %w", named)
+			}
+		}
 		return File{}, fmt.Errorf("invalid JSON: %w", err)
 	}
 	// dec.More reports false before a stray '}' or ']', so read one more
