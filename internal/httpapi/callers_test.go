@@ -145,6 +145,13 @@ func TestCallers(t *testing.T) {
 	if got := strings.Join(names(admin), ","); got != "admin_only,bookmark,open,small" {
 		t.Errorf("admin sees %s", got)
 	}
+	// In a model API's shape too, filtered the same way.
+	for _, f := range []string{"openai", "anthropic"} {
+		resp, body := s.Get(t, s.URL+"/tools?format="+f, "Authorization", "Bearer "+user)
+		if resp.StatusCode != 200 || strings.Contains(body, "admin_only") || !strings.Contains(body, `"small"`) {
+			t.Errorf("%s list for a user: %d %s", f, resp.StatusCode, body)
+		}
+	}
 
 	// Allowed for one caller, forbidden for another; the identity is the
 	// token's, never the envelope's.

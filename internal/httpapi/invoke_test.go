@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -235,6 +237,62 @@ func TestToolsListAndJWKS(t *testing.T) {
 
 	if kid := s.JWKSKeys(t); len(kid) != 1 {
 		t.Fatalf("jwks has %d keys", len(kid))
+	}
+}
+
+// TestToolsListFormats: ?format=openai and ?format=anthropic give the list
+// in those APIs' tool shapes, members and all (Anthropic's API refuses a
+// member it does not know, such as displayName); another format is 400.
+func TestToolsListFormats(t *testing.T) {
+	s, _ := startGateway(t)
+	get := func(format string) (int, string) {
+		resp, body := s.Get(t, s.URL+"/tools?format="+format)
+		return resp.StatusCode, body
+	}
+	save := func(body string, member func(map[string]json.RawMessage) map[string]json.RawMessage) map[string]json.RawMessage {
+		var list []map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(body), &list); err != nil || len(list) != 16 {
+			t.Fatalf("%v, %d tools: %s", err, len(list), body)
+		}
+		for _, e := range list {
+			if m := member(e); string(m["name"]) == `"save"` {
+				return e
+			}
+		}
+		t.Fatalf("no save in %s", body)
+		return nil
+	}
+	keys := func(m map[string]json.RawMessage) string {
+		k := slices.Sorted(maps.Keys(m))
+		return strings.Join(k, ",")
+	}
+	self := func(m map[string]json.RawMessage) map[string]json.RawMessage { return m }
+
+	status, body := get("anthropic")
+	a := save(body, self)
+	if status != 200 || keys(a) != "description,input_schema,name" || string(a["description"]) != `"Save an item."` ||
+		!bytes.Contains(a["input_schema"], []byte(`"required":["id"]`)) {
+		t.Errorf("anthropic: %d %v", status, a)
+	}
+
+	status, body = get("openai")
+	o := save(body, func(e map[string]json.RawMessage) map[string]json.RawMessage {
+		var fn map[string]json.RawMessage
+		_ = json.Unmarshal(e["function"], &fn)
+		return fn
+	})
+	var fn map[string]json.RawMessage
+	_ = json.Unmarshal(o["function"], &fn)
+	if status != 200 || keys(o) != "function,type" || string(o["type"]) != `"function"` ||
+		keys(fn) != "description,name,parameters" || !bytes.Contains(fn["parameters"], []byte(`"required":["id"]`)) {
+		t.Errorf("openai: %d %v %v", status, o, fn)
+	}
+
+	if status, body := get("toolgate"); status != 200 || !strings.Contains(body, `"displayName":"Save item"`) {
+		t.Errorf("toolgate: %d %s", status, body)
+	}
+	if status, body := get("gemini"); status != 400 || apitest.ErrCode(body) != "unknown_format" || !strings.Contains(body, "openai or anthropic") {
+		t.Errorf("gemini: %d %s", status, body)
 	}
 }
 

@@ -50,12 +50,33 @@ func (a *API) authenticate(w http.ResponseWriter, r *http.Request) (caller, bool
 	return caller{Principal: p, verified: true}, true
 }
 
-// toolList is GET /tools: each tool's entry encoded once, at load; a list
-// is then only joined per request, filtered by the caller's policies.
+// toolList is GET /tools: each tool's entry encoded once, at load, in
+// each format; a list is then only joined per request, filtered by the
+// caller's policies.
 type toolList struct {
-	entries map[string][]byte
-	full    []byte // the whole list, when no tool has a policy
+	entries [numFormats]map[string][]byte
+	full    [numFormats][]byte // the whole lists, when no tool has a policy
 }
+
+// listFormat is a shape of the tool list: toolgate's own, or the shape a
+// model API takes its tools in, so that a runtime passes the list on as it
+// is.
+type listFormat int
+
+const (
+	// formatToolgate: {name, displayName, description, input_schema}.
+	formatToolgate listFormat = iota
+	// formatOpenAI: OpenAI's Chat Completions function tools,
+	// {type: "function", function: {name, description, parameters}}.
+	formatOpenAI
+	// formatAnthropic: Anthropic's Messages API tools, {name, description,
+	// input_schema}, which refuses members it does not know.
+	formatAnthropic
+	numFormats
+)
+
+// listFormats are the values of GET /tools?format=.
+var listFormats = map[string]listFormat{"": formatToolgate, "toolgate": formatToolgate, "openai": formatOpenAI, "anthropic": formatAnthropic}
 
 type listedTool struct {
 	Name        string          `json:"name"`
@@ -64,32 +85,62 @@ type listedTool struct {
 	InputSchema json.RawMessage `json:"input_schema"`
 }
 
+type anthropicTool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+type openAITool struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Parameters  json.RawMessage `json:"parameters"`
+	} `json:"function"`
+}
+
 func newToolList(gw *gateway.Gateway) (toolList, error) {
 	tools := gw.Tools().List()
-	l := toolList{entries: make(map[string][]byte, len(tools))}
+	var l toolList
+	for f := range l.entries {
+		l.entries[f] = make(map[string][]byte, len(tools))
+	}
 	policies := false
 	for _, t := range tools {
 		var compact bytes.Buffer
 		if err := json.Compact(&compact, t.InputSchema); err != nil {
 			return toolList{}, fmt.Errorf("tool %q: input_schema: %w", t.Name, err)
 		}
-		b, err := json.Marshal(listedTool{t.Name, t.DisplayName, t.Description, compact.Bytes()})
-		if err != nil {
-			return toolList{}, err
+		schema := json.RawMessage(compact.Bytes())
+		fn := openAITool{Type: "function"}
+		fn.Function.Name, fn.Function.Description, fn.Function.Parameters = t.Name, t.Description, schema
+		for f, v := range [numFormats]any{
+			formatToolgate:  listedTool{t.Name, t.DisplayName, t.Description, schema},
+			formatOpenAI:    fn,
+			formatAnthropic: anthropicTool{t.Name, t.Description, schema},
+		} {
+			b, err := json.Marshal(v)
+			if err != nil {
+				return toolList{}, err
+			}
+			l.entries[f][t.Name] = b
 		}
-		l.entries[t.Name] = b
 		policies = policies || t.Policy != nil
 	}
 	if !policies {
-		l.full = l.join(tools)
+		for f := range l.full {
+			l.full[f] = l.join(listFormat(f), tools)
+		}
 	}
 	return l, nil
 }
 
-func (l toolList) join(tools []*manifest.Compiled) []byte {
+func (l *toolList) join(f listFormat, tools []*manifest.Compiled) []byte {
+	entries := l.entries[f]
 	size := 2
 	for _, t := range tools {
-		size += len(l.entries[t.Name]) + 1
+		size += len(entries[t.Name]) + 1
 	}
 	buf := make([]byte, 0, size)
 	buf = append(buf, '[')
@@ -97,16 +148,21 @@ func (l toolList) join(tools []*manifest.Compiled) []byte {
 		if i > 0 {
 			buf = append(buf, ',')
 		}
-		buf = append(buf, l.entries[t.Name]...)
+		buf = append(buf, entries[t.Name]...)
 	}
 	return append(buf, ']')
 }
 
-// serveList writes the tools the caller may call.
+// serveList writes the tools the caller may call, in the format asked for.
 func (a *API) serveList(w http.ResponseWriter, r *http.Request, c caller) {
-	list := a.list.full
+	f, ok := listFormats[r.URL.Query().Get("format")]
+	if !ok {
+		writeError(w, http.StatusBadRequest, "unknown_format", "format must be toolgate (the default), openai or anthropic")
+		return
+	}
+	list := a.list.full[f]
 	if list == nil {
-		list = a.list.join(a.gw.Visible(gateway.Call{Identity: c.Identity, Claims: c.Claims}))
+		list = a.list.join(f, a.gw.Visible(gateway.Call{Identity: c.Identity, Claims: c.Claims}))
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(list)
