@@ -203,8 +203,10 @@ function checkTool(tool, fail, toJSONSchema) {
   } else if (tool.name === RESERVED_NAME) {
     fail('name', `${show(tool.name)} is reserved: the gateway serves a tool of that name to MCP Apps clients`);
   }
-  for (const field of ['displayName', 'description']) {
-    if (typeof tool[field] !== 'string' || tool[field].trim() === '') fail(field, 'required: a non-empty string');
+  if (typeof tool.description !== 'string' || tool.description.trim() === '') fail('description', 'required: a non-empty string');
+  // Optional, as in a JSON manifest: the gateway labels the tool with its name.
+  if (tool.displayName !== undefined && (typeof tool.displayName !== 'string' || tool.displayName.trim() === '')) {
+    fail('displayName', 'a non-empty string when given (default: the name)');
   }
   const entry = {
     name: tool.name,

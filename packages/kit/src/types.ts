@@ -67,8 +67,8 @@ export type Annotations = {
 export type Tool = {
   /** How the model calls the tool: ^[a-zA-Z0-9_-]{1,64}$, unique. */
   name: string;
-  /** A short human label for cards and UIs. */
-  displayName: string;
+  /** A short human label for cards and UIs. Default: the name. */
+  displayName?: string;
   /** Tells the model what the tool does and when to call it. */
   description: string;
   /**

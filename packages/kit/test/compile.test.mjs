@@ -128,6 +128,15 @@ test('-o writes the manifest; --check passes when equal, fails on drift', (t) =>
   assert.equal(run(['build', seed, '-o', out, '--check']).code, 1);
 });
 
+test('displayName is optional, as in a JSON manifest: left out, the gateway labels the tool with its name', () => {
+  const r = run(['build', 'test/fixtures/no-display-name.ts']);
+  assert.equal(r.code, 0, r.stderr);
+  const [tool] = JSON.parse(r.stdout).tools;
+  assert.equal(tool.name, 'ping');
+  assert.ok(!('displayName' in tool), JSON.stringify(tool));
+  assert.deepEqual(Object.keys(tool), ['name', 'description', 'input_schema', 'target']);
+});
+
 test('bad tools.ts files: exit 1, the file, the tool and the field named', async (t) => {
   const cases = [
     ['bad-date.ts', ['test/fixtures/bad-date.ts: tool "remind": input.when.at: Date cannot be represented in JSON Schema']],
