@@ -17,6 +17,7 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/toolgate/toolgate/internal/clienttools"
 	"github.com/toolgate/toolgate/internal/clock"
@@ -667,11 +668,32 @@ func (g *Gateway) send(ctx context.Context, t *dispatch.Target, input any, call 
 	if err != nil {
 		return nil, result.Failure("%s %s failed: %v", t.Spec.Method, describe(t), err), false
 	}
+	if resp.Status < 200 || resp.Status > 299 {
+		g.logFailure(call, t, resp)
+	}
 	if t.Mapping != nil {
 		return resp, g.checkEmbed(t, t.Mapping.Apply(resp.Status, resp.Header, resp.Body)), false
 	}
 	res, isCard := result.NormalizeOrCard(resp.Status, resp.Header.Get("Content-Type"), resp.Body)
 	return resp, g.checkEmbed(t, res), isCard
+}
+
+// maxLoggedBody bounds what the log keeps of a failing answer's body.
+const maxLoggedBody = 4 << 10
+
+// logFailure keeps a failing answer's body in the log: the model reads
+// only its first line or its page's text, at most 200 characters
+// (result.ErrorText), and whoever runs the gateway may need the rest, such
+// as the stack trace.
+func (g *Gateway) logFailure(call Call, t *dispatch.Target, resp *dispatch.Response) {
+	ce := g.logger.Check(zapcore.InfoLevel, "upstream answered an error")
+	if ce == nil {
+		return
+	}
+	body := resp.Body[:min(len(resp.Body), maxLoggedBody)]
+	ce.Write(zap.String("tool", call.Tool), zap.String("call_id", call.CallID), zap.String("target", describe(t)),
+		zap.Int("status", resp.Status), zap.String("content_type", resp.Header.Get("Content-Type")),
+		zap.ByteString("body", body), zap.Bool("body_truncated", len(body) < len(resp.Body)))
 }
 
 // checkEmbed refuses a url target's embedUrl on an origin that is not in

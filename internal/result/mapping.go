@@ -38,7 +38,8 @@ func CompileMapping(src string) (*Mapping, error) {
 // failures as without a mapping.
 func (m *Mapping) Apply(status int, header http.Header, body []byte) Result {
 	if status < 200 || status > 299 {
-		return failure(status, isJSON(header.Get("Content-Type")), body)
+		ct := header.Get("Content-Type")
+		return failure(status, ct, isJSON(ct), body)
 	}
 	a := Answer{Status: status, Headers: make(map[string]string, len(header))}
 	for k, v := range header {

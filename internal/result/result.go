@@ -14,6 +14,7 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	jsonv1 "github.com/go-json-experiment/json/v1"
+	"golang.org/x/net/html"
 
 	"github.com/toolgate/toolgate/internal/jsonread"
 )
@@ -55,7 +56,7 @@ func Normalize(status int, contentType string, body []byte) Result {
 func NormalizeOrCard(status int, contentType string, body []byte) (r Result, card bool) {
 	jsonBody := isJSON(contentType)
 	if status < 200 || status > 299 {
-		return failure(status, jsonBody, body), false
+		return failure(status, contentType, jsonBody, body), false
 	}
 	if !jsonBody {
 		if !utf8.Valid(body) {
@@ -244,7 +245,7 @@ func cardOf(r Result) string {
 
 // failure turns a non-2xx answer into an error result, carrying a domain
 // error's code and message, or a bounded quote of a text answer.
-func failure(status int, jsonBody bool, body []byte) Result {
+func failure(status int, contentType string, jsonBody bool, body []byte) Result {
 	head := strings.TrimSpace(fmt.Sprintf("handler answered %d %s", status, http.StatusText(status)))
 	if jsonBody {
 		var de struct {
@@ -255,11 +256,83 @@ func failure(status int, jsonBody bool, body []byte) Result {
 			return Failure("%s: %s: %s", head, bounded(*de.Code), bounded(*de.Error))
 		}
 	}
-	text := strings.TrimSpace(string(body))
-	if text == "" || !utf8.ValidString(text) {
+	text := ErrorText(contentType, body)
+	if text == "" {
 		return Failure("%s", head)
 	}
-	return Failure("%s: %s", head, bounded(text))
+	return Failure("%s: %s", head, text)
+}
+
+// maxErrorText bounds, in characters, what the model reads of a failing
+// answer that is no domain error: its first line, an error message's
+// length; what follows (a stack trace, a page of HTML) is the gateway's
+// log's to keep, not the model's to read.
+const maxErrorText = 200
+
+// ErrorText is what the model reads of a failing answer's body: for HTML
+// its text (no markup, scripts or styles), for other text its first
+// non-empty line, with runs of white space made one space, at most
+// maxErrorText characters; "" when nothing readable is left (an empty
+// body, invalid UTF-8).
+func ErrorText(contentType string, body []byte) string {
+	if !utf8.Valid(body) {
+		return ""
+	}
+	var text string
+	if isHTML(contentType, body) {
+		text = htmlText(body)
+	} else {
+		for line := range strings.Lines(string(body)) {
+			if strings.TrimSpace(line) != "" {
+				text = line
+				break
+			}
+		}
+	}
+	text = strings.Join(strings.Fields(text), " ")
+	if utf8.RuneCountInString(text) <= maxErrorText {
+		return text
+	}
+	return string([]rune(text)[:maxErrorText]) + "…"
+}
+
+// isHTML reports whether a body is an HTML page: by its type, or, as
+// error pages often come with none or text/plain, by how it starts.
+func isHTML(contentType string, body []byte) bool {
+	if mt, _, _ := mime.ParseMediaType(contentType); mt == "text/html" || mt == "application/xhtml+xml" {
+		return true
+	}
+	start := bytes.ToLower(bytes.TrimSpace(body[:min(len(body), 64)]))
+	return bytes.HasPrefix(start, []byte("<!doctype html")) || bytes.HasPrefix(start, []byte("<html"))
+}
+
+// htmlText is an HTML page's text, without its scripts and styles.
+func htmlText(body []byte) string {
+	z := html.NewTokenizer(bytes.NewReader(body))
+	var b strings.Builder
+	skip := 0 // inside <script> or <style>
+	for {
+		switch z.Next() {
+		case html.ErrorToken:
+			return b.String()
+		case html.StartTagToken:
+			if name, _ := z.TagName(); string(name) == "script" || string(name) == "style" {
+				skip++
+			}
+		case html.EndTagToken:
+			if name, _ := z.TagName(); (string(name) == "script" || string(name) == "style") && skip > 0 {
+				skip--
+			}
+		case html.TextToken:
+			if skip == 0 {
+				b.Write(z.Text())
+				b.WriteByte(' ')
+			}
+		}
+		if b.Len() > 4*maxErrorText*utf8.UTFMax {
+			return b.String()
+		}
+	}
 }
 
 // bounded cuts text quoted from a failing answer to maxErrorBody bytes, on

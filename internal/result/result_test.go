@@ -222,14 +222,15 @@ func TestNormalizeLongErrorBody(t *testing.T) {
 		{"three-byte runes cut mid-rune", strings.Repeat("€", 2000) + "TAIL"},
 		{"two-byte runes", "a" + strings.Repeat("é", 3000) + "TAIL"},
 		{"four-byte runes", strings.Repeat("😀", 1000) + "TAIL"},
-		{"just over the bound", strings.Repeat("y", 1025) + "TAIL"},
+		{"just over the bound", strings.Repeat("y", 201) + "TAIL"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := result.Normalize(500, "text/plain", []byte(tt.body))
 			checkError(t, got)
-			if len(got.Content) > 1200 {
-				t.Errorf("error content is %d bytes, want it bounded (~1 KiB)", len(got.Content))
+			quoted := strings.TrimPrefix(got.Content, "handler answered 500 Internal Server Error: ")
+			if n := utf8.RuneCountInString(quoted); n != 201 {
+				t.Errorf("error content quotes %d characters, want 200 and an ellipsis", n)
 			}
 			if strings.Contains(got.Content, "TAIL") {
 				t.Errorf("error content kept the tail of a %d-byte body", len(tt.body))
@@ -249,9 +250,37 @@ func TestNormalizeLongErrorBody(t *testing.T) {
 		t.Errorf("a long domain error is not bounded: %d bytes", len(got.Content))
 	}
 
-	short := strings.Repeat("z", 1024)
+	short := strings.Repeat("é", 200)
 	if got := result.Normalize(500, "text/plain", []byte(short)); !strings.HasSuffix(got.Content, short) || strings.HasSuffix(got.Content, "…") {
-		t.Errorf("a body of exactly 1024 bytes was truncated: %q", got.Content)
+		t.Errorf("a body of exactly 200 characters was truncated: %q", got.Content)
+	}
+}
+
+// TestErrorText: the model reads a failing answer's message, not its
+// stack trace or its page's markup; the rest is for the gateway's log.
+func TestErrorText(t *testing.T) {
+	for _, c := range []struct {
+		name, ctype, body, want string
+	}{
+		{"one line", "text/plain", "database down\n", "database down"},
+		{"a stack trace", "text/plain", "Error: boom\n    at handler (/srv/app.js:10:5)\n    at next (/srv/node_modules/x.js:1:1)\n", "Error: boom"},
+		{"a Java trace", "", "java.lang.NullPointerException: user\n\tat com.example.Api.get(Api.java:42)\n", "java.lang.NullPointerException: user"},
+		{"blank lines first", "text/plain", "\n\n  \n  bad   gateway \t now\nmore", "bad gateway now"},
+		{"an nginx page", "text/html", "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>", "502 Bad Gateway 502 Bad Gateway nginx"},
+		{"HTML sent as text", "text/plain", "<!DOCTYPE html><html><head><style>body{color:red}</style><script>var secret=1</script></head><body><p>Server &amp; error</p></body></html>", "Server & error"},
+		{"HTML with no type", "", "  <html><body><h1>Oops</h1><pre>Traceback (most recent call last):\n  File x</pre></body></html>", "Oops Traceback (most recent call last): File x"},
+		{"not UTF-8", "text/plain", "caf\xff", ""},
+		{"empty", "text/plain", "", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := result.ErrorText(c.ctype, []byte(c.body)); got != c.want {
+				t.Errorf("ErrorText = %q, want %q", got, c.want)
+			}
+		})
+	}
+	page := "<html><body><p>" + strings.Repeat("word ", 500) + "</p><script>" + strings.Repeat("x", 1<<20) + "</script></body></html>"
+	if got := result.ErrorText("text/html", []byte(page)); utf8.RuneCountInString(got) != 201 || !strings.HasSuffix(got, "…") {
+		t.Errorf("a long page: %d characters %q", utf8.RuneCountInString(got), got[:40])
 	}
 }
 
