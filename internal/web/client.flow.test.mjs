@@ -75,12 +75,12 @@ let el;
 let events;
 const realFetch = globalThis.fetch;
 
-function client({ threadId = 'th_1', getToken = () => 'tok1' } = {}) {
+function client({ threadId = 'th_1', getToken = () => 'tok1', tools } = {}) {
   el = new ToolgateClient();
   events = [];
   el.addEventListener('toolgate.tool.change', (e) => events.push({ type: 'change', ...e.detail, ev: e }));
   el.addEventListener('toolgate.log', (e) => events.push({ type: 'log', ...e.detail }));
-  el.setOptions({ api: { url: 'http://gw.test/toolgate/', getToken }, threadId });
+  el.setOptions({ api: { url: 'http://gw.test/toolgate/', getToken }, threadId, tools });
   return el;
 }
 const changes = () => events.filter((e) => e.type === 'change').map(({ id, name, status, isError }) => (
@@ -145,6 +145,24 @@ test('a call runs once: claim, start, handler, result with the page key order, e
   server.streams[0].send(callEvent(id, 'read_progress'));
   await settle();
   assert.equal(server.claims(id).length, 1);
+});
+
+test('with tools, a call of another tool is left unclaimed for the page that implements it', async () => {
+  start({}, { tools: ['read_progress'] });
+  el.onClientTool = async ({ name }) => ({ ran: name });
+  const mine = newId();
+  const theirs = newId();
+  await until(() => server.streams[0], 'stream');
+  server.streams[0].send(callEvent(theirs, 'read_draft') + callEvent(mine, 'read_progress'));
+  await until(() => server.results(mine).length === 1, 'the result of its own tool');
+  await settle();
+  assert.equal(server.claims(theirs).length, 0, 'another page\'s tool was claimed');
+  assert.equal(server.results(theirs).length, 0);
+  assert.ok(logs('info').some((l) => l.message.includes('left for a page that implements it')));
+  // Offered again (a reconnect), still not taken.
+  server.streams[0].send(callEvent(theirs, 'read_draft'));
+  await settle();
+  assert.equal(server.claims(theirs).length, 0);
 });
 
 test('handler outcomes map to result bodies', async () => {
@@ -355,6 +373,9 @@ test('setOptions and onClientTool reject bad arguments', () => {
   assert.throws(() => c.setOptions({ threadId: 't' }), TypeError);
   assert.throws(() => c.setOptions({ api: { url: 'http://x' }, threadId: 't' }), TypeError);
   assert.throws(() => c.setOptions({ api: { url: 'http://x', getToken: () => 't' } }), TypeError);
+  for (const tools of ['read_draft', [''], [1], {}]) {
+    assert.throws(() => c.setOptions({ api: { url: 'http://x', getToken: () => 't' }, threadId: 't', tools }), TypeError);
+  }
   assert.throws(() => { c.onClientTool = 'nope'; }, TypeError);
   c.onClientTool = () => 1;
   c.onClientTool = null;

@@ -12,6 +12,7 @@
  *   tg.setOptions({
  *     api: { url: "/toolgate", getToken: () => fetch("/api/page-token").then(r => r.text()) },
  *     threadId: "th_1",
+ *     tools: ["read_playback_progress"], // optional: claim only these
  *   });
  *   tg.onClientTool = async ({ id, name, input }) => {
  *     if (name === "read_playback_progress") return { positionSeconds: video.currentTime };
@@ -360,9 +361,9 @@ export class ToolgateClient extends Base {
   /** @type {null | ((call: {id: string, name: string, input: any}) => unknown)} */
   #handler = null;
   #readables = new ReadableRegistry();
-  /** @type {null | {url: string, getToken: () => string | Promise<string>, threadId: string}} */
+  /** @type {null | {url: string, getToken: () => string | Promise<string>, threadId: string, tools: Set<string> | null}} */
   #options = null;
-  /** @type {null | {url: string, getToken: Function, threadId: string, ctrl: AbortController, token: Promise<string> | null}} */
+  /** @type {null | {url: string, getToken: Function, threadId: string, tools: Set<string> | null, ctrl: AbortController, token: Promise<string> | null}} */
   #session = null;
 
   constructor() {
@@ -393,14 +394,21 @@ export class ToolgateClient extends Base {
   /**
    * Points the client at toolgate and a thread and (re)opens the call stream,
    * closing any previous one. Calls already running finish and post their results.
-   * @param {{api: {url: string, getToken: () => string | Promise<string>}, threadId: string}} options
+   * `tools`, when given, names the client tools this page implements: a call
+   * of another is left unclaimed for a page of the same thread that does
+   * implement it (or to time out), where without it every call is claimed
+   * and one the handler does not know answered with its error.
+   * @param {{api: {url: string, getToken: () => string | Promise<string>}, threadId: string, tools?: string[]}} options
    *   `api.url` is where toolgate is mounted; `getToken` gives the page token for the thread.
    */
-  setOptions({ api, threadId } = {}) {
+  setOptions({ api, threadId, tools } = {}) {
     if (typeof api?.url !== 'string' || !api.url) throw new TypeError('api.url must be a non-empty string');
     if (typeof api.getToken !== 'function') throw new TypeError('api.getToken must be a function');
     if (typeof threadId !== 'string' || !threadId) throw new TypeError('threadId must be a non-empty string');
-    this.#options = { url: api.url.replace(/\/+$/, ''), getToken: api.getToken, threadId };
+    if (tools !== undefined && (!Array.isArray(tools) || !tools.every((t) => typeof t === 'string' && t))) {
+      throw new TypeError('tools must be an array of client tool names');
+    }
+    this.#options = { url: api.url.replace(/\/+$/, ''), getToken: api.getToken, threadId, tools: tools ? new Set(tools) : null };
     this.close();
     this.#open();
   }
@@ -560,6 +568,11 @@ export class ToolgateClient extends Base {
     const { callId: id, name, input } = call ?? {};
     if (typeof id !== 'string' || !id || typeof name !== 'string') {
       this.#log('warn', 'call event without callId or name ignored', { data });
+      return;
+    }
+    if (session.tools && !session.tools.has(name)) {
+      // Another page of the thread may implement it: not claimed here.
+      this.#log('info', `call ${id} of ${name} left for a page that implements it`, { id, name });
       return;
     }
     const key = callKey(user, session.threadId, id);

@@ -101,7 +101,9 @@ function LessonPage() {
   const log = (line: string) => setEvents((e) => [...e, line]);
 
   // Stable: a new options object would reopen the call stream.
-  const options = useMemo(() => ({ api: { url: gateway }, threadId: thread }), []);
+  // It runs read_playback_progress only: another page's client tools are
+  // left for that page.
+  const options = useMemo(() => ({ api: { url: gateway }, threadId: thread, tools: ["read_playback_progress"] }), []);
 
   // The example has no agent runtime: the browser test (or you, in the
   // console) plays it, calling tools through the Tools API and handing their

@@ -42,12 +42,14 @@ export type GetToken = () => string | Promise<string>;
 export interface ClientOptions {
   api: { url: string; getToken?: GetToken };
   threadId: string;
+  /** The client tools this page implements: calls of others are left for a page of the thread that does. Default: all. */
+  tools?: string[];
 }
 
 /** The surface of `<toolgate-client>` (internal/web/client.js). */
 export interface ToolgateClientElement extends HTMLElement {
   onClientTool: ((call: ClientToolCall) => unknown) | null;
-  setOptions(options: { api: { url: string; getToken: GetToken }; threadId: string }): void;
+  setOptions(options: { api: { url: string; getToken: GetToken }; threadId: string; tools?: string[] }): void;
   setReadable(name: string, value: unknown): void;
   removeReadable(name: string): boolean;
   pageContext(): Array<{ name: string; value: unknown }>;
