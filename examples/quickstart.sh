@@ -2,7 +2,7 @@
 # Quick start: build the example components (bookmarks in Go, notes in
 # TypeScript) and toolgate, start the components in the background, and run
 # toolgate in the foreground with Caddyfile.example. Run from the repository
-# root (Go 1.26, Node.js 20 and npm on the machine):
+# root (Go 1.26, Node.js 22 LTS (or 20) and npm on the machine):
 #
 #   examples/quickstart.sh
 #
