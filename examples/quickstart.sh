@@ -33,6 +33,17 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+# A second quick start would bind the same ports beside the first (Caddy
+# and Go listen with SO_REUSEPORT) and answer every few requests with a
+# 503: refuse at once, naming what is there, and change nothing.
+for addr in 127.0.0.1:8080 127.0.0.1:9001 127.0.0.1:9002 localhost:2019; do
+	if (exec 3<>"/dev/tcp/${addr%:*}/${addr##*:}") 2>/dev/null; then
+		echo "quickstart: $addr is already in use (another quick start, or Caddy's admin API on 2019?)." >&2
+		echo "Stop it first (Ctrl-C in its terminal), then run this again." >&2
+		exit 1
+	fi
+done
+
 # The page secret signs the page tokens the component mints for toolgate.
 # Without one, each run makes its own: the example's fallback secret is
 # public. Both processes read it from the environment (not a flag, which
@@ -116,6 +127,11 @@ when it loads, and run on the TypeScript component on 127.0.0.1:9002:
 
   curl -s http://127.0.0.1:8080/toolgate/tools/add_note -H 'Content-Type: application/json' -d '{"input":{"text":"Buy milk","tags":["home"]},"identity":{"user":"u_1","install":"in_1"}}'
   curl -s http://127.0.0.1:8080/toolgate/tools/export_notes -H 'Content-Type: application/json' -d '{"input":{},"identity":{"user":"u_1","install":"in_1"}}'
+
+After editing Caddyfile.example, load it into the running toolgate (the page
+secret is read from toolgate's own environment, so it stays the same):
+
+  go run ./cmd/toolgate reload --config Caddyfile.example --adapter caddyfile
 
 EOF
 
