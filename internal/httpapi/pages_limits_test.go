@@ -222,18 +222,7 @@ func TestCallerGoneHTTP(t *testing.T) {
 	tok := apitest.PageToken(t, "u_1", "th_1")
 	page, _, _ := apitest.OpenStream(t, s.URL, tok, "th_1")
 
-	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/tools/where",
-		strings.NewReader(`{"input":{},"callId":"gone_1",`+apitest.ThreadCtx+`,`+apitest.PageIdentity+`}`))
-	req.Header.Set("Content-Type", "application/json")
-	errc := make(chan error, 1)
-	go func() {
-		resp, err := s.client.Do(req)
-		if err == nil {
-			resp.Body.Close()
-		}
-		errc <- err
-	}()
+	cancel, errc := invokeToLeave(s, apitest.PageIdentity)
 	if o := page.Next(t); o.CallID != "gone_1" {
 		t.Fatalf("offered %+v", o)
 	}
@@ -344,18 +333,7 @@ func TestCallerGoneFreesPlaceHTTP(t *testing.T) {
 	o.clientTimeout = time.Hour
 	s := startServer(t, o)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/tools/where",
-		strings.NewReader(`{"input":{},"callId":"gone_1",`+apitest.ThreadCtx+`,"identity":{"user":"alice","install":"in_1"}}`))
-	req.Header.Set("Content-Type", "application/json")
-	errc := make(chan error, 1)
-	go func() {
-		resp, err := s.client.Do(req)
-		if err == nil {
-			resp.Body.Close()
-		}
-		errc <- err
-	}()
+	cancel, errc := invokeToLeave(s, `"identity":{"user":"alice","install":"in_1"}`)
 	waitCounts(t, s.bridge, 1, 0)
 	overLimit(t, s, "alice", "in_1", "th_2", "gone_2", "max_pending_per_user")
 	cancel()
@@ -452,4 +430,23 @@ func TestStreamsTotalHTTP(t *testing.T) {
 	if ps, status, body := openStreamTokens(t, s, "u_9", "th_9", 9); ps == nil {
 		t.Errorf("after a close: %d %s", status, body)
 	}
+}
+
+// invokeToLeave calls the client tool where as call gone_1 of th_1 for
+// identity (an envelope member) in the background; cancel hangs up, and
+// errc gets what the request ended with.
+func invokeToLeave(s *server, identity string) (cancel context.CancelFunc, errc <-chan error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/tools/where",
+		strings.NewReader(`{"input":{},"callId":"gone_1",`+apitest.ThreadCtx+`,`+identity+`}`))
+	req.Header.Set("Content-Type", "application/json")
+	ch := make(chan error, 1)
+	go func() {
+		resp, err := s.client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		ch <- err
+	}()
+	return cancel, ch
 }

@@ -18,16 +18,7 @@ import (
 // once it is back.
 func TestPagesRedisUnavailable(t *testing.T) {
 	rs := redistest.Start(t)
-	client := redis.NewClient(&redis.Options{Addr: rs.Addr, DialTimeout: time.Second, ReadTimeout: time.Second, MaxRetries: 1, DialerRetries: 1})
-	t.Cleanup(func() { client.Close() })
-	bridge, err := clienttools.NewRedisBridge(context.Background(), client, "tg:", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { bridge.Close() })
-	o := pagesOptions(t)
-	o.bridge = bridge
-	s := startServer(t, o)
+	s := startRedisPages(t, &redis.Options{Addr: rs.Addr, DialTimeout: time.Second, ReadTimeout: time.Second, MaxRetries: 1, DialerRetries: 1})
 	tok := apitest.PageToken(t, "u_1", "th_1")
 
 	rs.Stop()
@@ -59,16 +50,23 @@ func TestPagesRedisUnavailable(t *testing.T) {
 func TestInstallsApartRedisHTTP(t *testing.T) {
 	rs := redistest.Start(t)
 	instance := func() *server {
-		client := redis.NewClient(&redis.Options{Addr: rs.Addr, DialTimeout: time.Second, ReadTimeout: time.Second})
-		t.Cleanup(func() { client.Close() })
-		bridge, err := clienttools.NewRedisBridge(context.Background(), client, "tg:", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { bridge.Close() })
-		o := pagesOptions(t)
-		o.bridge = bridge
-		return startServer(t, o)
+		return startRedisPages(t, &redis.Options{Addr: rs.Addr, DialTimeout: time.Second, ReadTimeout: time.Second})
 	}
 	installsApart(t, instance(), instance())
+}
+
+// startRedisPages starts a gateway with the pages options whose client
+// tools go through a Redis bridge on a client with opts.
+func startRedisPages(t *testing.T, opts *redis.Options) *server {
+	t.Helper()
+	client := redis.NewClient(opts)
+	t.Cleanup(func() { client.Close() })
+	bridge, err := clienttools.NewRedisBridge(context.Background(), client, "tg:", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bridge.Close() })
+	o := pagesOptions(t)
+	o.bridge = bridge
+	return startServer(t, o)
 }
