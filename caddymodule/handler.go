@@ -342,9 +342,6 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) error {
 	if h.Pages != nil {
 		cfg.PageOrigins = h.Pages.Origins
 	}
-	if h.MCP != nil {
-		cfg.EmbedOrigins = h.MCP.EmbedOrigins
-	}
 	if h.api, err = httpapi.New(cfg); err != nil {
 		return err
 	}

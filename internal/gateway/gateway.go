@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -232,6 +233,7 @@ type Gateway struct {
 	clock      clock.Clock
 	obs        observe.Observer
 	embeds     map[string]bool // EmbedOrigins
+	embedList  []string        // EmbedOrigins, in their order
 }
 
 // New returns a gateway.
@@ -240,7 +242,7 @@ func New(c Config) *Gateway {
 		tools: c.Tools, issuer: c.Issuer, client: c.Client,
 		ledger: c.Ledger, logger: c.Logger, instance: c.Instance, clock: clock.Or(c.Clock),
 		bridge: c.Bridge, clientWait: c.ClientTimeout, obs: observe.Or(c.Observer),
-		embeds: make(map[string]bool, len(c.EmbedOrigins)),
+		embeds: make(map[string]bool, len(c.EmbedOrigins)), embedList: slices.Clone(c.EmbedOrigins),
 	}
 	for _, o := range c.EmbedOrigins {
 		g.embeds[o] = true
@@ -695,6 +697,11 @@ func (g *Gateway) logFailure(call Call, t *dispatch.Target, resp *dispatch.Respo
 		zap.Int("status", resp.Status), zap.String("content_type", resp.Header.Get("Content-Type")),
 		zap.ByteString("body", body), zap.Bool("body_truncated", len(body) < len(resp.Body)))
 }
+
+// EmbedOrigins are the origins besides the components' whose pages may
+// be shown as embeds (Config.EmbedOrigins): a url target's, and the MCP
+// Apps view's frameDomains.
+func (g *Gateway) EmbedOrigins() []string { return g.embedList }
 
 // checkEmbed refuses a url target's embedUrl on an origin that is not in
 // embed_origins: the card frames it on the app's page, and a url target's

@@ -41,7 +41,6 @@ import (
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/mcp"
 	"github.com/toolgate/toolgate/internal/observe"
-	"github.com/toolgate/toolgate/internal/result"
 	"github.com/toolgate/toolgate/internal/web"
 )
 
@@ -77,9 +76,6 @@ type Config struct {
 	// identity in _meta: the user of a single-user, loopback-mode gateway.
 	// Refused with Callers, whose tokens name the user.
 	LocalIdentity *gateway.Identity
-	// EmbedOrigins are origins, besides the components', whose pages the
-	// MCP Apps view may frame (mcp.EmbedOrigin checks each).
-	EmbedOrigins []string
 	// MCPSessions bound the MCP sessions of the revisions that have them:
 	// idle timeout, per caller and in all. Zero fields take mcp's
 	// defaults; negative ones are refused.
@@ -157,13 +153,6 @@ func New(c Config) (*API, error) {
 			return nil, err
 		}
 		opts.LocalIdentity = *c.LocalIdentity
-	}
-	for _, o := range c.EmbedOrigins {
-		origin, err := result.EmbedOrigin(o)
-		if err != nil {
-			return nil, fmt.Errorf("mcp: embed_origins: %w", err)
-		}
-		opts.EmbedOrigins = append(opts.EmbedOrigins, origin)
 	}
 	stateKey := sha256.Sum256(append([]byte("toolgate mcp request state\x00"), c.StateSeed...))
 	opts.StateKey = stateKey[:]

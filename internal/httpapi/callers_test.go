@@ -49,7 +49,8 @@ func callersOptions(t *testing.T, upstream, jwksURL string) options {
 		issuer:     "https://tools.test",
 		// The bookmark's embed is on go.dev: a url target's embed is
 		// shown only on embed_origins.
-		api: Config{Callers: callers, EmbedOrigins: []string{"https://go.dev"}},
+		embedOrigins: []string{"https://go.dev"},
+		api:          Config{Callers: callers},
 	}
 }
 

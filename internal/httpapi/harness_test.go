@@ -218,6 +218,8 @@ type options struct {
 	// the bolt ledger's operations; logger gets their lines.
 	observer observe.Observer
 	logger   *zap.Logger
+	// embedOrigins are the gateway's (as result.EmbedOrigin writes them).
+	embedOrigins []string
 	// api is the API's config; its Gateway, Bridge, JWKS and StateSeed
 	// are filled in.
 	api Config
@@ -279,7 +281,7 @@ func startServer(t *testing.T, o options) *server {
 		Tools: tools, Issuer: issuer,
 		Client: dispatch.NewClient(o.upstreamTimeout, o.maxResponseSize),
 		Ledger: observe.ObservedLedger(s.ledger, "bolt", o.observer), Bridge: s.bridge, ClientTimeout: o.clientTimeout,
-		Observer: o.observer, Logger: o.logger, EmbedOrigins: o.api.EmbedOrigins,
+		Observer: o.observer, Logger: o.logger, EmbedOrigins: o.embedOrigins,
 	})
 	cfg := o.api
 	cfg.Observer, cfg.Logger = o.observer, o.logger

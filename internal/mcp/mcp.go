@@ -75,10 +75,6 @@ type Options struct {
 	// caller nor a _meta identity: the one user of a loopback-mode gateway,
 	// so that a desktop client needs no toolgate-specific _meta. Zero: none.
 	LocalIdentity gateway.Identity
-	// EmbedOrigins are origins, besides the components', that embeds
-	// shown in the MCP Apps view come from (the site an app's pages are
-	// served through, say), each as EmbedOrigin returns it.
-	EmbedOrigins []string
 	// Sessions bound the sessions of the revisions before 2026-07-28.
 	Sessions SessionLimits
 	// MaxRequestSize bounds a request body, as the SDK reads it. Default:
@@ -167,7 +163,7 @@ func New(gw *gateway.Gateway, opts Options) *Server {
 		}
 	}
 	s.server.AddTool(cardAnswerTool(), s.answerCard)
-	s.view = viewContents(gw.Tools().List(), opts.EmbedOrigins)
+	s.view = viewContents(gw.Tools().List(), gw.EmbedOrigins())
 	s.server.AddResource(&sdk.Resource{URI: web.MCPAppURI, Name: "toolgate-card", Title: "toolgate card", MIMEType: web.MCPAppMIMEType}, s.readView)
 	// A session is open from its initialize until it closes (idle
 	// timeout, DELETE, its token's end). Stateless requests are not
