@@ -278,23 +278,43 @@ func ErrorText(contentType string, body []byte) string {
 	if !utf8.Valid(body) {
 		return ""
 	}
-	var text string
+	var text []byte
 	if isHTML(contentType, body) {
 		text = htmlText(body)
 	} else {
-		for line := range strings.Lines(string(body)) {
-			if strings.TrimSpace(line) != "" {
+		for line := range bytes.Lines(body) {
+			if len(bytes.TrimSpace(line)) != 0 {
 				text = line
 				break
 			}
 		}
 	}
-	text = strings.Join(strings.Fields(text), " ")
-	if utf8.RuneCountInString(text) <= maxErrorText {
-		return text
+	// Folded field by field, and only as far as maxErrorText characters:
+	// a line of a megabyte is not folded whole to quote its start.
+	var b strings.Builder
+	n := 0
+	for f := range bytes.FieldsSeq(text) {
+		if n > 0 {
+			if n == maxErrorText {
+				return b.String() + "…"
+			}
+			b.WriteByte(' ')
+			n++
+		}
+		for _, r := range string(f) {
+			if n == maxErrorText {
+				return b.String() + "…"
+			}
+			b.WriteRune(r)
+			n++
+		}
 	}
-	return string([]rune(text)[:maxErrorText]) + "…"
+	return b.String()
 }
+
+// errorTextScan bounds, in bytes, the text htmlText gathers: enough for
+// maxErrorText characters.
+const errorTextScan = 4 * maxErrorText * utf8.UTFMax
 
 // isHTML reports whether a body is an HTML page: by its type, or, as
 // error pages often come with none or text/plain, by how it starts.
@@ -306,15 +326,16 @@ func isHTML(contentType string, body []byte) bool {
 	return bytes.HasPrefix(start, []byte("<!doctype html")) || bytes.HasPrefix(start, []byte("<html"))
 }
 
-// htmlText is an HTML page's text, without its scripts and styles.
-func htmlText(body []byte) string {
+// htmlText is an HTML page's text, without its scripts and styles, up to
+// about errorTextScan bytes.
+func htmlText(body []byte) []byte {
 	z := html.NewTokenizer(bytes.NewReader(body))
-	var b strings.Builder
+	var b bytes.Buffer
 	skip := 0 // inside <script> or <style>
 	for {
 		switch z.Next() {
 		case html.ErrorToken:
-			return b.String()
+			return b.Bytes()
 		case html.StartTagToken:
 			if name, _ := z.TagName(); string(name) == "script" || string(name) == "style" {
 				skip++
@@ -329,8 +350,8 @@ func htmlText(body []byte) string {
 				b.WriteByte(' ')
 			}
 		}
-		if b.Len() > 4*maxErrorText*utf8.UTFMax {
-			return b.String()
+		if b.Len() > errorTextScan {
+			return b.Bytes()
 		}
 	}
 }
