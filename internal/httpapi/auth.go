@@ -389,9 +389,8 @@ func checkAudiences(callers, pages *TokenConfig) error {
 	if callers == nil || pages == nil {
 		return nil
 	}
+	// Callers always name an audience or resource (checkResourceServer).
 	switch {
-	case len(callers.audiences()) == 0:
-		return errAudience
 	case pages.Audience == "":
 		return errors.New("pages: audience is required when callers are configured too, so that a caller token is never taken for a page token")
 	case slices.Contains(callers.audiences(), pages.Audience):

@@ -28,9 +28,9 @@ import (
 // proxy_pass, cannot be told apart: the README says so.)
 var forwardingHeaders = []string{"X-Forwarded-For", "Forwarded", "X-Real-Ip", "X-Forwarded-Host", "X-Forwarded-Proto", "Via"}
 
-// ParseClientIP parses an IP, or IP:port, with or without a zone. What
+// parseClientIP parses an IP, or IP:port, with or without a zone. What
 // does not parse is the zero Addr, which is no loopback.
-func ParseClientIP(s string) netip.Addr {
+func parseClientIP(s string) netip.Addr {
 	if host, _, err := net.SplitHostPort(s); err == nil {
 		s = host
 	}
@@ -63,7 +63,7 @@ func newLoopback(hosts []string) (*loopback, error) {
 // naming what to configure, or returns "" when it may.
 func (l *loopback) refusal(r *http.Request) string {
 	// The peer, never the client a proxy names: see forwardingHeaders.
-	if ip := ParseClientIP(r.RemoteAddr); !ip.IsLoopback() {
+	if ip := parseClientIP(r.RemoteAddr); !ip.IsLoopback() {
 		return fmt.Sprintf("without callers, toolgate accepts runtime calls only from this machine, and the client %s is not a loopback address: configure callers to accept others", ip)
 	}
 	for _, name := range forwardingHeaders {
