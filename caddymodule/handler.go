@@ -252,8 +252,18 @@ func (Handler) CaddyModule() caddy.ModuleInfo {
 
 // Provision loads and compiles the tools, sets up the identity key and the
 // upstream client.
+//
+// A config error is also logged here, as toolgate's own message: Caddy
+// returns it behind its module chain ("loading http app module: provision
+// http: server srv0: setting up route handlers: ..."), which would
+// otherwise be the first thing a user reads.
 func (h *Handler) Provision(ctx caddy.Context) error {
-	return h.provision(ctx, ctx.Logger())
+	logger := ctx.Logger()
+	err := h.provision(ctx, logger)
+	if err != nil {
+		logger.Error("toolgate config: " + err.Error())
+	}
+	return err
 }
 
 func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) error {

@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -95,5 +96,45 @@ func TestSecondGatewayWaitsForLedger(t *testing.T) {
 	}
 	if n := up.hits.Load() - before; n != 0 {
 		t.Errorf("the target ran %d times for calls already recorded or refused", n)
+	}
+}
+
+// A config error is first said as toolgate's own message, naming the file,
+// the tool and the field, before the line in which Caddy puts the same
+// message behind its module chain.
+func TestConfigErrorComesFirst(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	dir := t.TempDir()
+	manifest := filepath.Join(dir, "tools.json")
+	write(t, manifest, `{"tools":[{"name":"lookup","description":"d","inputSchema":{"type":"object"},
+		"target":{"kind":"url","method":"GET","url":"http://127.0.0.1:1/"}}]}`)
+	config := filepath.Join(dir, "Caddyfile")
+	write(t, config, "http://127.0.0.1:0 {\n\tbind 127.0.0.1\n\ttoolgate {\n\t\tmanifest "+manifest+"\n\t}\n}\n")
+
+	out, err := exec.Command(toolgateBinary(t), "validate", "--config", config, "--adapter", "caddyfile").CombinedOutput()
+	if err == nil {
+		t.Fatalf("validate accepted a manifest spelling inputSchema:\n%s", out)
+	}
+	var errors []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, `"level":"error"`) || strings.Contains(line, "ERROR") {
+			errors = append(errors, line)
+		}
+	}
+	want := `toolgate config: manifest ` + manifest + `: invalid JSON: tool \"lookup\" (tools[0]): unknown field \"inputSchema\": a manifest spells it \"input_schema\"`
+	if len(errors) < 2 || !strings.Contains(errors[0], want) || strings.Contains(errors[0], "loading http app module") {
+		t.Fatalf("the first error line is not toolgate's message %s:\n%s", want, out)
+	}
+	if !strings.Contains(errors[len(errors)-1], "provision http.handlers.toolgate") {
+		t.Errorf("Caddy's own line with the module chain is missing:\n%s", out)
+	}
+}
+
+func write(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
