@@ -28,7 +28,7 @@ import (
 func init() {
 	caddy.RegisterModule(Handler{})
 	httpcaddyfile.RegisterHandlerDirective("toolgate", parseCaddyfile)
-	httpcaddyfile.RegisterDirectiveOrder("toolgate", httpcaddyfile.Before, "reverse_proxy")
+	httpcaddyfile.RegisterDirectiveOrder("toolgate", httpcaddyfile.Before, "respond")
 }
 
 // Handler serves an app's tools: it validates each call's input, sends it

@@ -6,6 +6,16 @@
 #
 #   examples/quickstart.sh
 #
+# Ports come from these variables (the defaults in brackets), which
+# Caddyfile.example reads too:
+#
+#   TOOLGATE_PORT        the site: toolgate, the pages, the playground [8080]
+#   TOOLGATE_ADMIN_PORT  Caddy's admin API, on localhost [2019]
+#   BOOKMARKS_PORT       the bookmarks component (Go) [9001]
+#   NOTES_PORT           the notes component (TypeScript) [9002]
+#
+#   TOOLGATE_PORT=8180 TOOLGATE_ADMIN_PORT=2119 examples/quickstart.sh
+#
 # Stop with Ctrl-C; the components are stopped with it.
 set -euo pipefail
 
@@ -36,10 +46,19 @@ trap 'exit 143' TERM
 # A second quick start would bind the same ports beside the first (Caddy
 # and Go listen with SO_REUSEPORT) and answer every few requests with a
 # 503: refuse at once, naming what is there, and change nothing.
-for addr in 127.0.0.1:8080 127.0.0.1:9001 127.0.0.1:9002 localhost:2019; do
-	if (exec 3<>"/dev/tcp/${addr%:*}/${addr##*:}") 2>/dev/null; then
-		echo "quickstart: $addr is already in use (another quick start, or Caddy's admin API on 2019?)." >&2
-		echo "Stop it first (Ctrl-C in its terminal), then run this again." >&2
+export TOOLGATE_PORT=${TOOLGATE_PORT:-8080} TOOLGATE_ADMIN_PORT=${TOOLGATE_ADMIN_PORT:-2019}
+export BOOKMARKS_PORT=${BOOKMARKS_PORT:-9001} NOTES_PORT=${NOTES_PORT:-9002}
+site=http://127.0.0.1:$TOOLGATE_PORT
+for var in TOOLGATE_PORT TOOLGATE_ADMIN_PORT BOOKMARKS_PORT NOTES_PORT; do
+	port=${!var}
+	if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+		holder=
+		if command -v ss >/dev/null; then
+			holder=$(ss -Hltnp "sport = :$port" 2>/dev/null | grep -o 'users:(("[^"]*",pid=[0-9]*' | head -1 |
+				sed 's/users:(("\([^"]*\)",pid=\([0-9]*\)/ by \1 (pid \2)/')
+		fi
+		echo "quickstart: port $port ($var) is already in use$holder: another quick start, or Caddy?" >&2
+		echo "Stop it first (Ctrl-C in its terminal), or choose other ports: $var=<port> examples/quickstart.sh" >&2
 		exit 1
 	fi
 done
@@ -53,19 +72,52 @@ if [[ -z "${TOOLGATE_PAGE_SECRET:-}" ]]; then
 fi
 export TOOLGATE_PAGE_SECRET
 
-echo "building the bookmarks component and toolgate into $bin ..."
-go build -o "$bin/bookmarks" ./examples/bookmarks
-go build -o "$bin/toolgate" ./cmd/toolgate
+# step N TEXT: says which of the steps is running.
+steps=5
+step() { echo "[$1/$steps] $2"; }
+
+# build NAME PACKAGE: go build into $bin, counting the packages it compiles
+# (a first build of toolgate compiles Caddy and its dependencies, some 500
+# packages: a few minutes on two cores; later builds come from Go's cache
+# and take seconds).
+build() {
+	local total done=0 line
+	total=$(go list -deps "$2" | wc -l)
+	while IFS= read -r line; do
+		case $line in
+		# go build -v names each package as it compiles it; anything
+		# else is an error, said as it is.
+		*" "* | *:*) echo "$line" >&2 ;;
+		*)
+			done=$((done + 1))
+			if [[ -t 1 ]]; then
+				printf '\r      %s: %d of at most %d packages compiled' "$1" "$done" "$total"
+			elif ((done % 50 == 0)); then
+				echo "      $1: $done of at most $total packages compiled"
+			fi
+			;;
+		esac
+	done < <(go build -v -o "$bin/$1" "$2" 2>&1)
+	if [[ -t 1 ]] && ((done > 0)); then echo; fi
+	[[ -x $bin/$1 ]] || { echo "quickstart: building $1 failed" >&2; exit 1; }
+}
+
+step 1 "building the bookmarks component (Go) into $bin ..."
+build bookmarks ./examples/bookmarks
+step 2 "building toolgate (Caddy with the module; the first build takes a few minutes) ..."
+build toolgate ./cmd/toolgate
 
 # The notes component and the compiler toolgate runs for
 # `manifest examples/notes/tools.ts` come from the npm workspace at the
 # repository root: installed (npm ci) when missing or older than
 # package-lock.json, then built from TypeScript.
 if [[ ! -x node_modules/.bin/toolgate-tools || package-lock.json -nt node_modules/.package-lock.json ]]; then
-	echo "installing the npm workspace (npm ci) ..."
+	step 3 "installing the npm workspace (npm ci) ..."
 	npm ci --no-audit --no-fund
+else
+	step 3 "the npm workspace is installed"
 fi
-echo "building the notes component (TypeScript) and the lesson page (React) ..."
+step 4 "building the notes component (TypeScript) and the lesson page (React) ..."
 npm run --silent build -w @toolgate/kit -w examples/notes
 npm run --silent build -w examples/lesson
 
@@ -86,14 +138,16 @@ wait_for() {
 	done
 }
 
-"$bin/bookmarks" -addr 127.0.0.1:9001 -public http://127.0.0.1:8080/app &
+step 5 "starting the components, then toolgate ..."
+jwks=$site/toolgate/.well-known/jwks.json
+"$bin/bookmarks" -addr "127.0.0.1:$BOOKMARKS_PORT" -public "$site/app" -jwks "$jwks" -toolgate "$site/toolgate" &
 component_pid=$!
-node examples/notes/dist/src/main.js --addr 127.0.0.1:9002 &
+node examples/notes/dist/src/main.js --addr "127.0.0.1:$NOTES_PORT" --jwks "$jwks" &
 notes_pid=$!
-wait_for bookmarks "$component_pid" 127.0.0.1:9001
-wait_for notes "$notes_pid" 127.0.0.1:9002
+wait_for bookmarks "$component_pid" "127.0.0.1:$BOOKMARKS_PORT"
+wait_for notes "$notes_pid" "127.0.0.1:$NOTES_PORT"
 
-cat <<'EOF'
+sed -e "s|http://127.0.0.1:8080|$site|g" -e "s|127.0.0.1:9002|127.0.0.1:$NOTES_PORT|g" <<'EOF'
 
 toolgate is starting on http://127.0.0.1:8080. Open the playground, where
 every tool can be run and every card seen (set "Thread id" to th_1 for the
@@ -102,9 +156,14 @@ open_on_device to press its buttons):
 
   http://127.0.0.1:8080/toolgate/playground
 
-The React lesson page (examples/lesson) answers its client tool from a hook:
+Each example page has its own thread and answers only its own client
+tools. The bookmarks page (read_draft, a plain page):
 
-  http://127.0.0.1:8080/lesson/?thread=th_1
+  http://127.0.0.1:8080/app/page?thread=th_1
+
+The React lesson page (examples/lesson; read_playback_progress, from a hook):
+
+  http://127.0.0.1:8080/lesson/?thread=th_lesson
 
 In another terminal, try:
 
@@ -128,10 +187,19 @@ when it loads, and run on the TypeScript component on 127.0.0.1:9002:
   curl -s http://127.0.0.1:8080/toolgate/tools/add_note -H 'Content-Type: application/json' -d '{"input":{"text":"Buy milk","tags":["home"]},"identity":{"user":"u_1","install":"in_1"}}'
   curl -s http://127.0.0.1:8080/toolgate/tools/export_notes -H 'Content-Type: application/json' -d '{"input":{},"identity":{"user":"u_1","install":"in_1"}}'
 
-After editing Caddyfile.example, load it into the running toolgate (the page
-secret is read from toolgate's own environment, so it stays the same):
+EOF
+# The reload line names the ports this run changed: the reload command
+# adapts Caddyfile.example again, in the other terminal.
+ports=
+for var in TOOLGATE_PORT TOOLGATE_ADMIN_PORT BOOKMARKS_PORT NOTES_PORT; do
+	[[ ${!var} != "$(sed -n "s/.*{\$$var:\([0-9]*\)}.*/\1/p" Caddyfile.example | head -1)" ]] && ports+="$var=${!var} "
+done
+cat <<EOF
+After editing Caddyfile.example, load it into the running toolgate. The page
+secret is read from toolgate's own environment when the config loads, so it
+stays the same (never put the secret itself in the Caddyfile):
 
-  go run ./cmd/toolgate reload --config Caddyfile.example --adapter caddyfile
+  ${ports}go run ./cmd/toolgate reload --config Caddyfile.example --adapter caddyfile
 
 EOF
 
