@@ -119,7 +119,9 @@ func TestQuickstart(t *testing.T) {
 	}
 	for _, path := range []string{"/toolgate/mcp/", "/toolgate/tool", "/nope"} {
 		status, body := get(path)
-		var e struct{ Error struct{ Code, Message string } }
+		var e struct {
+			Error struct{ Code, Message string }
+		}
 		if status != 404 || json.Unmarshal([]byte(body), &e) != nil || e.Error.Code != "not_found" || !strings.Contains(e.Error.Message, "/toolgate/tools") {
 			t.Errorf("GET %s: %d %s; want a JSON 404 that says where the endpoints are", path, status, body)
 		}
