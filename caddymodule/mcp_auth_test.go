@@ -23,7 +23,7 @@ import (
 const authSecret = "as-secret-0123456789-abcdefghij-klmnop"
 
 // authConfig serves toolgate at /toolgate with callers (callers holds the
-// block's lines), and the one route the README gives for RFC 9728's root
+// block's lines), and the one route docs/mcp-clients.md gives for RFC 9728's root
 // form of the metadata: /.well-known/oauth-protected-resource/toolgate/mcp
 // rewritten to toolgate's own.
 func authConfig(t *testing.T, upstream, callers string) string {
@@ -76,7 +76,7 @@ func wwwAuthenticate(t *testing.T, token string) (int, map[string]string) {
 
 // Through Caddy, mounted at /toolgate by handle_path: the metadata names
 // the /mcp clients reach (the original path, not the stripped one), at
-// the mount and at the host's root through the README's route; /mcp's
+// the mount and at the host's root through docs/mcp-clients.md's route; /mcp's
 // challenge points to a document the SDK's discovery accepts for it.
 func TestMCPDiscoveryMounted(t *testing.T) {
 	rec := apitest.NewRecorder(t)

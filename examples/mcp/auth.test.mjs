@@ -134,7 +134,7 @@ before(async () => {
 				authorization_server ${asURL}
 				scopes tools:call
 			}`,
-    // RFC 9728's root form of the metadata, as the README routes it.
+    // RFC 9728's root form of the metadata, as docs/mcp-clients.md routes it.
     site: "\trewrite /.well-known/oauth-protected-resource/toolgate/mcp /toolgate/.well-known/oauth-protected-resource/mcp",
   });
   localStack = await startStack({ name: "mcp-local", toolgate: () => "\t\t\tmcp {\n\t\t\t\tidentity u_local in_local\n\t\t\t}" });
@@ -164,7 +164,7 @@ test("the 401 from /mcp points to the metadata, which names the resource and its
     resource_name: "toolgate",
   });
   // Without the challenge's URL, the SDK looks at the host's root
-  // (/.well-known/oauth-protected-resource/toolgate/mcp): the README's route.
+  // (/.well-known/oauth-protected-resource/toolgate/mcp): the route in docs/mcp-clients.md.
   assert.deepEqual(await discoverOAuthProtectedResourceMetadata(`${gate}/mcp`), md);
 });
 

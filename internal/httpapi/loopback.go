@@ -16,7 +16,7 @@ import (
 // that the request comes from this machine itself: a peer's loopback
 // address proves that only when no proxy stands between, and a browser on
 // this machine is a loopback peer for any web page it opens. These are the
-// rules that stand in for caller authentication (README, "Callers").
+// rules that stand in for caller authentication (docs/security.md, "Without callers: this machine only").
 
 // forwardingHeaders are the headers a proxy adds to say whom it forwards
 // for. Any of them, from any peer, means a proxy stands between, and the
@@ -25,7 +25,7 @@ import (
 // X-Forwarded-For (nginx's $proxy_add_x_forwarded_for, load balancers)
 // passes on what its client wrote, and Caddy takes the left-most entry,
 // the one the client chose. (A proxy that adds none, like nginx's bare
-// proxy_pass, cannot be told apart: the README says so.)
+// proxy_pass, cannot be told apart: docs/security.md says so.)
 var forwardingHeaders = []string{"X-Forwarded-For", "Forwarded", "X-Real-Ip", "X-Forwarded-Host", "X-Forwarded-Proto", "Via"}
 
 // parseClientIP parses an IP, or IP:port, with or without a zone. What

@@ -3,7 +3,7 @@
 // the same inputs Zod takes. Each case goes to the tool's Zod schema
 // (safeParse) and to POST /tools/{name}; their verdicts must agree, except
 // for the differences listed in KNOWN, whose verdicts are asserted as
-// documented (README, "tools.ts").
+// documented (docs/kits.md, "tools.ts and the compiler").
 //
 // Also: verifyIdentity accepts the identity token the gateway sent to the
 // component, and refuses it for another audience.
@@ -121,7 +121,7 @@ const cases = [
 ];
 
 // KNOWN are the places where Zod and the gateway differ by design, keyed
-// by case; each gives both verdicts and why. The README documents them.
+// by case; each gives both verdicts and why. docs/kits.md documents them.
 const KNOWN = {
   "an email whose local part is 65 characters": {
     zod: "valid", gateway: "invalid",
