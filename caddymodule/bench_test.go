@@ -190,3 +190,34 @@ func BenchmarkServer(b *testing.B) {
 		run(b, "POST", "http://127.0.0.1:9080/bolt/tools/get_item", `{"input":{"id":"b1"},"identity":{"user":"u_1","install":"in_1"}}`)
 	})
 }
+
+// BenchmarkMCPCall is BenchmarkInvoke's call over MCP: tools/call of the
+// same tool, for the same user (named in _meta), through the handler, on
+// the sessionless revision (2026-07-28). Compare it with BenchmarkInvoke in
+// the same run.
+func BenchmarkMCPCall(b *testing.B) {
+	up := benchUpstream(b)
+	h := benchHandler(b, up.URL, writeKey(b), false, zap.NewNop())
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_item","arguments":{"id":"b1"},` +
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"bench","version":"1"},"toolgate/identity":{"user":"u_1","install":"in_1"}}}}`
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		req := httptest.NewRequest("POST", "/mcp", strings.NewReader(body))
+		req.RemoteAddr = "127.0.0.1:40000"
+		req.Host = "127.0.0.1"
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", "tools/call")
+		req.Header.Set("Mcp-Name", "get_item")
+		w := httptest.NewRecorder()
+		req = caddyhttp.PrepareRequest(req, caddy.NewReplacer(), w, nil)
+		if err := h.ServeHTTP(w, req, nextHandler{}); err != nil {
+			b.Fatal(err)
+		}
+		if w.Code != http.StatusOK || w.Body.Len() < 1024 || strings.Contains(w.Body.String(), `"isError":true`) {
+			b.Fatalf("status %d: %.300s", w.Code, w.Body)
+		}
+	}
+}
