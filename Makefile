@@ -21,9 +21,9 @@ FUZZ := \
 	./internal/ledger:FuzzInputDigest \
 	./internal/pagecontext:FuzzRender
 
-.PHONY: test check unit js kit notes react browser mcp bench-build faults fuzz tools build npm
+.PHONY: test check unit js kit notes ai-sdk react browser mcp bench-build faults fuzz tools build npm
 
-test: check unit js kit notes react browser mcp bench-build faults fuzz
+test: check unit js kit notes ai-sdk react browser mcp bench-build faults fuzz
 
 tools:
 	@command -v xcaddy >/dev/null || go install github.com/caddyserver/xcaddy/cmd/xcaddy@v0.4.5
@@ -54,6 +54,11 @@ js:
 # that compiles its tools.ts.
 notes: npm
 	npm test -w examples/notes
+
+# The AI SDK example (examples/ai-sdk) run against a real toolgate and the
+# bookmarks component (it builds both).
+ai-sdk: npm
+	npm test -w examples/ai-sdk
 
 # The React bindings (Vitest in jsdom), and the lesson page the browser
 # tests open, built with Vite.

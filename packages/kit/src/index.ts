@@ -23,3 +23,18 @@ export {
   writeText,
 } from './card.js';
 export type { ButtonInit, CardInit, CardOptions } from './card.js';
+export { ToolgateError, getToolgateCall, isToolgateAnswer, pausedToolgateCalls, resumeToolgateCall, toolgateAnswerText, toolgateCallId, toolgateTools } from './ai.js';
+export type {
+  ResumeToolgateCallOptions,
+  ToolgateActionRequiredAnswer,
+  ToolgateAnswer,
+  ToolgateConnection,
+  ToolgateDoneAnswer,
+  ToolgateIdentity,
+  ToolgateInput,
+  ToolgateListedTool,
+  ToolgateModelOutput,
+  ToolgatePendingAnswer,
+  ToolgateTool,
+  ToolgateToolsOptions,
+} from './ai.js';
