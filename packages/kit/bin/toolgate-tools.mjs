@@ -1,18 +1,23 @@
 #!/usr/bin/env node
-// toolgate-tools build <tools.ts> [-o <manifest.json>] [--check]
+// toolgate-tools build <tools.ts> [-o <manifest.json>] [--check [--caddyfile <Caddyfile>]]
 //
-// Compiles a tools.ts file into toolgate's JSON manifest: to stdout, to
-// the -o file, or (with --check) compared with the -o file, for CI.
-// Exit status: 0 done (or up to date), 1 a compile error or drift, 2 a
-// usage error.
+// Compiles a tools.ts file into toolgate's JSON manifest: to stdout, or to
+// the -o file. --check, for CI, writes nothing: it runs the checks the
+// gateway makes when it loads the manifest (patterns are Go regular
+// expressions, references parse and can resolve; with --caddyfile, every
+// component and env name a target uses is declared in that Caddyfile's
+// toolgate blocks), and with -o also compares the file with the manifest.
+// Exit status: 0 done (or up to date), 1 a compile error, a load check
+// failed or drift, 2 a usage error.
 
 import { readFile, rename, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 
+import { check } from '../compiler/check.mjs';
 import { compile, CompileError } from '../compiler/compile.mjs';
 
-const USAGE = 'usage: toolgate-tools build <tools.ts> [-o <manifest.json>] [--check]';
+const USAGE = 'usage: toolgate-tools build <tools.ts> [-o <manifest.json>] [--check [--caddyfile <Caddyfile>]]';
 
 // Stack traces of a throw in tools.ts name its own lines, not the bundle's.
 process.setSourceMapsEnabled(true);
@@ -41,6 +46,7 @@ async function main(argv) {
       options: {
         output: { type: 'string', short: 'o' },
         check: { type: 'boolean' },
+        caddyfile: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -50,7 +56,7 @@ async function main(argv) {
   const { values, positionals } = args;
   if (values.help) return exit(0, USAGE + '\n');
   if (positionals[0] !== 'build' || positionals.length !== 2) return exit(2, '', USAGE + '\n');
-  if (values.check && values.output === undefined) return exit(2, '', lines(['--check needs -o <manifest.json> to compare with']) + USAGE + '\n');
+  if (values.caddyfile !== undefined && !values.check) return exit(2, '', lines(['--caddyfile is read by --check']) + USAGE + '\n');
   const file = positionals[1];
 
   let text;
@@ -62,8 +68,10 @@ async function main(argv) {
   }
 
   const out = values.output;
-  if (out === undefined) return exit(0, text);
   if (values.check) {
+    const problems = await check(file, JSON.parse(text), { caddyfile: values.caddyfile });
+    if (problems.length > 0) return exit(1, '', lines(problems));
+    if (out === undefined) return exit(0);
     let have;
     try {
       have = await readFile(out, 'utf8');
@@ -73,6 +81,7 @@ async function main(argv) {
     if (have === text) return exit(0);
     return exit(1, '', lines([`${out} is out of date with ${file} (${drift(have, text)}); run: toolgate-tools build ${file} -o ${out}`]));
   }
+  if (out === undefined) return exit(0, text);
   // Written beside and renamed over, so a reader (a gateway reloading)
   // never sees half a manifest.
   const tmp = path.join(path.dirname(out), `.${path.basename(out)}.${process.pid}.tmp`);

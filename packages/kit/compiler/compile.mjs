@@ -267,7 +267,7 @@ function inputSchema(input, fail, toJSONSchema) {
 
 // fieldPath turns a JSON Schema path (["properties", "when", "items"]) into
 // the field it describes (input.when[]).
-function fieldPath(jsonPath) {
+export function fieldPath(jsonPath) {
   let s = 'input';
   for (let i = 0; i < jsonPath.length; i++) {
     const seg = jsonPath[i];

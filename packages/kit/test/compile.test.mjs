@@ -177,10 +177,10 @@ test('bad tools.ts files: exit 1, the file, the tool and the field named', async
 });
 
 test('usage errors exit 2', () => {
-  for (const args of [[], ['build'], ['compile', 'tools.ts'], ['build', 'a.ts', 'b.ts'], ['build', 'a.ts', '--check'], ['build', 'a.ts', '--bogus']]) {
+  for (const args of [[], ['build'], ['compile', 'tools.ts'], ['build', 'a.ts', 'b.ts'], ['build', 'a.ts', '--caddyfile', 'Caddyfile'], ['build', 'a.ts', '--bogus']]) {
     const r = run(args);
     assert.equal(r.code, 2, `toolgate-tools ${args.join(' ')}`);
-    assert.match(r.stderr, /usage: toolgate-tools build <tools\.ts> \[-o <manifest\.json>\] \[--check\]/);
+    assert.match(r.stderr, /usage: toolgate-tools build <tools\.ts> \[-o <manifest\.json>\] \[--check \[--caddyfile <Caddyfile>\]\]/);
   }
 });
 
