@@ -1,7 +1,8 @@
-// The lesson page of the page seed (section 2'), in React: a lesson video
+// The lesson page, in React: a lesson video
 // whose playback progress the agent reads with the read_playback_progress
 // client tool, and the lesson being watched as page context. Served from
-// the example site at /lesson/?thread=th_1, beside the gateway (/toolgate/)
+// the example site at /lesson/ (its own thread, th_lesson, unless ?thread=
+// names another), beside the gateway (/toolgate/)
 // and the bookmarks component (/app/), which signs the user in and mints
 // the page tokens.
 import { StrictMode, useEffect, useImperativeHandle, useMemo, useRef, useState, type Ref } from "react";
