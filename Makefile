@@ -21,9 +21,9 @@ FUZZ := \
 	./internal/ledger:FuzzInputDigest \
 	./internal/pagecontext:FuzzRender
 
-.PHONY: test check unit js kit notes react browser mcp bench-build faults fuzz tools build npm
+.PHONY: test check unit js kit notes react browser mcp packages bench-build faults fuzz tools build npm
 
-test: check unit js kit notes react browser mcp bench-build faults fuzz
+test: check unit js kit notes react browser mcp packages bench-build faults fuzz
 
 tools:
 	@command -v xcaddy >/dev/null || go install github.com/caddyserver/xcaddy/cmd/xcaddy@v0.4.5
@@ -69,6 +69,13 @@ browser: tools react
 # MCP with the official TypeScript SDK client.
 mcp:
 	cd examples/mcp && npm ci --no-audit --no-fund && node --test
+
+# The npm tarballs of @toolgate/kit and @toolgate/react, in dist/npm/.
+# dist/ of each package is removed first: npm pack's prepare script builds it.
+packages: npm
+	rm -rf dist/npm packages/kit/dist packages/react/dist
+	mkdir -p dist/npm
+	npm pack -w @toolgate/kit -w @toolgate/react --pack-destination dist/npm
 
 # The TypeScript kit: the compiler, toolContext, verifyIdentity, cards, and
 # the parity of Zod and the gateway on the same inputs (it builds toolgate).
