@@ -21,9 +21,9 @@ FUZZ := \
 	./internal/ledger:FuzzInputDigest \
 	./internal/pagecontext:FuzzRender
 
-.PHONY: test check unit js kit notes ai-sdk react browser mcp bench-build faults fuzz tools build npm
+.PHONY: test check unit js kit notes ai-sdk react browser browser-deps mcp packages install-test bench-build faults fuzz tools build npm
 
-test: check unit js kit notes ai-sdk react browser mcp bench-build faults fuzz
+test: check unit js kit notes ai-sdk react browser mcp packages install-test bench-build faults fuzz
 
 tools:
 	@command -v xcaddy >/dev/null || go install github.com/caddyserver/xcaddy/cmd/xcaddy@v0.4.5
@@ -68,12 +68,30 @@ react: npm
 
 # The example pages, <toolgate-card> and the playground in headless
 # Chromium (Debian's chromium, playwright-core).
-browser: tools react
-	cd examples/browser && npm ci --no-audit --no-fund && node --test
+browser: tools react browser-deps
+	cd examples/browser && node --test
+
+# playwright-core and the MCP client for the browser tests.
+browser-deps:
+	cd examples/browser && npm ci --no-audit --no-fund
 
 # MCP with the official TypeScript SDK client.
 mcp:
 	cd examples/mcp && npm ci --no-audit --no-fund && node --test
+
+# The npm tarballs of @toolgate/kit and @toolgate/react, in dist/npm/.
+# dist/ of each package is removed first: npm pack's prepare script builds it.
+packages: npm
+	rm -rf dist/npm packages/kit/dist packages/react/dist
+	mkdir -p dist/npm
+	npm pack -w @toolgate/kit -w @toolgate/react --pack-destination dist/npm
+
+# The tarballs installed from outside the checkout: a fresh Vite + React app
+# in a temporary folder, toolgate-tools on its tools.ts, its page in headless
+# Chromium (examples/install). The Go side (xcaddy, the binary run from a
+# scratch folder) is in `unit`: TestXcaddyBuild, TestBinaryOutsideCheckout.
+install-test: tools packages browser-deps
+	node --test examples/install/
 
 # The TypeScript kit: the compiler, toolContext, verifyIdentity, cards, and
 # the parity of Zod and the gateway on the same inputs (it builds toolgate).

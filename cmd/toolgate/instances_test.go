@@ -40,7 +40,10 @@ func toolgateBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "toolgate")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		// The README's command, from the checkout's root.
+		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/toolgate")
+		cmd.Dir = "../.."
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}

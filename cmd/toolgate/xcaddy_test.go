@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,22 +10,45 @@ import (
 	"testing"
 )
 
-// caddyVersion is the Caddy release the module is built and tested against.
-const caddyVersion = "v2.11.9"
+// readmeXcaddyLine is the README's xcaddy command: the first line in a code
+// block of its Install section that starts with "xcaddy build". The test
+// runs that line, so the README and the test cannot drift apart.
+func readmeXcaddyLine(t *testing.T, root string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inInstall, inCode bool
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "```"):
+			inCode = !inCode
+		case !inCode && strings.HasPrefix(line, "## "):
+			inInstall = strings.TrimSpace(line) == "## Install"
+		case inInstall && inCode && strings.HasPrefix(strings.TrimSpace(line), "xcaddy build"):
+			return strings.TrimSpace(line)
+		}
+	}
+	t.Fatal("README.md: no line starting with `xcaddy build` in a code block of the Install section")
+	return ""
+}
 
-// TestXcaddyBuild builds stock Caddy with the module from this checkout, as
-// a user does with xcaddy, and checks that the module is in it and that the
-// quick-start Caddyfile adapts without an order line. It first builds plain
-// Caddy to warm the module cache, then builds offline: the module proxy
-// does not know our module path.
+// TestXcaddyBuild runs the README's xcaddy command as a user does, from the
+// checkout's root with the normal module proxy, with only --output added (a
+// temporary folder outside the checkout). The built Caddy must have the
+// module and adapt the quick-start Caddyfile without an order line, and the
+// build must leave the checkout as it was.
 func TestXcaddyBuild(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds Caddy twice; skipped in -short mode")
+		t.Skip("builds Caddy; skipped in -short mode")
 	}
 	xcaddy, err := exec.LookPath("xcaddy")
 	if err != nil {
 		if os.Getenv("CI") != "" {
-			t.Fatal("xcaddy is not installed; .ci/run installs it")
+			t.Fatal("xcaddy is not installed; make tools installs it")
 		}
 		t.Skip("xcaddy is not installed (go install github.com/caddyserver/xcaddy/cmd/xcaddy@v0.4.5)")
 	}
@@ -31,30 +56,44 @@ func TestXcaddyBuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := t.TempDir()
-	run := func(env []string, args ...string) string {
+	line := readmeXcaddyLine(t, root)
+	args := strings.Fields(line) // the README's line has no quoting
+	for _, a := range args {
+		if a == "--output" || a == "-o" {
+			t.Fatalf("README's xcaddy line names its own --output: %s", line)
+		}
+	}
+	gitStatus := func() string {
 		t.Helper()
-		cmd := exec.Command(args[0], args[1:]...)
-		cmd.Dir = out
-		cmd.Env = append(os.Environ(), env...)
-		b, err := cmd.CombinedOutput()
+		cmd := exec.Command("git", "status", "--porcelain", "--ignored")
+		cmd.Dir = root
+		b, err := cmd.Output()
 		if err != nil {
-			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, b)
+			t.Skipf("git status in %s: %v (not a git checkout?)", root, err)
 		}
 		return string(b)
 	}
+	before := gitStatus()
 
-	run(nil, xcaddy, "build", caddyVersion, "--output", filepath.Join(out, "caddy-plain"))
-	bin := filepath.Join(out, "caddy")
-	run([]string{"GOPROXY=off", "GOSUMDB=off"}, xcaddy, "build", caddyVersion,
-		"--with", "github.com/toolgate/toolgate/caddymodule",
-		"--replace", "github.com/toolgate/toolgate="+root,
-		"--output", bin)
-
-	if mods := run(nil, bin, "list-modules"); !strings.Contains(mods, "http.handlers.toolgate") {
-		t.Fatalf("http.handlers.toolgate is not in the built Caddy:\n%s", mods)
+	out := t.TempDir()
+	if rel, err := filepath.Rel(root, out); err == nil && !strings.HasPrefix(rel, "..") {
+		t.Fatalf("the temporary folder %s is inside the checkout %s", out, root)
 	}
-	cmd := exec.Command(bin, "adapt", "--config", filepath.Join(root, "Caddyfile.example"), "--adapter", "caddyfile")
+	bin := filepath.Join(out, "caddy")
+	cmd := exec.Command(xcaddy, append(args[1:], "--output", bin)...)
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s --output %s (in %s): %v\n%s", line, bin, root, err, b)
+	}
+	if after := gitStatus(); after != before {
+		t.Errorf("xcaddy changed the checkout:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+
+	mods, err := exec.Command(bin, "list-modules").CombinedOutput()
+	if err != nil || !strings.Contains(string(mods), "http.handlers.toolgate") {
+		t.Fatalf("http.handlers.toolgate is not in the built Caddy (%v):\n%s", err, mods)
+	}
+	cmd = exec.Command(bin, "adapt", "--config", filepath.Join(root, "Caddyfile.example"), "--adapter", "caddyfile")
 	cmd.Dir = root
 	b, err := cmd.Output()
 	if err != nil || !strings.Contains(string(b), `"handler":"toolgate"`) {
