@@ -14,7 +14,6 @@ import { readFile, rename, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 
-import { check } from '../compiler/check.mjs';
 import { compile, CompileError } from '../compiler/compile.mjs';
 
 const USAGE = 'usage: toolgate-tools build <tools.ts> [-o <manifest.json>] [--check [--caddyfile <Caddyfile>]]';
@@ -69,6 +68,9 @@ async function main(argv) {
 
   const out = values.output;
   if (values.check) {
+    // The checks (and re2js) load only for --check: the gateway runs this
+    // compiler on every config load, where they are not needed.
+    const { check } = await import('../compiler/check.mjs');
     const problems = await check(file, JSON.parse(text), { caddyfile: values.caddyfile });
     if (problems.length > 0) return exit(1, '', lines(problems));
     if (out === undefined) return exit(0);
