@@ -68,6 +68,7 @@ func (s *Server) serveFast(w http.ResponseWriter, r *http.Request) bool {
 	}
 	// As in the SDK's stateless path, the call outlives a client that
 	// hangs up: it may have reached the component already.
+	s.fastCalls.Add(1)
 	res, err := s.finish(s.callTool(context.WithoutCancel(r.Context()), req, caps))
 	writeFast(w, fc.id, res, err)
 	return true
@@ -484,3 +485,7 @@ func marshalNoEscape(v any) (json.RawMessage, error) {
 // what it can (off, the default): for tests that compare the fast path's
 // answers with the SDK's on one server.
 func (s *Server) SDKOnly(on bool) { s.sdkOnly.Store(on) }
+
+// FastCalls counts the requests the fast path served, for tests that
+// must know it was taken.
+func (s *Server) FastCalls() int64 { return s.fastCalls.Load() }

@@ -121,7 +121,8 @@ type Server struct {
 	maxBody int64
 	// sdkOnly sends every request to the SDK, for tests that compare the
 	// fast path's answers with the SDK's.
-	sdkOnly atomic.Bool
+	sdkOnly   atomic.Bool
+	fastCalls atomic.Int64
 	// caps remembers the fast path's client capabilities.
 	caps capsCache
 }
