@@ -19,7 +19,8 @@ FUZZ := \
 	./internal/manifest:FuzzManifest \
 	./internal/ledger:FuzzReadJournal \
 	./internal/ledger:FuzzInputDigest \
-	./internal/pagecontext:FuzzRender
+	./internal/pagecontext:FuzzRender \
+	./internal/mcp:FuzzDecodeCall
 
 .PHONY: test check unit js kit notes ai-sdk react browser browser-deps mcp packages install-test bench-build faults fuzz tools build npm
 

@@ -109,6 +109,7 @@ type API struct {
 	origPath    func(*http.Request) string
 	list        toolList
 	mcp         http.Handler
+	mcpServer   *mcp.Server // behind mcp; tests reach it to compare its two paths
 	maxRequest  int64
 	logger      *zap.Logger
 	obs         observe.Observer
@@ -156,7 +157,8 @@ func New(c Config) (*API, error) {
 	}
 	stateKey := sha256.Sum256(append([]byte("toolgate mcp request state\x00"), c.StateSeed...))
 	opts.StateKey = stateKey[:]
-	a.mcp = a.mcpHandler(mcp.New(c.Gateway, opts))
+	a.mcpServer = mcp.New(c.Gateway, opts)
+	a.mcp = a.mcpHandler(a.mcpServer)
 	a.routes()
 	return a, nil
 }

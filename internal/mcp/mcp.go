@@ -6,6 +6,7 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -13,6 +14,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -108,6 +110,21 @@ type Server struct {
 	uiTools map[string]*sdk.Tool
 	// view is the view's resources/read content, built at load.
 	view *sdk.ResourceContents
+
+	// impl is the server as results name it in _meta.
+	impl *sdk.Implementation
+	// fastTools are the tools whose sessionless calls the fast path
+	// (fast.go) may serve: the gateway's, but for those whose input
+	// schema binds a parameter to a header, which the SDK checks.
+	fastTools map[string]bool
+	// maxBody is the SDK's request body limit; negative is none.
+	maxBody int64
+	// sdkOnly sends every request to the SDK, for tests that compare the
+	// fast path's answers with the SDK's.
+	sdkOnly   atomic.Bool
+	fastCalls atomic.Int64
+	// caps remembers the fast path's client capabilities.
+	caps capsCache
 }
 
 // stateTTL bounds how long an answer to a card may take over MCP.
@@ -131,7 +148,13 @@ func New(gw *gateway.Gateway, opts Options) *Server {
 	if version == "" {
 		version = "dev"
 	}
-	s.server = sdk.NewServer(&sdk.Implementation{Name: "toolgate", Version: version}, &sdk.ServerOptions{
+	s.impl = &sdk.Implementation{Name: "toolgate", Version: version}
+	s.maxBody = opts.MaxRequestSize
+	if s.maxBody == 0 {
+		s.maxBody = sdk.DefaultMaxRequestBodyBytes
+	}
+	s.fastTools = map[string]bool{}
+	s.server = sdk.NewServer(s.impl, &sdk.ServerOptions{
 		// Logging is the SDK's default, kept; the MCP Apps extension is
 		// declared for hosts that look for it before showing a view.
 		Capabilities: &sdk.ServerCapabilities{
@@ -156,6 +179,7 @@ func New(gw *gateway.Gateway, opts Options) *Server {
 			}
 		}
 		s.server.AddTool(tool, s.call)
+		s.fastTools[t.Name] = !bytes.Contains(t.InputSchema, []byte("x-mcp-header"))
 		if t.ShowsUI() {
 			ui := *tool
 			ui.Meta = uiMeta()
@@ -163,6 +187,7 @@ func New(gw *gateway.Gateway, opts Options) *Server {
 		}
 	}
 	s.server.AddTool(cardAnswerTool(), s.answerCard)
+	delete(s.fastTools, manifest.CardAnswerTool)
 	s.view = viewContents(gw.Tools().List(), gw.EmbedOrigins())
 	s.server.AddResource(&sdk.Resource{URI: web.MCPAppURI, Name: "toolgate-card", Title: "toolgate card", MIMEType: web.MCPAppMIMEType}, s.readView)
 	// A session is open from its initialize until it closes (idle
@@ -191,6 +216,9 @@ func New(gw *gateway.Gateway, opts Options) *Server {
 // limits (sessions.go).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if v := r.Header.Get("Mcp-Protocol-Version"); v >= "2026-07-28" {
+		if !s.sdkOnly.Load() && s.serveFast(w, r) {
+			return
+		}
 		s.stateless.ServeHTTP(w, r)
 		return
 	}
@@ -281,8 +309,15 @@ func (s *Server) filterList(next sdk.MethodHandler) sdk.MethodHandler {
 // cardInput is the id of the one input request a card makes.
 const cardInput = "card"
 
-// call runs tools/call through the gateway.
+// call runs tools/call through the gateway: the SDK's tool handler.
 func (s *Server) call(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	return s.callTool(ctx, req, req.ClientCapabilities())
+}
+
+// callTool runs tools/call for a client with caps, the one path of the
+// SDK's handler and of the fast path (fast.go), which decodes caps its
+// own way.
+func (s *Server) callTool(ctx context.Context, req *sdk.CallToolRequest, caps *sdk.ClientCapabilities) (*sdk.CallToolResult, error) {
 	s.obs.MCPCall()
 	p := req.Params
 	c, err := s.caller(req.Extra, p.Meta)
@@ -290,7 +325,6 @@ func (s *Server) call(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallT
 		return nil, err
 	}
 
-	caps := req.ClientCapabilities()
 	if p.RequestState != "" || len(p.InputResponses) > 0 {
 		return s.resume(ctx, req, c, caps)
 	}

@@ -1,0 +1,491 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The fast path serves the commonest request of the sessionless revision,
+// a tools/call of a gateway tool, without the SDK's per-request session
+// (a jsonrpc2 connection, its goroutines, its decoder's large buffers).
+// It takes a request only when it can tell the SDK would serve it, and
+// answers it with the SDK's bytes; anything else (a batch, another method,
+// a card's answer, a refusal, an odd id or key) goes to the SDK unchanged,
+// body and all, so that every refusal is the SDK's own.
+
+// fastVersion is the one revision the fast path knows: a later one goes
+// to the SDK, which knows what it changed.
+const fastVersion = "2026-07-28"
+
+// maxFastDepth bounds the nesting the fast path reads; deeper bodies go
+// to the SDK (which allows 1000).
+const maxFastDepth = 64
+
+// fastCall is a tools/call request as the fast path decoded it.
+type fastCall struct {
+	id   jsonrpc.ID
+	name string
+	args json.RawMessage
+	meta sdk.Meta
+	// rawMeta is _meta as it came, by key.
+	rawMeta map[string]json.RawMessage
+}
+
+// serveFast serves r if it is a sessionless tools/call the fast path
+// takes, and reports whether it did. When it did not, r's body is as it
+// was, for the SDK.
+func (s *Server) serveFast(w http.ResponseWriter, r *http.Request) bool {
+	if !fastHeaders(r.Header) || r.Method != http.MethodPost {
+		return false
+	}
+	body, ok := s.readFast(r)
+	if !ok {
+		return false
+	}
+	fc, ok := decodeCall(body)
+	if !ok || !s.fastTools[fc.name] || fc.name != r.Header.Get("Mcp-Name") {
+		return false
+	}
+	caps, ok := s.caps.sessionless(fc.rawMeta)
+	if !ok {
+		return false
+	}
+	req := &sdk.CallToolRequest{
+		Params: &sdk.CallToolParamsRaw{Meta: fc.meta, Name: fc.name, Arguments: fc.args},
+		Extra:  &sdk.RequestExtra{TokenInfo: auth.TokenInfoFromContext(r.Context()), Header: r.Header},
+	}
+	// As in the SDK's stateless path, the call outlives a client that
+	// hangs up: it may have reached the component already.
+	s.fastCalls.Add(1)
+	res, err := s.finish(s.callTool(context.WithoutCancel(r.Context()), req, caps))
+	writeFast(w, fc.id, res, err)
+	return true
+}
+
+// fastHeaders checks the headers the SDK checks before it reads a body:
+// the revision, Content-Type, Accept (both types), no Last-Event-ID, and
+// the Mcp-Method and Mcp-Name of a tools/call.
+func fastHeaders(h http.Header) bool {
+	if h.Get("Mcp-Protocol-Version") != fastVersion || h.Get("Mcp-Method") != "tools/call" || h.Get("Mcp-Name") == "" {
+		return false
+	}
+	if len(h.Values("Last-Event-ID")) > 0 {
+		return false
+	}
+	if mt, _, err := mime.ParseMediaType(h.Get("Content-Type")); err != nil || mt != "application/json" {
+		return false
+	}
+	jsonOK, streamOK := accepts(h.Values("Accept"))
+	return jsonOK && streamOK
+}
+
+// accepts reads Accept as the SDK does: whether it takes JSON and an
+// event stream, wildcards included.
+func accepts(values []string) (jsonOK, streamOK bool) {
+	for _, value := range values {
+		for _, raw := range strings.Split(value, ",") {
+			base, _, _ := strings.Cut(strings.TrimSpace(raw), ";")
+			switch strings.ToLower(strings.TrimSpace(base)) {
+			case "application/json", "application/*":
+				jsonOK = true
+			case "text/event-stream", "text/*":
+				streamOK = true
+			case "*/*":
+				jsonOK, streamOK = true, true
+			}
+		}
+	}
+	return jsonOK, streamOK
+}
+
+// readFast reads the body within the SDK's limit. A body over it, empty,
+// or unreadable is left for the SDK to refuse: r.Body then gives the same
+// bytes again, and what was not read yet.
+func (s *Server) readFast(r *http.Request) ([]byte, bool) {
+	if r.Body == nil || s.maxBody < 0 {
+		return nil, false
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, s.maxBody+1))
+	if err != nil || len(body) == 0 || int64(len(body)) > s.maxBody {
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+		return nil, false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return body, true
+}
+
+// capsCache remembers, by their bytes, the client capabilities and client
+// info of the sessionless _meta as the SDK decoded them: a client sends
+// the same ones on every request, and the SDK's decoder allocates tens of
+// kilobytes each time. It holds small values only, and starts over when
+// full, so that no client can make it grow.
+type capsCache struct {
+	mu sync.Mutex
+	m  map[string]capsEntry
+}
+
+type capsEntry struct {
+	caps *sdk.ClientCapabilities
+	ok   bool
+}
+
+const (
+	capsCacheSize = 256
+	capsCacheKey  = 2048 // bytes of _meta members at most, per entry
+)
+
+// sessionless checks the _meta of the sessionless revision as the SDK
+// does (its protocolVersion, the clientCapabilities it requires, the
+// clientInfo it allows, each decoded by the SDK itself), and returns the
+// capabilities.
+func (c *capsCache) sessionless(meta map[string]json.RawMessage) (*sdk.ClientCapabilities, bool) {
+	if string(meta[sdk.MetaKeyProtocolVersion]) != `"`+fastVersion+`"` {
+		return nil, false
+	}
+	info, hasInfo := meta[sdk.MetaKeyClientInfo]
+	rawCaps := meta[sdk.MetaKeyClientCapabilities]
+	key := string(rawCaps) + "\x00" + string(info)
+	if hasInfo {
+		key += "\x00"
+	}
+	c.mu.Lock()
+	e, hit := c.m[key]
+	c.mu.Unlock()
+	if hit {
+		return e.caps, e.ok
+	}
+	e = decodeCaps(rawCaps, info, hasInfo)
+	if len(key) <= capsCacheKey {
+		c.mu.Lock()
+		if c.m == nil || len(c.m) >= capsCacheSize {
+			c.m = map[string]capsEntry{}
+		}
+		c.m[key] = e
+		c.mu.Unlock()
+	}
+	return e.caps, e.ok
+}
+
+// decodeCaps has the SDK decode the client's capabilities and info.
+func decodeCaps(rawCaps, info json.RawMessage, hasInfo bool) capsEntry {
+	meta := sdk.Meta{}
+	for k, raw := range map[string]json.RawMessage{sdk.MetaKeyClientCapabilities: rawCaps, sdk.MetaKeyClientInfo: info} {
+		var v any
+		if raw != nil && json.Unmarshal(raw, &v) != nil {
+			return capsEntry{}
+		}
+		if raw != nil {
+			meta[k] = v
+		}
+	}
+	req := &sdk.CallToolRequest{Params: &sdk.CallToolParamsRaw{Meta: meta}}
+	if hasInfo && req.ClientInfo() == nil {
+		return capsEntry{}
+	}
+	caps := req.ClientCapabilities()
+	return capsEntry{caps: caps, ok: caps != nil}
+}
+
+// decodeCall decodes body as one JSON-RPC tools/call with params name,
+// arguments (an object) and _meta, and nothing else. It refuses (false)
+// whatever it cannot be sure the SDK reads the same way: invalid UTF-8,
+// escaped surrogates, duplicate keys, keys of another case, deep nesting,
+// an id that is not a small integer or a plain string.
+func decodeCall(body []byte) (fastCall, bool) {
+	var fc fastCall
+	if !utf8.Valid(body) || hasSurrogateEscape(body) || !strictJSON(body) {
+		return fc, false
+	}
+	var top map[string]json.RawMessage
+	if json.Unmarshal(body, &top) != nil || len(top) != 4 ||
+		string(top["jsonrpc"]) != `"2.0"` || string(top["method"]) != `"tools/call"` {
+		return fc, false
+	}
+	id, ok := decodeID(top["id"])
+	if !ok {
+		return fc, false
+	}
+	var params map[string]json.RawMessage
+	if !isObject(top["params"]) || json.Unmarshal(top["params"], &params) != nil {
+		return fc, false
+	}
+	fc.id = id
+	for k, v := range params {
+		switch k {
+		case "name":
+			if !plainString(v) || json.Unmarshal(v, &fc.name) != nil {
+				return fc, false
+			}
+		case "arguments":
+			if !isObject(v) {
+				return fc, false
+			}
+			fc.args = v
+		case "_meta":
+			if !isObject(v) || json.Unmarshal(v, &fc.rawMeta) != nil || json.Unmarshal(v, &fc.meta) != nil {
+				return fc, false
+			}
+		default:
+			return fc, false
+		}
+	}
+	return fc, fc.name != "" && fc.meta != nil
+}
+
+// decodeID takes an integer the SDK's float64 holds exactly, or a string
+// without escapes or control characters, which encodes back as it came.
+func decodeID(raw json.RawMessage) (jsonrpc.ID, bool) {
+	if plainString(raw) {
+		id, err := jsonrpc.MakeID(string(raw[1 : len(raw)-1]))
+		return id, err == nil
+	}
+	digits := raw
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 15 || digits[0] == '0' && len(digits) > 1 {
+		return jsonrpc.ID{}, false
+	}
+	var n float64
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return jsonrpc.ID{}, false
+		}
+		n = n*10 + float64(c-'0')
+	}
+	if raw[0] == '-' {
+		n = -n
+	}
+	id, err := jsonrpc.MakeID(n)
+	return id, err == nil
+}
+
+// plainString reports whether raw is a JSON string of printable ASCII
+// without escapes: one every decoder reads, and every encoder writes, the
+// same.
+func plainString(raw json.RawMessage) bool {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return false
+	}
+	for _, c := range raw[1 : len(raw)-1] {
+		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
+}
+
+func isObject(raw json.RawMessage) bool { return len(raw) > 0 && raw[0] == '{' }
+
+// hasSurrogateEscape reports a \uD800-\uDFFF escape, which decoders may
+// read differently when it is unpaired.
+func hasSurrogateEscape(body []byte) bool {
+	for i := 0; i+2 < len(body); i++ {
+		if body[i] == '\\' && body[i+1] == 'u' && (body[i+2] == 'd' || body[i+2] == 'D') {
+			return true
+		}
+	}
+	return false
+}
+
+// strictJSON reports whether body is one JSON object, with no key twice
+// in any object and nesting within maxFastDepth, and nothing after it.
+func strictJSON(body []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') || !strictObject(dec, 1) {
+		return false
+	}
+	_, err := dec.Token()
+	return err == io.EOF
+}
+
+// strictObject reads the rest of an object whose '{' was read.
+func strictObject(dec *json.Decoder, depth int) bool {
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		key, ok := tok.(string)
+		if err != nil || !ok || seen[key] {
+			return false
+		}
+		seen[key] = true
+		if !strictValue(dec, depth) {
+			return false
+		}
+	}
+	tok, err := dec.Token()
+	return err == nil && tok == json.Delim('}')
+}
+
+// strictValue reads one value at depth.
+func strictValue(dec *json.Decoder, depth int) bool {
+	tok, err := dec.Token()
+	if err != nil {
+		return false
+	}
+	switch tok {
+	case json.Delim('{'):
+		return depth < maxFastDepth && strictObject(dec, depth+1)
+	case json.Delim('['):
+		if depth >= maxFastDepth {
+			return false
+		}
+		for dec.More() {
+			if !strictValue(dec, depth+1) {
+				return false
+			}
+		}
+		tok, err := dec.Token()
+		return err == nil && tok == json.Delim(']')
+	}
+	return true
+}
+
+// finish does to a tools/call's outcome what the SDK does before it
+// answers on the sessionless revision: it refuses a result with both
+// content and input requests, types the result (input_required or
+// complete), gives a complete one non-null content, and names the server
+// in _meta.
+func (s *Server) finish(res *sdk.CallToolResult, err error) (*sdk.CallToolResult, error) {
+	if err != nil {
+		return nil, err
+	}
+	if res == nil {
+		// call never answers nothing; were it to, the SDK's message is
+		// its own.
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "tools/call returned no result"}
+	}
+	needsInput := res.InputRequests != nil
+	if needsInput && (len(res.Content) > 0 || res.StructuredContent != nil) {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "server bug: result has both content and inputRequests"}
+	}
+	out := withResultType(res, needsInput)
+	if out.Content == nil && !needsInput {
+		out.Content = []sdk.Content{}
+	}
+	if out.Meta == nil {
+		out.Meta = sdk.Meta{}
+	}
+	if _, ok := out.Meta[sdk.MetaKeyServerInfo]; !ok {
+		out.Meta[sdk.MetaKeyServerInfo] = s.impl
+	}
+	return out, nil
+}
+
+// Results typed complete and input_required. The SDK keeps the type in an
+// unexported field that only its decoder sets: these are decoded once,
+// and copied.
+var completeResult, inputResult = typedResult("complete"), typedResult("input_required")
+
+func typedResult(t string) sdk.CallToolResult {
+	var r sdk.CallToolResult
+	if err := json.Unmarshal([]byte(`{"content":[],"resultType":"`+t+`"}`), &r); err != nil {
+		panic(err)
+	}
+	return r
+}
+
+// withResultType is res typed as needsInput says.
+func withResultType(res *sdk.CallToolResult, needsInput bool) *sdk.CallToolResult {
+	out := completeResult
+	if needsInput {
+		out = inputResult
+	}
+	out.Meta = res.Meta
+	out.Content = res.Content
+	out.StructuredContent = res.StructuredContent
+	out.IsError = res.IsError
+	out.InputRequests = res.InputRequests
+	out.RequestState = res.RequestState
+	return &out
+}
+
+// writeFast answers as the SDK's stateless transport does: the response
+// as one server-sent event, or an error the revision maps to an HTTP
+// status as a bare JSON body with that status.
+func writeFast(w http.ResponseWriter, id jsonrpc.ID, res *sdk.CallToolResult, err error) {
+	resp := &jsonrpc.Response{ID: id}
+	if err != nil {
+		resp.Error = err
+	} else {
+		raw, merr := marshalNoEscape(res)
+		if merr != nil {
+			resp.Error = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: merr.Error()}
+		}
+		resp.Result = raw
+	}
+	data, err := jsonrpc.EncodeMessage(resp)
+	h := w.Header()
+	h.Set("Cache-Control", "no-cache, no-transform")
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Connection", "keep-alive")
+	if err != nil {
+		// The SDK writes nothing it cannot encode, and ends the stream.
+		return
+	}
+	if status := errorStatus(resp.Error); status != 0 {
+		h.Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = w.Write(data)
+		return
+	}
+	buf := make([]byte, 0, len("event: message\ndata: \n\n")+len(data))
+	buf = append(buf, "event: message\ndata: "...)
+	buf = append(buf, data...)
+	buf = append(buf, "\n\n"...)
+	_, _ = w.Write(buf)
+	_ = http.NewResponseController(w).Flush()
+}
+
+// errorStatus is the HTTP status the sessionless revision gives a
+// protocol error, or 0 for one answered in the stream.
+func errorStatus(err error) int {
+	var jerr *jsonrpc.Error
+	if err == nil || !errors.As(err, &jerr) {
+		return 0
+	}
+	switch jerr.Code {
+	case jsonrpc.CodeMethodNotFound:
+		return http.StatusNotFound
+	case jsonrpc.CodeInvalidParams, sdk.CodeUnsupportedProtocolVersion, sdk.CodeMissingRequiredClientCapabilities:
+		return http.StatusBadRequest
+	}
+	return 0
+}
+
+// marshalNoEscape marshals v as the SDK's JSON-RPC layer does: without
+// HTML escaping, without the encoder's newline.
+func marshalNoEscape(v any) (json.RawMessage, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// SDKOnly sends every request to the SDK (on) or lets the fast path take
+// what it can (off, the default): for tests that compare the fast path's
+// answers with the SDK's on one server.
+func (s *Server) SDKOnly(on bool) { s.sdkOnly.Store(on) }
+
+// FastCalls counts the requests the fast path served, for tests that
+// must know it was taken.
+func (s *Server) FastCalls() int64 { return s.fastCalls.Load() }
