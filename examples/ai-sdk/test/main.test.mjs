@@ -8,48 +8,28 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFile, execFileSync, spawn } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:http";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { promisify } from "node:util";
+import { freePort, root, startToolgate } from "../../../packages/kit/test/gateway.mjs";
 
-const root = resolve(import.meta.dirname, "..", "..", "..");
 const main = join(import.meta.dirname, "..", "main.mjs");
-let dir, gate, procs = [];
+let gate, dir, stopGateway, procs = [];
 
 before(async () => {
-  dir = mkdtempSync(join(tmpdir(), "toolgate-ai-sdk-"));
-  for (const [out, pkg] of [["toolgate", "./cmd/toolgate"], ["bookmarks", "./examples/bookmarks"]]) {
-    execFileSync("go", ["build", "-o", join(dir, out), pkg], { cwd: root, stdio: "inherit" });
-  }
-  const [port, componentPort] = [await freePort(), await freePort()];
-  const site = `http://127.0.0.1:${port}`;
-  gate = `${site}/toolgate`;
-  start(join(dir, "bookmarks"), ["-addr", `127.0.0.1:${componentPort}`, "-public", `${site}/app`,
+  const componentPort = await freePort();
+  ({ gate, dir, stop: stopGateway } = await startToolgate(() => `\t\t\tmanifest ${join(root, "examples", "bookmarks", "tools.json")}
+\t\t\tcomponent bookmarks http://127.0.0.1:${componentPort}`, "toolgate-ai-sdk-"));
+  const site = gate.slice(0, -"/toolgate".length);
+  const bookmarks = join(dir, "bookmarks");
+  execFileSync("go", ["build", "-o", bookmarks, "./examples/bookmarks"], { cwd: root, stdio: "inherit" });
+  start(bookmarks, ["-addr", `127.0.0.1:${componentPort}`, "-public", `${site}/app`,
     "-jwks", `${gate}/.well-known/jwks.json`, "-toolgate", gate]);
-  writeFileSync(join(dir, "Caddyfile"), `{
-	admin off
-	storage file_system ${dir}/storage
-}
-${site} {
-	bind 127.0.0.1
-	handle_path /toolgate/* {
-		toolgate {
-			manifest ${join(root, "examples", "bookmarks", "tools.json")}
-			component bookmarks http://127.0.0.1:${componentPort}
-		}
-	}
-}
-`);
-  start(join(dir, "toolgate"), ["run", "--config", join(dir, "Caddyfile"), "--adapter", "caddyfile"]);
-  await until(async () => (await fetch(`${gate}/tools`)).ok, "toolgate");
   await until(async () => (await fetch(`http://127.0.0.1:${componentPort}/ping`)).ok, "the bookmarks component");
 });
 
 after(() => {
   for (const p of procs) p.proc.kill("SIGKILL");
-  if (dir) rmSync(dir, { recursive: true, force: true });
+  stopGateway?.();
 });
 
 test("the example saves a bookmark, pauses on a card and resumes it", async () => {
@@ -96,14 +76,4 @@ async function until(ok, what) {
     }
     await new Promise((r) => setTimeout(r, 100));
   }
-}
-
-function freePort() {
-  return new Promise((ok, fail) => {
-    const s = createServer().listen(0, "127.0.0.1", () => {
-      const { port } = s.address();
-      s.close(() => ok(port));
-    });
-    s.on("error", fail);
-  });
 }

@@ -10,11 +10,10 @@
 // Needs go (it builds ./cmd/toolgate) and `npm ci` at the repository root.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { execFileSync, spawn } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { writeFileSync } from "node:fs";
 import { createServer } from "node:http";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { generateText, stepCountIs } from "ai";
 import { MockLanguageModelV4 } from "ai/test";
 import {
@@ -25,8 +24,8 @@ import {
   toolgateCallId,
   toolgateTools,
 } from "@toolgate/kit";
+import { root, startToolgate } from "./gateway.mjs";
 
-const root = resolve(import.meta.dirname, "..", "..", "..");
 const COMPONENT = "notebook";
 const identity = { user: "u_ai", install: "in_ai" };
 
@@ -293,64 +292,16 @@ function startComponent() {
   });
 }
 
-function freePort() {
-  return new Promise((ok, fail) => {
-    const s = createServer().listen(0, "127.0.0.1", () => {
-      const { port } = s.address();
-      s.close(() => ok(port));
-    });
-    s.on("error", fail);
-  });
-}
-
-// startGateway builds ./cmd/toolgate and runs it on a free port with the
-// manifest above, loopback trust (no callers block) and the default bolt
-// ledger in a temporary directory.
-async function startGateway(componentPort) {
-  const dir = mkdtempSync(join(tmpdir(), "toolgate-ai-"));
-  const bin = join(dir, "toolgate");
-  execFileSync("go", ["build", "-o", bin, "./cmd/toolgate"], { cwd: root, stdio: "inherit" });
-  writeFileSync(join(dir, "tools.json"), JSON.stringify(manifest));
-  const port = await freePort();
-  const base = `http://127.0.0.1:${port}/toolgate`;
-  writeFileSync(join(dir, "Caddyfile"), `{
-	admin off
-	storage file_system ${dir}/storage
-}
-http://127.0.0.1:${port} {
-	bind 127.0.0.1
-	handle_path /toolgate/* {
-		toolgate {
-			manifest ${join(dir, "tools.json")}
+// startGateway runs toolgate on a free port with the manifest above,
+// loopback trust (no callers block) and the default bolt ledger in a
+// temporary directory.
+function startGateway(componentPort) {
+  return startToolgate((dir) => {
+    writeFileSync(join(dir, "tools.json"), JSON.stringify(manifest));
+    return `			manifest ${join(dir, "tools.json")}
 			component ${COMPONENT} http://127.0.0.1:${componentPort}
 			identity {
 				issuer https://ai.test
-			}
-		}
-	}
-}
-`);
-  const proc = spawn(bin, ["run", "--config", join(dir, "Caddyfile"), "--adapter", "caddyfile"], {
-    cwd: dir, env: { ...process.env, XDG_DATA_HOME: dir, XDG_CONFIG_HOME: dir }, stdio: ["ignore", "pipe", "pipe"],
-  });
-  let log = "";
-  proc.stdout.on("data", (d) => (log += d));
-  proc.stderr.on("data", (d) => (log += d));
-  const stop = () => {
-    proc.kill("SIGKILL");
-    rmSync(dir, { recursive: true, force: true });
-  };
-  const deadline = Date.now() + 30000;
-  for (;;) {
-    try {
-      const res = await fetch(`${base}/tools`);
-      if (res.ok) break;
-    } catch {}
-    if (proc.exitCode !== null || Date.now() > deadline) {
-      stop();
-      throw new Error(`toolgate did not start:\n${log}`);
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return { gate: base, stop };
+			}`;
+  }, "toolgate-ai-");
 }

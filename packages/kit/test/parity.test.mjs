@@ -11,14 +11,11 @@
 // Needs go (it builds ./cmd/toolgate) and `npm ci` at the repository root.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { execFileSync, spawn } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { load } from "../compiler/compile.mjs";
+import { startToolgate } from "./gateway.mjs";
 
-const root = resolve(import.meta.dirname, "..", "..", "..");
 const fixture = join(import.meta.dirname, "parity", "tools.ts");
 const ISSUER = "https://parity.test";
 const COMPONENT = "parity";
@@ -268,64 +265,14 @@ function startUpstream() {
   });
 }
 
-function freePort() {
-  return new Promise((ok, fail) => {
-    const s = createServer().listen(0, "127.0.0.1", () => {
-      const { port } = s.address();
-      s.close(() => ok(port));
-    });
-    s.on("error", fail);
-  });
-}
-
-// startGateway builds ./cmd/toolgate and runs it with `manifest tools.ts`:
-// the gateway compiles the fixture at load with this package's compiler
+// startGateway runs toolgate with `manifest tools.ts`: the gateway
+// compiles the fixture at load with this package's compiler
 // (node_modules/.bin/toolgate-tools at the repository root).
-async function startGateway(upstreamPort) {
-  const dir = mkdtempSync(join(tmpdir(), "toolgate-parity-"));
-  const bin = join(dir, "toolgate");
-  execFileSync("go", ["build", "-o", bin, "./cmd/toolgate"], { cwd: root, stdio: "inherit" });
-  const port = await freePort();
-  const base = `http://127.0.0.1:${port}/toolgate`;
-  writeFileSync(join(dir, "Caddyfile"), `{
-	admin off
-	storage file_system ${dir}/storage
-}
-http://127.0.0.1:${port} {
-	bind 127.0.0.1
-	handle_path /toolgate/* {
-		toolgate {
-			manifest ${fixture}
+function startGateway(upstreamPort) {
+  return startToolgate(() => `			manifest ${fixture}
 			component ${COMPONENT} http://127.0.0.1:${upstreamPort}
 			identity {
 				issuer ${ISSUER}
 			}
-			ledger off
-		}
-	}
-}
-`);
-  const proc = spawn(bin, ["run", "--config", join(dir, "Caddyfile"), "--adapter", "caddyfile"], {
-    cwd: dir, env: { ...process.env, XDG_DATA_HOME: dir, XDG_CONFIG_HOME: dir }, stdio: ["ignore", "pipe", "pipe"],
-  });
-  let log = "";
-  proc.stdout.on("data", (d) => (log += d));
-  proc.stderr.on("data", (d) => (log += d));
-  const stop = () => {
-    proc.kill("SIGKILL");
-    rmSync(dir, { recursive: true, force: true });
-  };
-  const deadline = Date.now() + 30000;
-  for (;;) {
-    try {
-      const res = await fetch(`${base}/tools`);
-      if (res.ok) break;
-    } catch {}
-    if (proc.exitCode !== null || Date.now() > deadline) {
-      stop();
-      throw new Error(`toolgate did not start:\n${log}`);
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return { gate: base, stop };
+			ledger off`, "toolgate-parity-");
 }
