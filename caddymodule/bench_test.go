@@ -128,12 +128,25 @@ func benchHandler(b *testing.B, upURL, keyFile string, metricsOff bool, logger *
 // BenchmarkServer runs toolgate and plain reverse_proxy side by side in one
 // Caddy, in the same run, against the same upstream: the ratio of the two
 // is the figure to report. Each iteration is one HTTP round trip from a
-// keep-alive client.
+// keep-alive client. Caddy logs errors only: neither writes a line.
 func BenchmarkServer(b *testing.B) {
+	benchServer(b, b.TempDir(), "log {\n\t\tlevel ERROR\n\t}")
+}
+
+// BenchmarkServerInfo is BenchmarkServer at Caddy's default level, info,
+// to a file (as a user's default, stderr, would cost): toolgate writes a
+// line per call, reverse_proxy none (no access log).
+func BenchmarkServerInfo(b *testing.B) {
+	dir := b.TempDir()
+	benchServer(b, dir, "log {\n\t\toutput file "+filepath.Join(dir, "caddy.log")+"\n\t\tlevel INFO\n\t}")
+}
+
+// benchServer runs BenchmarkServer's sites with the global log option
+// logOpt, storage and ledger in dir.
+func benchServer(b *testing.B, dir, logOpt string) {
 	up := benchUpstream(b)
 	tc := caddytest.NewTester(b)
-	dir := b.TempDir()
-	initServer(tc, testGlobals(dir, "log {\n\t\tlevel ERROR\n\t}")+fmt.Sprintf(`http://127.0.0.1:9080 {
+	initServer(tc, testGlobals(dir, logOpt)+fmt.Sprintf(`http://127.0.0.1:9080 {
 	bind 127.0.0.1
 	handle_path /toolgate/* {
 		toolgate {
