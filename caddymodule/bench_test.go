@@ -10,7 +10,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddytest"
@@ -174,34 +176,73 @@ func benchServer(b *testing.B, dir, logOpt string) {
 		reverse_proxy %[3]s
 	}
 }`, dir, up.URL, strings.TrimPrefix(up.URL, "http://")))
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	do := func(b *testing.B, method, url, body string) {
+		req, _ := http.NewRequest(method, url, strings.NewReader(body))
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, _ := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || n < 1024 {
+			b.Fatalf("status %d, %d bytes", resp.StatusCode, n)
+		}
+	}
 	run := func(b *testing.B, method, url, body string) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
-			req, _ := http.NewRequest(method, url, strings.NewReader(body))
-			if body != "" {
-				req.Header.Set("Content-Type", "application/json")
-			}
-			resp, err := client.Do(req)
-			if err != nil {
-				b.Fatal(err)
-			}
-			n, _ := io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != 200 || n < 1024 {
-				b.Fatalf("status %d, %d bytes", resp.StatusCode, n)
-			}
+			do(b, method, url, body)
 		}
 	}
+	const (
+		proxyURL = "http://127.0.0.1:9080/proxy/items/b1"
+		toolURL  = "http://127.0.0.1:9080/toolgate/tools/get_item"
+		envelope = `{"input":{"id":"b1"},"identity":{"user":"u_1","install":"in_1"}}`
+	)
 	b.Run("reverse_proxy", func(b *testing.B) {
-		run(b, "GET", "http://127.0.0.1:9080/proxy/items/b1", "")
+		run(b, "GET", proxyURL, "")
 	})
 	b.Run("toolgate", func(b *testing.B) {
-		run(b, "POST", "http://127.0.0.1:9080/toolgate/tools/get_item", `{"input":{"id":"b1"},"identity":{"user":"u_1","install":"in_1"}}`)
+		run(b, "POST", toolURL, envelope)
 	})
 	b.Run("toolgate_bolt", func(b *testing.B) {
-		run(b, "POST", "http://127.0.0.1:9080/bolt/tools/get_item", `{"input":{"id":"b1"},"identity":{"user":"u_1","install":"in_1"}}`)
+		run(b, "POST", "http://127.0.0.1:9080/bolt/tools/get_item", envelope)
 	})
+	// paired takes turns, one reverse_proxy request then one toolgate call,
+	// so that drift in a shared machine falls on both alike, and reports
+	// toolgate's throughput against reverse_proxy's (their time per
+	// request, inverted) as tg/rp. paired_parallel does the same from 16
+	// goroutines a core, the machine loaded as by wrk's 32 connections.
+	paired := func(b *testing.B, parallel bool) {
+		var rp, tg atomic.Int64
+		one := func() {
+			t0 := time.Now()
+			do(b, "GET", proxyURL, "")
+			t1 := time.Now()
+			do(b, "POST", toolURL, envelope)
+			rp.Add(int64(t1.Sub(t0)))
+			tg.Add(int64(time.Since(t1)))
+		}
+		if parallel {
+			b.SetParallelism(16)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					one()
+				}
+			})
+		} else {
+			for i := 0; i < b.N; i++ {
+				one()
+			}
+		}
+		b.ReportMetric(float64(rp.Load())/float64(tg.Load()), "tg/rp")
+	}
+	b.Run("paired", func(b *testing.B) { paired(b, false) })
+	b.Run("paired_parallel", func(b *testing.B) { paired(b, true) })
 }
 
 // BenchmarkMCPCall is BenchmarkInvoke's call over MCP: tools/call of the
