@@ -18,9 +18,15 @@
 #      loaded alone for WARMUP so that the ledger holds a minute of calls
 #      and sweeps fall inside the rounds
 #   e  toolgate with the Redis ledger
+#   m  MCP tools/call of the same tool on c's site, the sessionless
+#      revision (2026-07-28), the user named in _meta
+#   n  the same on d's site (bbolt)
+#   s  MCP tools/call on a session (2025-11-25) on c's site
+#   i  c's site in a second toolgate process logging at Caddy's default
+#      level (INFO: one line a call, to a file), as a user runs it
 # at each concurrency, and writes the "Load harness results" section of
-# bench/RESULTS.md (the other sections stay) with the budgets of issue 18
-# and DESIGN.md "Performance", computed here. The eight take turns:
+# bench/RESULTS.md (the other sections stay) with the project's budgets,
+# computed here. They take turns:
 # ROUNDS rounds of DURATION each, so that drift in the machine (other load,
 # clock speed) falls on all of them alike. req/s is the mean of the rounds,
 # p50 and p99 their median.
@@ -94,15 +100,73 @@ wait_for --unix-socket "$SOCK" http://localhost/
 wait_for http://127.0.0.1:9815/
 start_toolgate "http://127.0.0.1:9812/tools"
 
+# i: the same site as c in a toolgate of its own, logging at INFO to a file.
+cat >"$work/Caddyfile.info" <<EOF
+{
+	admin 127.0.0.1:9820
+	storage file_system $work/storage-info
+	log {
+		output file $work/info.log
+		level INFO
+	}
+}
+http://127.0.0.1:9818 {
+	bind 127.0.0.1
+$(tool off)
+}
+EOF
+XDG_DATA_HOME=$work XDG_CONFIG_HOME=$work "$work/toolgate" run --config "$work/Caddyfile.info" --adapter caddyfile >"$work/toolgate-info.log" 2>&1 &
+tgi=$!
+pids+=($tgi)
+wait_for http://127.0.0.1:9818/tools
+
+# MCP: tools/call of get_item, sessionless (the revision's headers and
+# _meta on every request) and on a session opened here.
+mcp_call='{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_item","arguments":{"id":"b1"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"wrk","version":"1"},"toolgate/identity":{"user":"u_1","install":"in_1"}}}}'
+cat >"$work/mcp.lua" <<EOF
+wrk.method = "POST"
+wrk.body = '$mcp_call'
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Accept"] = "application/json, text/event-stream"
+wrk.headers["Mcp-Protocol-Version"] = "2026-07-28"
+wrk.headers["Mcp-Method"] = "tools/call"
+wrk.headers["Mcp-Name"] = "get_item"
+EOF
+mcp_headers=(-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream')
+session=$(curl -fsS -D - -o /dev/null "${mcp_headers[@]}" -d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"wrk","version":"1"}}}' http://127.0.0.1:9812/mcp |
+	awk -F': ' 'tolower($1) == "mcp-session-id" { sub(/\r$/, "", $2); print $2 }')
+[[ -n $session ]] || { echo "bench: no MCP session" >&2; exit 1; }
+curl -fsS -o /dev/null "${mcp_headers[@]}" -H "Mcp-Session-Id: $session" -H 'Mcp-Protocol-Version: 2025-11-25' \
+	-d '{"jsonrpc":"2.0","method":"notifications/initialized"}' http://127.0.0.1:9812/mcp
+cat >"$work/mcp_session.lua" <<EOF
+wrk.method = "POST"
+wrk.body = '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"get_item","arguments":{"id":"b1"},"_meta":{"toolgate/identity":{"user":"u_1","install":"in_1"}}}}'
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Accept"] = "application/json, text/event-stream"
+wrk.headers["Mcp-Protocol-Version"] = "2025-11-25"
+wrk.headers["Mcp-Session-Id"] = "$session"
+EOF
+
 # Check each target answers what it should before loading it.
 check "http://$UP/items/b1"
 check "http://127.0.0.1:9811/items/b1"
 for port in 9811 9815; do
 	check -X POST -H 'Content-Type: application/json' -d '{"input":{"id":"b1"},"identity":{"user":"u_1","install":"in_1"}}' "http://127.0.0.1:$port/items/b1"
 done
-for port in 9812 9813 9814 9816; do
+for port in 9812 9813 9814 9816 9818; do
 	check -X POST -H 'Content-Type: application/json' -d '{"input":{"id":"b1"},"identity":{"user":"u_1","install":"in_1"}}' "http://127.0.0.1:$port/tools/get_item"
 done
+# check_mcp CURL-ARGS: an MCP answer holding the tool's text, not an error.
+check_mcp() {
+	local got
+	got=$(curl -fsS "${mcp_headers[@]}" "$@")
+	[[ $got == *'"text":"xxx'* && $got != *'"isError":true'* ]] || { echo "bench: unexpected MCP answer from $*: ${got:0:300}" >&2; exit 1; }
+}
+for port in 9812 9813; do
+	check_mcp -H 'Mcp-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/call' -H 'Mcp-Name: get_item' -d "$mcp_call" "http://127.0.0.1:$port/mcp"
+done
+check_mcp -H 'Mcp-Protocol-Version: 2025-11-25' -H "Mcp-Session-Id: $session" \
+	-d '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"get_item","arguments":{"id":"b1"},"_meta":{"toolgate/identity":{"user":"u_1","install":"in_1"}}}}' http://127.0.0.1:9812/mcp
 
 declare -A RPS P50 P99 CPU_GW CPU_UP CPU_RD
 TICK=$(getconf CLK_TCK)
@@ -139,7 +203,7 @@ if [[ $WARMUP != 0 && $WARMUP != 0s ]]; then
 	wrk -t2 -c32 -d"$WARMUP" -s "$work/post.lua" http://127.0.0.1:9813/tools/get_item >/dev/null
 fi
 
-NAMES="a_upstream h_bare_hop b_reverse_proxy g_reverse_proxy_get c_toolgate_off u_toolgate_unix d_toolgate_bolt e_toolgate_redis"
+NAMES="a_upstream h_bare_hop b_reverse_proxy g_reverse_proxy_get c_toolgate_off u_toolgate_unix d_toolgate_bolt e_toolgate_redis m_mcp_off n_mcp_bolt s_mcp_session_off i_toolgate_info"
 for c in $CONNS; do
 	for r in $(seq "$ROUNDS"); do
 		run a_upstream "$c" "$r" "$tg" "http://$UP/items/b1"
@@ -150,6 +214,10 @@ for c in $CONNS; do
 		run u_toolgate_unix "$c" "$r" "$tg" "http://127.0.0.1:9816/tools/get_item" -s "$work/post.lua"
 		run d_toolgate_bolt "$c" "$r" "$tg" "http://127.0.0.1:9813/tools/get_item" -s "$work/post.lua"
 		run e_toolgate_redis "$c" "$r" "$tg" "http://127.0.0.1:9814/tools/get_item" -s "$work/post.lua"
+		run m_mcp_off "$c" "$r" "$tg" "http://127.0.0.1:9812/mcp" -s "$work/mcp.lua"
+		run n_mcp_bolt "$c" "$r" "$tg" "http://127.0.0.1:9813/mcp" -s "$work/mcp.lua"
+		run s_mcp_session_off "$c" "$r" "$tg" "http://127.0.0.1:9812/mcp" -s "$work/mcp_session.lua"
+		run i_toolgate_info "$c" "$r" "$tgi" "http://127.0.0.1:9818/tools/get_item" -s "$work/post.lua"
 	done
 done
 
@@ -229,9 +297,19 @@ rc() { ratio "${CPU_GW[$1,$c]}" "${CPU_GW[$2,$c]}"; }
 	for c in $CONNS; do
 		echo "| $c | $(rc c_toolgate_off h_bare_hop) | $(rc c_toolgate_off b_reverse_proxy) | $(rc d_toolgate_bolt b_reverse_proxy) | $(rc e_toolgate_redis b_reverse_proxy) | $(rc u_toolgate_unix h_bare_hop) | $(rc u_toolgate_unix c_toolgate_off) | $(rc c_toolgate_off g_reverse_proxy_get) | $(rc h_bare_hop b_reverse_proxy) |"
 	done
+	echo
+	echo "MCP and logging (m = MCP sessionless tools/call on c's site, n = on d's, s = on a session"
+	echo "on c's site; i = c's site in a toolgate logging at INFO, Caddy's default); throughput,"
+	echo "then the gateway's CPU µs/req, in the same ratios:"
+	echo
+	echo "| conns | m/c | n/d | s/c | i/b | m/c CPU | n/d CPU | s/c CPU | i/b CPU |"
+	echo "|---|---|---|---|---|---|---|---|---|"
+	for c in $CONNS; do
+		echo "| $c | $(r m_mcp_off c_toolgate_off) | $(r n_mcp_bolt d_toolgate_bolt) | $(r s_mcp_session_off c_toolgate_off) | $(r i_toolgate_info b_reverse_proxy) | $(rc m_mcp_off c_toolgate_off) | $(rc n_mcp_bolt d_toolgate_bolt) | $(rc s_mcp_session_off c_toolgate_off) | $(rc i_toolgate_info b_reverse_proxy) |"
+	done
 	if [[ " $CONNS " == *" 32 "* || " $CONNS " == *" 1 "* ]]; then
 		echo
-		echo "Budgets (issue 18, DESIGN.md \"Performance\"), computed by the script:"
+		echo "Budgets (the project's, see docs/performance.md), computed by the script:"
 		echo
 		echo "| budget | toolgate | held against | met |"
 		echo "|---|---|---|---|"
@@ -241,9 +319,16 @@ rc() { ratio "${CPU_GW[$1,$c]}" "${CPU_GW[$2,$c]}"; }
 		budget "throughput, bbolt at steady state, 32 conns: d ≥ 0.85 × b" "${RPS[d_toolgate_bolt,32]}" "${RPS[b_reverse_proxy,32]}" b 'x >= 0.85 * y'
 		budget "throughput, Redis, 32 conns: e ≥ 0.8 × b" "${RPS[e_toolgate_redis,32]}" "${RPS[b_reverse_proxy,32]}" b 'x >= 0.8 * y'
 		budget "p99 ms, ledger off, 32 conns: c ≤ b" "${P99[c_toolgate_off,32]}" "${P99[b_reverse_proxy,32]}" b 'x <= y'
+		budget "throughput, MCP sessionless, 32 conns: m ≥ 0.8 × c" "${RPS[m_mcp_off,32]}" "${RPS[c_toolgate_off,32]}" c 'x >= 0.8 * y'
+		budget "gateway CPU µs/req, MCP sessionless, 32 conns: m ≤ 1.25 × c" "${CPU_GW[m_mcp_off,32]}" "${CPU_GW[c_toolgate_off,32]}" c 'x <= 1.25 * y'
+		budget "throughput, MCP session, 32 conns: s ≥ 0.8 × c" "${RPS[s_mcp_session_off,32]}" "${RPS[c_toolgate_off,32]}" c 'x >= 0.8 * y'
+		budget "gateway CPU µs/req, MCP session, 32 conns: s ≤ 1.25 × c" "${CPU_GW[s_mcp_session_off,32]}" "${CPU_GW[c_toolgate_off,32]}" c 'x <= 1.25 * y'
+		budget "throughput, MCP with bbolt, 32 conns: n ≥ 0.8 × d" "${RPS[n_mcp_bolt,32]}" "${RPS[d_toolgate_bolt,32]}" d 'x >= 0.8 * y'
+		budget "throughput, INFO logging, 32 conns: i ≥ 1.0 × b" "${RPS[i_toolgate_info,32]}" "${RPS[b_reverse_proxy,32]}" b 'x >= y'
 	fi
 	if [[ " $CONNS " == *" 1 "* ]]; then
 		budget "p50 ms, ledger off, 1 conn: c ≤ b" "${P50[c_toolgate_off,1]}" "${P50[b_reverse_proxy,1]}" b 'x <= y'
+		budget "p50 ms, MCP sessionless, 1 conn: m ≤ c + 0.3" "${P50[m_mcp_off,1]}" "${P50[c_toolgate_off,1]}" c 'x <= y + 0.3'
 	fi
 } | write_section "$OUT" "# Load harness results"
 echo
