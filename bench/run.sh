@@ -138,13 +138,25 @@ session=$(curl -fsS -D - -o /dev/null "${mcp_headers[@]}" -d '{"jsonrpc":"2.0","
 [[ -n $session ]] || { echo "bench: no MCP session" >&2; exit 1; }
 curl -fsS -o /dev/null "${mcp_headers[@]}" -H "Mcp-Session-Id: $session" -H 'Mcp-Protocol-Version: 2025-11-25' \
 	-d '{"jsonrpc":"2.0","method":"notifications/initialized"}' http://127.0.0.1:9812/mcp
+# On a session, requests in flight at once need ids of their own: each
+# wrk thread counts its own, prefixed with the thread's number.
 cat >"$work/mcp_session.lua" <<EOF
 wrk.method = "POST"
-wrk.body = '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"get_item","arguments":{"id":"b1"},"_meta":{"toolgate/identity":{"user":"u_1","install":"in_1"}}}}'
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Accept"] = "application/json, text/event-stream"
 wrk.headers["Mcp-Protocol-Version"] = "2025-11-25"
 wrk.headers["Mcp-Session-Id"] = "$session"
+local threads = 0
+function setup(thread)
+	threads = threads + 1
+	thread:set("tid", threads)
+end
+local n = 0
+function request()
+	n = n + 1
+	local body = '{"jsonrpc":"2.0","id":"' .. tid .. '-' .. n .. '","method":"tools/call","params":{"name":"get_item","arguments":{"id":"b1"},"_meta":{"toolgate/identity":{"user":"u_1","install":"in_1"}}}}'
+	return wrk.format(nil, nil, nil, body)
+end
 EOF
 
 # Check each target answers what it should before loading it.
@@ -192,7 +204,8 @@ run() { # run NAME CONNS ROUND GATEWAY_PID URL [wrk args...]
 	P99[$name,$c,$r]=$(ms "$(awk '$1 == "99%" {print $2}' <<<"$out")")
 	local errs
 	errs=$(awk '/Non-2xx|Socket errors/' <<<"$out")
-	[[ -z $errs ]] || echo "bench: $name c=$c: $errs" >&2
+	# A row with failed requests measures something else: stop.
+	[[ -z $errs ]] || { echo "bench: $name c=$c: $errs" >&2; exit 1; }
 	printf '%-22s c=%-4s round %s %9s req/s  p50 %8s ms  p99 %8s ms  CPU µs/req gateway %4s upstream %4s\n' "$name" "$c" "$r" "${RPS[$name,$c,$r]}" "${P50[$name,$c,$r]}" "${P99[$name,$c,$r]}" "${CPU_GW[$name,$c,$r]}" "${CPU_UP[$name,$c,$r]}"
 }
 

@@ -12,9 +12,12 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/internal/jsonread"
 )
 
 // The fast path serves the commonest request of the sessionless revision,
@@ -303,59 +306,32 @@ func hasSurrogateEscape(body []byte) bool {
 	return false
 }
 
-// strictJSON reports whether body is one JSON object, with no key twice
-// in any object and nesting within maxFastDepth, and nothing after it.
+// strictJSON reports whether body is one JSON object, with no name twice
+// in any object, valid UTF-8 (unpaired surrogate escapes included), and
+// nesting within maxFastDepth, and nothing after it. jsontext refuses
+// repeated names and invalid UTF-8 by default; its tokens read the body in
+// place.
 func strictJSON(body []byte) bool {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') || !strictObject(dec, 1) {
-		return false
-	}
-	_, err := dec.Token()
-	return err == io.EOF
-}
-
-// strictObject reads the rest of an object whose '{' was read.
-func strictObject(dec *json.Decoder, depth int) bool {
-	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		key, ok := tok.(string)
-		if err != nil || !ok || seen[key] {
-			return false
+	return jsonread.One(body, func(dec *jsontext.Decoder) error {
+		if dec.PeekKind() != '{' {
+			return errNotStrict
 		}
-		seen[key] = true
-		if !strictValue(dec, depth) {
-			return false
-		}
-	}
-	tok, err := dec.Token()
-	return err == nil && tok == json.Delim('}')
-}
-
-// strictValue reads one value at depth.
-func strictValue(dec *json.Decoder, depth int) bool {
-	tok, err := dec.Token()
-	if err != nil {
-		return false
-	}
-	switch tok {
-	case json.Delim('{'):
-		return depth < maxFastDepth && strictObject(dec, depth+1)
-	case json.Delim('['):
-		if depth >= maxFastDepth {
-			return false
-		}
-		for dec.More() {
-			if !strictValue(dec, depth+1) {
-				return false
+		for {
+			if _, err := dec.ReadToken(); err != nil {
+				return err
+			}
+			switch depth := dec.StackDepth(); {
+			case depth > maxFastDepth:
+				return errNotStrict
+			case depth == 0:
+				return nil
 			}
 		}
-		tok, err := dec.Token()
-		return err == nil && tok == json.Delim(']')
-	}
-	return true
+	}) == nil
 }
+
+// errNotStrict is strictJSON's refusal of a body it reads.
+var errNotStrict = errors.New("not for the fast path")
 
 // finish does to a tools/call's outcome what the SDK does before it
 // answers on the sessionless revision: it refuses a result with both
