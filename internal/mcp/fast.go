@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -397,16 +398,17 @@ func withResultType(res *sdk.CallToolResult, needsInput bool) *sdk.CallToolResul
 // status as a bare JSON body with that status.
 func writeFast(w http.ResponseWriter, id jsonrpc.ID, res *sdk.CallToolResult, err error) {
 	resp := &jsonrpc.Response{ID: id}
+	var data []byte
 	if err != nil {
 		resp.Error = err
+	} else if raw, merr := marshalNoEscape(res); merr != nil {
+		resp.Error = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: merr.Error()}
 	} else {
-		raw, merr := marshalNoEscape(res)
-		if merr != nil {
-			resp.Error = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: merr.Error()}
-		}
-		resp.Result = raw
+		data = successMessage(id, raw)
 	}
-	data, err := jsonrpc.EncodeMessage(resp)
+	if data == nil {
+		data, err = jsonrpc.EncodeMessage(resp)
+	}
 	h := w.Header()
 	h.Set("Cache-Control", "no-cache, no-transform")
 	h.Set("Content-Type", "text/event-stream")
@@ -427,6 +429,29 @@ func writeFast(w http.ResponseWriter, id jsonrpc.ID, res *sdk.CallToolResult, er
 	buf = append(buf, "\n\n"...)
 	_, _ = w.Write(buf)
 	_ = http.NewResponseController(w).Flush()
+}
+
+// successMessage is the JSON-RPC response of id with result raw, the
+// bytes jsonrpc.EncodeMessage writes: raw is compact and unescaped already
+// (marshalNoEscape), which the encoder would copy as it is, and an id the
+// fast path takes is an integer or a string without escapes (decodeID).
+// Written directly, the result is not scanned again.
+func successMessage(id jsonrpc.ID, raw []byte) []byte {
+	buf := make([]byte, 0, len(`{"jsonrpc":"2.0","id":,"result":}`)+24+len(raw))
+	buf = append(buf, `{"jsonrpc":"2.0","id":`...)
+	switch v := id.Raw().(type) {
+	case int64:
+		buf = strconv.AppendInt(buf, v, 10)
+	case string:
+		buf = append(buf, '"')
+		buf = append(buf, v...)
+		buf = append(buf, '"')
+	default:
+		return nil
+	}
+	buf = append(buf, `,"result":`...)
+	buf = append(buf, raw...)
+	return append(buf, '}')
 }
 
 // errorStatus is the HTTP status the sessionless revision gives a
