@@ -101,7 +101,12 @@ func FuzzCompile(f *testing.F) {
 			}
 			wantHost, wantPrefix = u.Host, "/"
 		}
-		if req.URL.Host != wantHost || req.URL.User != nil || !strings.HasPrefix(req.URL.EscapedPath(), wantPrefix) {
+		// An empty path is sent as "/" (a url target of http://host).
+		path := req.URL.EscapedPath()
+		if path == "" {
+			path = "/"
+		}
+		if req.URL.Host != wantHost || req.URL.User != nil || !strings.HasPrefix(path, wantPrefix) {
 			t.Fatalf("%s with input %s sends to %s: want host %q, path under %q", specJSON, inputJSON, req.URL, wantHost, wantPrefix)
 		}
 		if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
