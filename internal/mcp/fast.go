@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -212,7 +211,7 @@ func decodeCaps(rawCaps, info json.RawMessage, hasInfo bool) capsEntry {
 // an id that is not a small integer or a plain string.
 func decodeCall(body []byte) (fastCall, bool) {
 	var fc fastCall
-	if !utf8.Valid(body) || hasSurrogateEscape(body) || !strictJSON(body) {
+	if hasSurrogateEscape(body) || !strictJSON(body) {
 		return fc, false
 	}
 	var top map[string]json.RawMessage
