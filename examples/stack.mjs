@@ -1,7 +1,9 @@
 // The example stack for the Node tests: toolgate and the bookmarks
 // component, both built from this checkout and started on free loopback
-// ports with a generated Caddyfile. Shared by browser/, mcp/ and notes/
-// (which adds the notes component and its tools.ts: notes: true).
+// ports with a generated Caddyfile. Shared by browser/, mcp/, ai-sdk/ and
+// notes/ (which adds the notes component and its tools.ts: notes: true);
+// startToolgate, toolgate alone with a toolgate block of the caller's, by
+// the kit's tests.
 import { spawn, execFileSync } from "node:child_process";
 import { mkdtempSync, writeFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
@@ -41,6 +43,49 @@ async function waitFor(url, proc) {
     }
   }
   throw new Error(`${url} did not answer:\n${proc.log()}`);
+}
+
+/**
+ * startToolgate builds toolgate and runs it alone on a free loopback port,
+ * `block(dir)` the body of its toolgate directive (mounted at /toolgate/),
+ * Caddy's storage in a temporary folder `dir` and the admin API off. It
+ * returns toolgate's base URL, the folder and stop(), which kills it and
+ * removes the folder.
+ */
+export async function startToolgate({ name, block }) {
+  const dir = mkdtempSync(join(tmpdir(), `toolgate-${name}-`));
+  const procs = [];
+  execFileSync("go", ["build", "-o", join(dir, "toolgate"), "./cmd/toolgate"], { cwd: root, stdio: "inherit" });
+  const port = await freePort();
+  const gate = `http://127.0.0.1:${port}/toolgate`;
+  writeFileSync(join(dir, "Caddyfile"), `{
+	admin off
+	storage file_system ${dir}/storage
+}
+http://127.0.0.1:${port} {
+	bind 127.0.0.1
+	handle_path /toolgate/* {
+		toolgate {
+${block(dir)}
+		}
+	}
+}
+`);
+  const tg = start(procs, join(dir, "toolgate"), ["run", "--config", join(dir, "Caddyfile"), "--adapter", "caddyfile"], {
+    XDG_DATA_HOME: dir,
+    XDG_CONFIG_HOME: dir,
+  });
+  const stop = () => {
+    for (const p of procs) p.kill("SIGKILL");
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    await waitFor(`${gate}/tools`, tg);
+  } catch (e) {
+    stop();
+    throw e;
+  }
+  return { gate, dir, stop };
 }
 
 /**

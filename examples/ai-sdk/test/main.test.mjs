@@ -7,30 +7,19 @@
 // at the repository root.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { execFile, execFileSync, spawn } from "node:child_process";
+import { execFile } from "node:child_process";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { freePort, root, startToolgate } from "../../../packages/kit/test/gateway.mjs";
+import { root, startStack } from "../../stack.mjs";
 
 const main = join(import.meta.dirname, "..", "main.mjs");
-let gate, dir, stopGateway, procs = [];
+let gate, stop;
 
 before(async () => {
-  const componentPort = await freePort();
-  ({ gate, dir, stop: stopGateway } = await startToolgate(() => `\t\t\tmanifest ${join(root, "examples", "bookmarks", "tools.json")}
-\t\t\tcomponent bookmarks http://127.0.0.1:${componentPort}`, "toolgate-ai-sdk-"));
-  const site = gate.slice(0, -"/toolgate".length);
-  const bookmarks = join(dir, "bookmarks");
-  execFileSync("go", ["build", "-o", bookmarks, "./examples/bookmarks"], { cwd: root, stdio: "inherit" });
-  start(bookmarks, ["-addr", `127.0.0.1:${componentPort}`, "-public", `${site}/app`,
-    "-jwks", `${gate}/.well-known/jwks.json`, "-toolgate", gate]);
-  await until(async () => (await fetch(`http://127.0.0.1:${componentPort}/ping`)).ok, "the bookmarks component");
+  ({ gate, stop } = await startStack({ name: "ai-sdk" }));
 });
 
-after(() => {
-  for (const p of procs) p.proc.kill("SIGKILL");
-  stopGateway?.();
-});
+after(() => stop?.());
 
 test("the example saves a bookmark, pauses on a card and resumes it", async () => {
   const { stdout } = await promisify(execFile)(process.execPath, [main, "--url", gate], { cwd: root });
@@ -55,25 +44,3 @@ test("the example saves a bookmark, pauses on a card and resumes it", async () =
   assert.equal(list.isError, false, list.content);
   assert.match(list.content, /^b1 AI SDK https:\/\/ai-sdk.dev$/m);
 });
-
-function start(bin, args) {
-  const proc = spawn(bin, args, { cwd: dir, env: { ...process.env, XDG_DATA_HOME: dir, XDG_CONFIG_HOME: dir }, stdio: ["ignore", "pipe", "pipe"] });
-  const p = { proc, log: "" };
-  proc.stdout.on("data", (d) => (p.log += d));
-  proc.stderr.on("data", (d) => (p.log += d));
-  procs.push(p);
-}
-
-async function until(ok, what) {
-  const deadline = Date.now() + 30000;
-  for (;;) {
-    try {
-      if (await ok()) return;
-    } catch {}
-    const dead = procs.find((p) => p.proc.exitCode !== null);
-    if (dead || Date.now() > deadline) {
-      throw new Error(`${what} did not start:\n${procs.map((p) => p.log).join("\n")}`);
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}

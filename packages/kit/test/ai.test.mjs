@@ -24,7 +24,7 @@ import {
   toolgateCallId,
   toolgateTools,
 } from "@toolgate/kit";
-import { root, startToolgate } from "./gateway.mjs";
+import { root, startToolgate } from "../../../examples/stack.mjs";
 
 const COMPONENT = "notebook";
 const identity = { user: "u_ai", install: "in_ai" };
@@ -296,12 +296,15 @@ function startComponent() {
 // loopback trust (no callers block) and the default bolt ledger in a
 // temporary directory.
 function startGateway(componentPort) {
-  return startToolgate((dir) => {
-    writeFileSync(join(dir, "tools.json"), JSON.stringify(manifest));
-    return `			manifest ${join(dir, "tools.json")}
+  return startToolgate({
+    name: "ai",
+    block: (dir) => {
+      writeFileSync(join(dir, "tools.json"), JSON.stringify(manifest));
+      return `			manifest ${join(dir, "tools.json")}
 			component ${COMPONENT} http://127.0.0.1:${componentPort}
 			identity {
 				issuer https://ai.test
 			}`;
-  }, "toolgate-ai-");
+    },
+  });
 }

@@ -14,7 +14,7 @@ import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { join } from "node:path";
 import { load } from "../compiler/compile.mjs";
-import { startToolgate } from "./gateway.mjs";
+import { startToolgate } from "../../../examples/stack.mjs";
 
 const fixture = join(import.meta.dirname, "parity", "tools.ts");
 const ISSUER = "https://parity.test";
@@ -269,10 +269,13 @@ function startUpstream() {
 // compiles the fixture at load with this package's compiler
 // (node_modules/.bin/toolgate-tools at the repository root).
 function startGateway(upstreamPort) {
-  return startToolgate(() => `			manifest ${fixture}
+  return startToolgate({
+    name: "parity",
+    block: () => `			manifest ${fixture}
 			component ${COMPONENT} http://127.0.0.1:${upstreamPort}
 			identity {
 				issuer ${ISSUER}
 			}
-			ledger off`, "toolgate-parity-");
+			ledger off`,
+  });
 }
