@@ -35,6 +35,7 @@
 #   DURATION=5s ROUNDS=2 CONNS="32" bench/run.sh
 #   WARMUP=0 bench/run.sh             # d without its warm-up (no sweep early on)
 #   BUILD_ONLY=1 bench/run.sh         # build and check the harness (CI)
+#   ONLY="b_reverse_proxy d_toolgate_bolt" bench/run.sh   # some runs, printed, no table
 #   METRICS=off OUT=/tmp/off.md bench/run.sh   # toolgate with `metrics off`
 #   LOG_LEVEL=INFO bench/run.sh       # with the per-call log line written
 #
@@ -185,6 +186,7 @@ TICK=$(getconf CLK_TCK)
 run() { # run NAME CONNS ROUND GATEWAY_PID URL [wrk args...]
 	local name=$1 c=$2 r=$3 gw=$4 url=$5
 	shift 5
+	[[ -z ${ONLY:-} || " $ONLY " == *" $name "* ]] || return 0
 	local t=2
 	((c < t)) && t=$c
 	local out gw0 up0 rd0 gw1 up1 rd1 n
@@ -233,6 +235,9 @@ for c in $CONNS; do
 		run i_toolgate_info "$c" "$r" "$tgi" "http://127.0.0.1:9818/tools/get_item" -s "$work/post.lua"
 	done
 done
+
+# Some runs only: their lines above are the figures.
+[[ -z ${ONLY:-} ]] || exit 0
 
 # rounds ARRAY NAME CONNS prints the rounds' values of one run, one a line.
 rounds() {

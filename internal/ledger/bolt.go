@@ -39,9 +39,10 @@ type BoltOptions struct {
 	// runs it again, or leave the file damaged (bbolt writes a commit's
 	// pages, then its meta page, and without a flush between them the
 	// disk may keep the second without the first). By default every
-	// commit waits for the disk (two flushes, shared by the writes of a
-	// group, see write), so a call's first record is on the disk before
-	// its target is sent. Default: false.
+	// record waits for the disk (a flush of the log, shared by the
+	// records of a group: bolt_wal.go), and every checkpoint too, so a
+	// call's first record is on the disk before its target is sent.
+	// Default: false.
 	NoFsync bool
 
 	// Logger is told of the calls that OpenBolt finds damaged and skips
@@ -56,10 +57,10 @@ type BoltOptions struct {
 // Bolt is a Ledger in one bbolt file. bbolt locks the file to one process,
 // so it serves a single gateway instance; several instances share Redis.
 //
-// Each change of a call is one bbolt write transaction, which checks the
-// stored state and puts the call: a call costs two, its Create and its
-// finishing Update. Concurrent writes share commits (write); bbolt's
-// writer lock orders them.
+// Each change of a call is a line of its log, checked against the call's
+// newest change and flushed with the lines written at the same time: a
+// call costs two, its Create and its finishing Update. Checkpoints put the
+// newest change of each call in the B+tree (bolt_wal.go).
 //
 // Calls live in time partitions: one bucket per span of time (an eighth
 // of the retention, see partitionSpan), holding the calls whose retention
@@ -95,16 +96,13 @@ type Bolt struct {
 	waiters   *waiters
 	logger    *zap.Logger
 
-	// commitMu guards committing, whether a commit of writes is under
-	// way, and queued, the writes waiting for the next (see write).
-	commitMu   sync.Mutex
-	committing bool
-	queued     []*boltWrite
+	wal *wal // the changes not yet in the B+tree: see bolt_wal.go
 
-	stop      chan struct{}
-	swept     chan struct{}
-	closeOnce sync.Once
-	closeErr  error
+	stop         chan struct{}
+	swept        chan struct{}
+	checkpointed chan struct{}
+	closeOnce    sync.Once
+	closeErr     error
 }
 
 // callsBucket held every call (key → stored call, boltValue) before the
@@ -466,25 +464,48 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 	db.NoGrowSync = opts.NoFsync
 
 	b := &Bolt{
-		db:        db,
-		path:      path,
-		retention: opts.Retention,
-		span:      partitionSpan(opts.Retention),
-		clock:     clock.Or(opts.Clock),
-		waiters:   newWaiters(),
-		logger:    opts.Logger,
-		stop:      make(chan struct{}),
-		swept:     make(chan struct{}),
+		db:           db,
+		path:         path,
+		retention:    opts.Retention,
+		span:         partitionSpan(opts.Retention),
+		clock:        clock.Or(opts.Clock),
+		waiters:      newWaiters(),
+		logger:       opts.Logger,
+		stop:         make(chan struct{}),
+		swept:        make(chan struct{}),
+		checkpointed: make(chan struct{}),
 	}
 	journalPath := path + ".journal"
-	journaled, err := readJournal(journalPath, b.logger)
+	journaled, _, err := readJournal(journalPath, b.logger)
+	var logged map[string]*Call
+	var damaged map[string]bool
 	if err == nil {
-		err = b.closeInFlight(journaled)
+		logged, damaged, err = readLogs(b.logger, path+walSuffix+walOldSuffix, path+walSuffix)
+	}
+	if err == nil {
+		err = b.closeInFlight(journaled, logged, damaged)
 	}
 	if err == nil {
 		err = removeJournal(journalPath)
 	}
+	if err == nil {
+		b.wal, err = openWAL(path+walSuffix, opts.NoFsync, b.logger)
+	}
+	if err == nil {
+		// Replayed and committed: a power cut before the next flush
+		// may undo this, and OpenBolt then replays the same lines
+		// again, to the same calls.
+		err = b.wal.f.Truncate(0)
+	}
+	if err == nil {
+		if rerr := os.Remove(path + walSuffix + walOldSuffix); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			err = rerr
+		}
+	}
 	if err != nil {
+		if b.wal != nil {
+			_ = b.wal.f.Close()
+		}
 		_ = db.Close()
 		return nil, fmt.Errorf("opening ledger %s: %w", path, err)
 	}
@@ -493,18 +514,36 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 	// layout's bucket, each sweep reads it through (sweepOld), as every
 	// sweep did before: not more often than every 10 minutes.
 	go b.sweepEvery(min(b.span, 10*time.Minute))
+	go b.checkpointEvery()
 	return b, nil
 }
 
-// closeInFlight marks every call left in flight as Done with
+// closeInFlight puts the calls of the log (logged: the newest change of
+// each, damaged: those whose newest line could not be read whole) in the
+// B+tree, then marks every call left in flight as Done with
 // OutcomeUnknown: those the partitions hold as Running or AwaitingClient,
 // and those in an earlier version's journal that they do not hold. A
 // damaged call does not stop the ledger from opening: it is logged, closed
 // as outcome unknown as far as it can be read when it was in flight, and
 // otherwise left as it is (a Get of it answers ErrCorrupt).
-func (b *Bolt) closeInFlight(journaled map[string]*Call) error {
+func (b *Bolt) closeInFlight(journaled, logged map[string]*Call, damaged map[string]bool) error {
 	now := b.clock.Now()
 	return b.db.Update(func(tx *bbolt.Tx) error {
+		for key, c := range logged {
+			if err := boltKeyErr(key); err != nil {
+				b.logger.Error("ledger: skipping a call in the log that cannot be stored", keyField(key), zap.Error(err))
+				continue
+			}
+			p, _ := lookup(tx, []byte(key))
+			data, err := boltValue(c)
+			if damaged[key] || err != nil {
+				b.closeCall(tx, p, []byte(key), c, now)
+				continue
+			}
+			if err := b.put(tx, p, []byte(key), c, data); err != nil {
+				return err
+			}
+		}
 		for key, c := range journaled {
 			if err := boltKeyErr(key); err != nil {
 				b.logger.Error("ledger: skipping a call in the journal that cannot be stored", keyField(key), zap.Error(err))
@@ -572,9 +611,118 @@ func closedValue(c *Call, now time.Time) ([]byte, error) {
 	return boltValue(c)
 }
 
-// Create implements Ledger. The check and the put are one transaction,
-// so of several concurrent Creates of a key exactly one records it
-// (bbolt locks the file to one process).
+// current is a call's newest change: the one the log holds (p), else the
+// B+tree's (v, a stored value), else none.
+type current struct {
+	p *pending
+	v []byte
+}
+
+func (c current) found() bool { return c.p != nil || c.v != nil }
+
+func (c current) state(key string) (State, error) {
+	if c.p != nil {
+		return c.p.state, nil
+	}
+	return boltState(key, c.v)
+}
+
+// call decodes the change, once it is on the disk: not under the log's
+// lock.
+func (c current) call(key string) (*Call, error) {
+	if c.p != nil {
+		if err := c.p.wait(); err != nil {
+			return nil, fmt.Errorf("%w: call %q: %w", ErrUnavailable, key, err)
+		}
+		return decodeCall(key, c.p.line)
+	}
+	return boltCall(key, c.v)
+}
+
+// stored is key's value in the B+tree, or nil.
+func (b *Bolt) stored(key string) ([]byte, error) {
+	var v []byte
+	err := b.db.View(func(tx *bbolt.Tx) error {
+		if _, found := lookup(tx, []byte(key)); found != nil {
+			v = bytes.Clone(found)
+		}
+		return nil
+	})
+	return v, err
+}
+
+// change gives decide key's newest change and writes the change it
+// returns, if any, as the next: decide and the write are one step for
+// every other change of the ledger, so of several concurrent Creates of a
+// key exactly one records it (and bbolt locks the file to one process).
+// A change the log holds is found under its lock; the B+tree is read
+// without it, and again under it only if a checkpoint moved changes there
+// meanwhile.
+func (b *Bolt) change(key string, decide func(current) (*pending, error)) error {
+	w := b.wal
+	w.mu.Lock()
+	p := w.pending[key]
+	var v []byte
+	gen := w.gen.Load()
+	if p == nil {
+		w.mu.Unlock()
+		var err error
+		if v, err = b.stored(key); err != nil {
+			return err
+		}
+		w.mu.Lock()
+		if p = w.pending[key]; p == nil && w.gen.Load() != gen {
+			gen = w.gen.Load()
+			if v, err = b.stored(key); err != nil {
+				w.mu.Unlock()
+				return err
+			}
+		}
+	}
+	next, err := decide(current{p, v})
+	if err != nil || next == nil {
+		w.mu.Unlock()
+		return err
+	}
+	// Whether the B+tree may hold key, for the checkpoint (see
+	// pending.absentAt).
+	switch {
+	case p != nil:
+		next.absentAt = p.absentAt
+	case v == nil:
+		next.absentAt = gen + 1
+	}
+	return w.writeLocked(next)
+}
+
+// pendingFor is rec as the log writes it.
+func pendingFor(rec *Call) (*pending, error) {
+	if !slices.Contains(boltStates[:], rec.State) {
+		return nil, fmt.Errorf("ledger: storing call %q in unknown state %q", rec.Key, rec.State)
+	}
+	line, err := encodeCall(rec)
+	if err != nil {
+		return nil, err
+	}
+	return &pending{key: rec.Key, state: rec.State, rec: rec, line: line, flushed: make(chan struct{})}, nil
+}
+
+// putPending puts a change of the log in the B+tree (a checkpoint).
+func (b *Bolt) putPending(tx *bbolt.Tx, p *pending) error {
+	data, err := boltValue(p.rec)
+	if err != nil {
+		return err
+	}
+	key := []byte(p.key)
+	var part partition
+	if p.absentAt != b.wal.gen.Load()+1 {
+		part, _ = lookup(tx, key)
+	}
+	return b.put(tx, part, key, p.rec, data)
+}
+
+// Create implements Ledger. The call is on the disk (in the log) when it
+// returns created.
 func (b *Bolt) Create(ctx context.Context, c *Call) (*Call, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, false, err
@@ -585,28 +733,24 @@ func (b *Bolt) Create(ctx context.Context, c *Call) (*Call, bool, error) {
 	if err := boltKeyErr(c.Key); err != nil {
 		return nil, false, err
 	}
-	rec := stamp(c, b.clock)
-	data, err := boltValue(rec)
+	next, err := pendingFor(stamp(c, b.clock))
 	if err != nil {
 		return nil, false, err
 	}
-	key := []byte(c.Key)
-	var existing []byte
-	err = b.write(func(tx *bbolt.Tx) error {
-		existing = nil // a batch that failed runs fn again
-		if _, v := lookup(tx, key); v != nil {
-			existing = bytes.Clone(v)
-			return nil
+	var existing current
+	err = b.change(c.Key, func(cur current) (*pending, error) {
+		if existing = cur; cur.found() {
+			return nil, nil
 		}
-		return b.put(tx, partition{}, key, rec, data)
+		return next, nil
 	})
 	if err != nil {
 		return nil, false, b.unavailable("recording", c.Key, err)
 	}
-	if existing == nil {
+	if !existing.found() {
 		return nil, true, nil
 	}
-	cur, err := boltCall(c.Key, existing)
+	cur, err := existing.call(c.Key)
 	if err != nil {
 		return nil, false, err
 	}
@@ -618,69 +762,63 @@ func (b *Bolt) Get(ctx context.Context, key string) (*Call, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	var data []byte
-	err := b.db.View(func(tx *bbolt.Tx) error {
-		if _, v := lookup(tx, []byte(key)); v != nil {
-			data = bytes.Clone(v)
-		}
-		return nil
-	})
+	// A change leaves the log's memory only once the B+tree has it.
+	if p := b.wal.get(key); p != nil {
+		return current{p: p}.call(key)
+	}
+	v, err := b.stored(key)
 	if err != nil {
 		return nil, b.unavailable("reading", key, err)
 	}
-	if data == nil {
+	if v == nil {
 		return nil, ErrNotFound
 	}
-	return boltCall(key, data)
+	return boltCall(key, v)
 }
 
-// Update implements Ledger. The state check and the put share one
-// transaction; waiters are woken only after it committed, so what they read
-// is on disk.
+// Update implements Ledger. The state check and the write are one step
+// (change); waiters are woken only once the change is on the disk, so what
+// they read is.
 func (b *Bolt) Update(ctx context.Context, c *Call, from State) (*Call, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	rec := stamp(c, b.clock)
-	data, err := boltValue(rec)
+	next, err := pendingFor(rec)
 	if err != nil {
 		return nil, err
 	}
-	key := []byte(c.Key)
-	var current []byte
-	var missing bool
-	err = b.write(func(tx *bbolt.Tx) error {
-		current, missing = nil, false
-		p, v := lookup(tx, key)
-		if v == nil {
-			missing = true
-			return nil
+	var cur current
+	var conflict bool
+	err = b.change(c.Key, func(found current) (*pending, error) {
+		if cur = found; !found.found() {
+			return nil, nil
 		}
-		st, err := boltState(c.Key, v)
+		st, err := found.state(c.Key)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if st != from {
-			current = bytes.Clone(v)
-			return nil
+		if conflict = st != from; conflict {
+			return nil, nil
 		}
-		return b.put(tx, p, key, rec, data)
+		return next, nil
 	})
 	if err != nil {
 		return nil, b.unavailable("updating", c.Key, err)
 	}
-	if missing {
+	if !cur.found() {
 		return nil, ErrNotFound
 	}
-	if current != nil {
-		cur, err := boltCall(c.Key, current)
+	if conflict {
+		call, err := cur.call(c.Key)
 		if err != nil {
 			return nil, err
 		}
-		return cur, ErrConflict
+		return call, ErrConflict
 	}
 	b.waiters.notify(c.Key)
-	return rec, nil
+	out := *rec // the log keeps rec for its checkpoint
+	return &out, nil
 }
 
 // unavailable wraps a failure of the file as ErrUnavailable.
@@ -701,6 +839,10 @@ func (b *Bolt) Wait(ctx context.Context, key string, state State) (*Call, error)
 // sweeper calls it on its own; it is exported so a caller (or a test) can
 // sweep at a time of its choosing.
 func (b *Bolt) Sweep(now time.Time) (int, error) {
+	// What it drops, it finds in the B+tree.
+	if err := b.wal.checkpoint(b.putPending, b.db); err != nil {
+		return 0, fmt.Errorf("sweeping ledger %s: %w", b.path, err)
+	}
 	if err := b.sweepSpent(now); err != nil {
 		return 0, fmt.Errorf("sweeping ledger %s: %w", b.path, err)
 	}
@@ -864,13 +1006,44 @@ func (b *Bolt) sweepEvery(every time.Duration) {
 	}
 }
 
-// Close stops the sweeper, releases every Wait and closes the file.
+// checkpointEvery checkpoints the log when it is full (wal.kick) or on a
+// timer, until Close.
+func (b *Bolt) checkpointEvery() {
+	defer close(b.checkpointed)
+	t := time.NewTicker(walCheckpointEvery)
+	defer t.Stop()
+	var failing string
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-t.C:
+		case <-b.wal.kick:
+		}
+		// A failed checkpoint leaves the changes in the log, and is
+		// tried again; it is logged once until it succeeds.
+		err := b.wal.checkpoint(b.putPending, b.db)
+		switch {
+		case err != nil && err.Error() != failing:
+			failing = err.Error()
+			b.logger.Error("ledger: checkpoint failed; the calls stay in the log", zap.String("ledger", b.path), zap.Error(err))
+		case err == nil:
+			failing = ""
+		}
+	}
+}
+
+// Close stops the sweeper, puts the log's changes in the B+tree, releases
+// every Wait and closes the file.
 func (b *Bolt) Close() error {
 	b.closeOnce.Do(func() {
 		close(b.stop)
 		<-b.swept
+		<-b.checkpointed
+		errs := []error{b.wal.checkpoint(b.putPending, b.db)}
 		b.waiters.close()
-		if err := b.db.Close(); err != nil {
+		errs = append(errs, b.wal.close(), b.db.Close())
+		if err := errors.Join(errs...); err != nil {
 			b.closeErr = fmt.Errorf("closing ledger %s: %w", b.path, err)
 		}
 	})
@@ -879,95 +1052,3 @@ func (b *Bolt) Close() error {
 
 // Interface guards
 var _ Ledger = (*Bolt)(nil)
-
-// boltWrite is a write waiting for a commit. done is closed once err is
-// its outcome, or once it is to lead group, the next commit.
-type boltWrite struct {
-	fn    func(*bbolt.Tx) error
-	err   error
-	group []*boltWrite
-	done  chan struct{}
-}
-
-// errAbandoned is the outcome of the writes of a shared commit that one of
-// them cut short by panicking.
-var errAbandoned = errors.New("a write sharing the commit panicked")
-
-// write commits fn. A write that finds no commit under way commits at
-// once, alone; those that come while one is under way wait for it and then
-// share the next, all of them (group commit): with fsync a commit costs two
-// disk flushes however many writes it carries, so the longer the flushes
-// take, the more writes share them. bbolt's Batch, which the ledger used
-// before, starts a commit 400 µs after its first write whether or not the
-// last one is done, so that commits queued behind a slow flush each with
-// few writes: at 32 goroutines BenchmarkBoltSteadyState/sweeping took
-// 419-467 µs a call with fsync against 188-220 µs here, and 110-115 µs
-// without against 54-61 (at about 5% more CPU a call: more, smaller
-// commits).
-func (b *Bolt) write(fn func(*bbolt.Tx) error) error {
-	w := &boltWrite{fn: fn}
-	b.commitMu.Lock()
-	if b.committing {
-		w.done = make(chan struct{})
-		b.queued = append(b.queued, w)
-		b.commitMu.Unlock()
-		<-w.done
-		if w.group == nil {
-			return w.err
-		}
-	} else {
-		b.committing = true
-		b.commitMu.Unlock()
-		w.group = []*boltWrite{w}
-	}
-	b.commit(w.group)
-	return w.err
-}
-
-// commit commits the writes of group in one transaction, or each alone if
-// that fails, so that one write's failure stays its own. Then it releases
-// the writes it led and hands the next commit to those that queued
-// meanwhile, even if a write panicked.
-func (b *Bolt) commit(group []*boltWrite) {
-	for _, w := range group {
-		w.err = errAbandoned
-	}
-	defer func() {
-		for _, w := range group[1:] {
-			close(w.done)
-		}
-		b.handOff()
-	}()
-	if len(group) == 1 {
-		group[0].err = b.db.Update(group[0].fn)
-		return
-	}
-	err := b.db.Update(func(tx *bbolt.Tx) error {
-		for _, w := range group {
-			if err := w.fn(tx); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	for _, w := range group {
-		w.err = err
-		if err != nil {
-			w.err = b.db.Update(w.fn)
-		}
-	}
-}
-
-// handOff gives the writes that queued during a commit to the first of
-// them to commit, or marks none under way.
-func (b *Bolt) handOff() {
-	b.commitMu.Lock()
-	group := b.queued
-	b.queued = nil
-	b.committing = len(group) > 0
-	b.commitMu.Unlock()
-	if len(group) > 0 {
-		group[0].group = group
-		close(group[0].done)
-	}
-}

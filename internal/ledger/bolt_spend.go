@@ -12,7 +12,9 @@ import (
 // Spend marked used; the sweeper drops those past until.
 var spentBucket = []byte("spent")
 
-// Spend implements Ledger: the check and the put are one transaction.
+// Spend implements Ledger: the check and the put are one transaction of
+// the B+tree, committed on its own (there are few: one per card answered
+// over MCP), not through the log.
 func (b *Bolt) Spend(ctx context.Context, id string, until time.Time) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
@@ -24,7 +26,7 @@ func (b *Bolt) Spend(ctx context.Context, id string, until time.Time) (bool, err
 	binary.BigEndian.PutUint64(v[:], uint64(until.UnixNano()))
 	now := b.clock.Now()
 	var fresh bool
-	err := b.write(func(tx *bbolt.Tx) error {
+	err := b.db.Update(func(tx *bbolt.Tx) error {
 		bk, err := tx.CreateBucketIfNotExists(spentBucket)
 		if err != nil {
 			return err

@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"go.etcd.io/bbolt"
-
 	"github.com/toolgate/toolgate/internal/clock"
 	"github.com/toolgate/toolgate/internal/ledger"
 	"github.com/toolgate/toolgate/internal/result"
@@ -95,13 +93,14 @@ func TestBoltFsyncByDefault(t *testing.T) {
 	}
 }
 
-// With fsync on, Creates made at the same time share commits, and with
-// them the disk flushes each commit waits for: the gateway's calls do
-// not queue for a flush each.
-func TestBoltConcurrentCreatesShareCommits(t *testing.T) {
+// With fsync on, Creates made at the same time share the log's flushes:
+// the gateway's calls do not queue for a flush each, and none commits the
+// B+tree until a checkpoint, which puts them all in one commit.
+func TestBoltConcurrentCreatesShareFlushes(t *testing.T) {
+	ledger.SetCheckpoints(t, 1<<20, time.Hour)
 	b := openBolt(t, filepath.Join(t.TempDir(), "ledger.db"), ledger.BoltOptions{})
 	const calls = 64
-	before := b.Commits()
+	flushes, commits := b.Flushes(), b.Commits()
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range calls {
@@ -115,105 +114,205 @@ func TestBoltConcurrentCreatesShareCommits(t *testing.T) {
 	}
 	close(start)
 	wg.Wait()
-	commits := b.Commits() - before
-	t.Logf("%d concurrent Creates took %d commits", calls, commits)
-	if commits > calls/4 {
-		t.Errorf("%d concurrent Creates took %d commits; want them shared (at most %d)", calls, commits, calls/4)
+	n := b.Flushes() - flushes
+	t.Logf("%d concurrent Creates took %d flushes", calls, n)
+	if n > calls/4 {
+		t.Errorf("%d concurrent Creates took %d flushes; want them shared (at most %d)", calls, n, calls/4)
+	}
+	if n := b.Commits() - commits; n != 0 {
+		t.Errorf("the Creates committed the B+tree %d times before a checkpoint; want 0", n)
+	}
+	if err := b.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.Commits() - commits; n != 1 {
+		t.Errorf("a checkpoint of %d calls took %d commits; want 1", calls, n)
+	}
+	if n := b.StoredCalls(); n != calls {
+		t.Errorf("the B+tree holds %d calls after the checkpoint; want %d", n, calls)
 	}
 }
 
-// The writes that queue while a commit is under way share the next; if one
-// of them fails, the others are committed alone and only it fails; if one
-// panics, the others of its group fail (nothing is committed) and the
-// ledger goes on writing.
-func TestBoltWriteGroups(t *testing.T) {
-	b := openBolt(t, filepath.Join(t.TempDir(), "ledger.db"), ledger.BoltOptions{NoFsync: true})
-	put := func(key string) func(*bbolt.Tx) error {
-		return func(tx *bbolt.Tx) error {
-			bk, err := tx.CreateBucketIfNotExists([]byte("test"))
+// copyFiles copies the files at from (the ledger and its log, where they
+// exist) to to, as a crash would leave them.
+func copyFiles(t *testing.T, from, to string, suffixes ...string) {
+	t.Helper()
+	for _, suffix := range suffixes {
+		data, err := os.ReadFile(from + suffix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(to+suffix, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// The log holds what the B+tree does not yet: a gateway that stops before
+// a checkpoint (its files copied as they are, the lock not released)
+// comes back with every change of the log, the calls in flight closed as
+// outcome unknown; without the log, the same B+tree has none of them.
+func TestBoltReplaysLog(t *testing.T) {
+	ledger.SetCheckpoints(t, 1<<20, time.Hour)
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ledger.db")
+	b := openBolt(t, path, ledger.BoltOptions{})
+
+	flying, finished, card, moved := newCall(t, "flying"), newCall(t, "finished"), newCall(t, "card"), newCall(t, "moved")
+	// moved is in the B+tree as running, the others in the log only.
+	mustCreate(t, b, moved)
+	if err := b.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*ledger.Call{flying, finished, card} {
+		mustCreate(t, b, c)
+	}
+	if _, err := b.Update(ctx, done(finished, "finished"), ledger.Running); err != nil {
+		t.Fatal(err)
+	}
+	paused := *card
+	paused.State = ledger.ActionRequired
+	paused.Result = &result.Result{Content: "a card"}
+	if _, err := b.Update(ctx, &paused, ledger.Running); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Update(ctx, done(moved, "moved"), ledger.Running); err != nil {
+		t.Fatal(err)
+	}
+
+	crashed := filepath.Join(t.TempDir(), "ledger.db")
+	copyFiles(t, path, crashed, "", ".wal")
+	again := openBolt(t, crashed, ledger.BoltOptions{})
+	want := map[string]struct {
+		state   ledger.State
+		content string
+	}{
+		flying.Key:   {ledger.Done, ledger.OutcomeUnknown},
+		finished.Key: {ledger.Done, "finished"},
+		card.Key:     {ledger.ActionRequired, "a card"},
+		moved.Key:    {ledger.Done, "moved"},
+	}
+	for key, w := range want {
+		got, err := again.Get(ctx, key)
+		if err != nil {
+			t.Fatalf("Get(%q) after the crash: %v", key, err)
+		}
+		if got.State != w.state || got.Result == nil || got.Result.Content != w.content {
+			t.Errorf("%q after the crash: %s %+v; want %s %q", key, got.State, got.Result, w.state, w.content)
+		}
+	}
+	if fi, err := os.Stat(crashed + ".wal"); err != nil || fi.Size() != 0 {
+		t.Errorf("the log after it was replayed: %v, %v; want an empty file", fi, err)
+	}
+
+	treeOnly := filepath.Join(t.TempDir(), "ledger.db")
+	copyFiles(t, path, treeOnly, "")
+	alone := openBolt(t, treeOnly, ledger.BoltOptions{})
+	for _, c := range []*ledger.Call{flying, finished, card} {
+		if _, err := alone.Get(ctx, c.Key); !errors.Is(err, ledger.ErrNotFound) {
+			t.Errorf("Get(%q) in the B+tree alone = %v; want ErrNotFound (it was in the log only)", c.Key, err)
+		}
+	}
+	if got, err := alone.Get(ctx, moved.Key); err != nil || got.Result == nil || got.Result.Content != ledger.OutcomeUnknown {
+		t.Errorf("moved in the B+tree alone: %+v, %v; want closed as outcome unknown", got, err)
+	}
+}
+
+// A crash mid-write leaves a torn last line in the log, and a power cut
+// may leave zeros past the last flush: the ledger opens past both, with
+// every whole line's call.
+func TestBoltLogTornTail(t *testing.T) {
+	ledger.SetCheckpoints(t, 1<<20, time.Hour)
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	b := openBolt(t, path, ledger.BoltOptions{})
+	c := newCall(t, "whole")
+	mustCreate(t, b, c)
+	if _, err := b.Update(ctx, done(c, "whole"), ledger.Running); err != nil {
+		t.Fatal(err)
+	}
+	for name, tail := range map[string]string{
+		"torn":  `{"key":"torn","callId":"x","to`,
+		"zeros": "\x00\x00\x00\x00\x00\x00\x00\x00",
+	} {
+		t.Run(name, func(t *testing.T) {
+			crashed := filepath.Join(t.TempDir(), "ledger.db")
+			copyFiles(t, path, crashed, "", ".wal")
+			f, err := os.OpenFile(crashed+".wal", os.O_APPEND|os.O_WRONLY, 0)
 			if err != nil {
-				return err
+				t.Fatal(err)
 			}
-			return bk.Put([]byte(key), []byte("v"))
-		}
-	}
-	stored := func(key string) bool {
-		var ok bool
-		_ = b.DB().View(func(tx *bbolt.Tx) error {
-			bk := tx.Bucket([]byte("test"))
-			ok = bk != nil && bk.Get([]byte(key)) != nil
-			return nil
+			if _, err := f.WriteString(tail); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			again := openBolt(t, crashed, ledger.BoltOptions{})
+			got, err := again.Get(ctx, c.Key)
+			if err != nil || got.State != ledger.Done || got.Result.Content != "whole" {
+				t.Errorf("after a %s tail: %+v, %v", name, got, err)
+			}
 		})
-		return ok
 	}
-	// group holds a commit open, queues writes behind it in order, lets
-	// the commit end and returns what each queued write returned.
-	group := func(writes ...func(*bbolt.Tx) error) []error {
-		t.Helper()
-		running, release := make(chan struct{}), make(chan struct{})
-		held := make(chan error, 1)
-		go func() {
-			held <- b.Write(func(*bbolt.Tx) error {
-				close(running)
-				<-release
-				return nil
-			})
-		}()
-		<-running
-		errs := make([]error, len(writes))
-		var wg sync.WaitGroup
-		for i, fn := range writes {
-			wg.Go(func() {
-				defer func() {
-					if p := recover(); p != nil {
-						errs[i] = fmt.Errorf("panicked: %v", p)
-					}
-				}()
-				errs[i] = b.Write(fn)
-			})
-			for b.Queued() < i+1 {
-				time.Sleep(time.Millisecond)
+}
+
+// Creates of the same keys from many goroutines, with a checkpoint after
+// every line moving calls from the log to the B+tree under them: each key
+// is created exactly once.
+func TestBoltCreateOnceAcrossCheckpoints(t *testing.T) {
+	ledger.SetCheckpoints(t, 1, time.Millisecond)
+	b := openBolt(t, filepath.Join(t.TempDir(), "ledger.db"), ledger.BoltOptions{NoFsync: true})
+	const keys, goroutines = 200, 8
+	var created [keys]int
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Go(func() {
+			for i := range keys {
+				_, ok, err := b.Create(context.Background(), newCall(t, fmt.Sprint("k", i)))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if ok {
+					mu.Lock()
+					created[i]++
+					mu.Unlock()
+				}
 			}
-		}
-		close(release)
-		wg.Wait()
-		if err := <-held; err != nil {
-			t.Fatalf("the write holding the commit: %v", err)
-		}
-		return errs
+		})
 	}
+	wg.Wait()
+	for i, n := range created {
+		if n != 1 {
+			t.Errorf("key %d created %d times; want once", i, n)
+		}
+	}
+	if b.Commits() < 2 {
+		t.Errorf("%d commits: the checkpoints did not run under the Creates", b.Commits())
+	}
+}
 
-	before := b.Commits()
-	bad := errors.New("bad write")
-	errs := group(put("a"), put("b"), func(*bbolt.Tx) error { return bad }, put("c"))
-	if errs[0] != nil || errs[1] != nil || errs[2] != bad || errs[3] != nil {
-		t.Errorf("a group with a failing write returned %v; want only the failing write's error", errs)
-	}
-	for _, key := range []string{"a", "b", "c"} {
-		if !stored(key) {
-			t.Errorf("%s was not stored", key)
+// Once writing the log fails, what reached the disk is unknown: the
+// ledger records nothing more (each call fails as unavailable, so none is
+// sent) until it is opened again, and reads still answer.
+func TestBoltLogFailureStops(t *testing.T) {
+	ledger.SetCheckpoints(t, 1<<20, time.Hour)
+	ctx := context.Background()
+	b := openBolt(t, filepath.Join(t.TempDir(), "ledger.db"), ledger.BoltOptions{})
+	kept := newCall(t, "kept")
+	mustCreate(t, b, kept)
+	b.BreakLog()
+	for _, id := range []string{"first", "second"} {
+		if _, _, err := b.Create(ctx, newCall(t, id)); !errors.Is(err, ledger.ErrUnavailable) {
+			t.Errorf("Create(%s) with the log broken: %v; want ErrUnavailable", id, err)
 		}
 	}
-	// The write that held the commit, then each of the group's three good
-	// writes alone.
-	if n := b.Commits() - before; n != 4 {
-		t.Errorf("%d commits; want 4", n)
+	if _, err := b.Update(ctx, done(kept, "x"), ledger.Running); !errors.Is(err, ledger.ErrUnavailable) {
+		t.Errorf("Update with the log broken: %v; want ErrUnavailable", err)
 	}
-
-	errs = group(put("d"), func(*bbolt.Tx) error { panic("boom") }, put("e"))
-	if errs[0] == nil || !strings.Contains(errs[0].Error(), "panicked: boom") {
-		t.Errorf("the group's first write, which commits it, returned %v; want the panic", errs[0])
-	}
-	for i := 1; i < 3; i++ {
-		if errs[i] == nil || !strings.Contains(errs[i].Error(), "a write sharing the commit panicked") {
-			t.Errorf("write %d of the group that panicked returned %v", i, errs[i])
-		}
-	}
-	if stored("d") || stored("e") {
-		t.Error("a write of the group that panicked was committed")
-	}
-	if err := b.Write(put("f")); err != nil || !stored("f") {
-		t.Errorf("a write after the panic: %v", err)
+	if got, err := b.Get(ctx, kept.Key); err != nil || got.State != ledger.Running {
+		t.Errorf("Get with the log broken: %+v, %v", got, err)
 	}
 }
 

@@ -1,6 +1,10 @@
 package ledger
 
-import "go.etcd.io/bbolt"
+import (
+	"time"
+
+	"go.etcd.io/bbolt"
+)
 
 // StoredCalls counts the calls b holds, for the benchmarks of package
 // ledger_test.
@@ -31,15 +35,22 @@ func (b *Bolt) Commits() int {
 	return id
 }
 
-// Write commits fn as the ledger's own writes are (write).
-func (b *Bolt) Write(fn func(*bbolt.Tx) error) error { return b.write(fn) }
+// Flushes is how many groups of changes b has written to its log.
+func (b *Bolt) Flushes() int { return int(b.wal.flushes.Load()) }
 
-// Queued is how many writes wait for the next commit.
-func (b *Bolt) Queued() int {
-	b.commitMu.Lock()
-	defer b.commitMu.Unlock()
-	return len(b.queued)
+// Checkpoint puts the changes of b's log in its B+tree now.
+func (b *Bolt) Checkpoint() error { return b.wal.checkpoint(b.putPending, b.db) }
+
+// SetCheckpoints sets when the bolt ledgers opened after it checkpoint
+// their logs, until the test ends.
+func SetCheckpoints(t interface{ Cleanup(func()) }, lines int, every time.Duration) {
+	oldLines, oldEvery := walCheckpointLines, walCheckpointEvery
+	walCheckpointLines, walCheckpointEvery = lines, every
+	t.Cleanup(func() { walCheckpointLines, walCheckpointEvery = oldLines, oldEvery })
 }
+
+// BreakLog closes b's log file under it, so that its next write fails.
+func (b *Bolt) BreakLog() { _ = b.wal.f.Close() }
 
 // DB is b's bbolt file.
 func (b *Bolt) DB() *bbolt.DB { return b.db }

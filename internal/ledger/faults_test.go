@@ -290,9 +290,14 @@ func FuzzReadJournal(f *testing.F) {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		calls, err := readJournal(path, zap.NewNop())
+		calls, damaged, err := readJournal(path, zap.NewNop())
 		if err != nil {
 			t.Fatalf("readJournal: %v", err)
+		}
+		for key := range damaged {
+			if calls[key] == nil {
+				t.Fatalf("call %q damaged but not returned", key)
+			}
 		}
 		for key, c := range calls {
 			if c.Key != key {

@@ -27,16 +27,25 @@ import (
 // names, if its key can be read, is returned as far as it can be read
 // (salvage), so that it is closed as outcome unknown: one bad line must
 // not keep the ledger from opening, nor let its call run again.
-func readJournal(path string, logger *zap.Logger) (map[string]*Call, error) {
-	calls := map[string]*Call{}
+//
+// The ledger's log (bolt_wal.go) is written in the same form, and read so
+// too; damaged says which calls' newest line was damaged (salvaged).
+func readJournal(path string, logger *zap.Logger) (calls map[string]*Call, damaged map[string]bool, err error) {
+	return readLogs(logger, path, path+".next")
+}
+
+// readLogs reads the journal files at paths, in order, as readJournal.
+func readLogs(logger *zap.Logger, paths ...string) (calls map[string]*Call, damaged map[string]bool, err error) {
+	calls = map[string]*Call{}
+	damaged = map[string]bool{}
 	salvaged := map[string]*Call{}
-	for _, p := range []string{path, path + ".next"} {
+	for _, p := range paths {
 		data, err := os.ReadFile(p)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reading journal: %w", err)
+			return nil, nil, fmt.Errorf("reading journal: %w", err)
 		}
 		n := 0
 		for line := range bytes.Lines(data) {
@@ -48,6 +57,7 @@ func readJournal(path string, logger *zap.Logger) (map[string]*Call, error) {
 			c, err := decodeCall("", body)
 			if err == nil {
 				calls[c.Key] = c
+				delete(salvaged, c.Key)
 				continue
 			}
 			if !complete {
@@ -70,8 +80,9 @@ func readJournal(path string, logger *zap.Logger) (map[string]*Call, error) {
 		if calls[key] == nil {
 			calls[key] = c
 		}
+		damaged[key] = true
 	}
-	return calls, nil
+	return calls, damaged, nil
 }
 
 // removeJournal removes the journal files at path, once their calls are

@@ -38,14 +38,17 @@ func TestReadJournal(t *testing.T) {
 	if err := os.WriteFile(path+".next", journalLines(t, c), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	got, err := readJournal(path, zap.NewNop())
+	got, damaged, err := readJournal(path, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 3 || got[a.Key] == nil || got[c.Key] == nil || got[b.Key].State != AwaitingClient {
 		t.Fatalf("readJournal = %v; want a, c and b's last line", got)
 	}
-	if _, err := readJournal(filepath.Join(t.TempDir(), "none"), zap.NewNop()); err != nil {
+	if len(damaged) != 0 {
+		t.Errorf("readJournal: damaged %v; want none (a torn last line is not damage)", damaged)
+	}
+	if _, _, err := readJournal(filepath.Join(t.TempDir(), "none"), zap.NewNop()); err != nil {
 		t.Fatalf("readJournal of no file: %v", err)
 	}
 }
@@ -133,5 +136,50 @@ func TestBoltConcurrentFinish(t *testing.T) {
 		if got, err := l.Get(ctx, c.Key); err != nil || got.State != Done {
 			t.Fatalf("Get after the race: %+v, %v", got, err)
 		}
+	}
+}
+
+// A crash mid-checkpoint leaves the log it was putting in the B+tree
+// (path.wal.old) beside the newer one: the ledger replays the old first,
+// so a call's newest line wins; a line damaged past its key closes its
+// call as outcome unknown, even over an older good line.
+func TestBoltReplaysOldLogFirst(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	late, card, damaged := flyingCall("late"), flyingCall("card"), flyingCall("damaged")
+	lateDone := *late
+	lateDone.State, lateDone.Result = Done, &result.Result{Content: "late"}
+	paused := *card
+	paused.State, paused.Result = ActionRequired, &result.Result{Content: "a card"}
+	damagedDone := *damaged
+	damagedDone.State, damagedDone.Result = Done, &result.Result{Content: "lost"}
+	cut := journalLines(t, &damagedDone)
+	cut = append(cut[:len(cut)/2:len(cut)/2], '\n') // whole line, cut JSON
+	if err := os.WriteFile(path+walSuffix+walOldSuffix, journalLines(t, late, &paused, damaged), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path+walSuffix, append(journalLines(t, &lateDone), cut...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, err := OpenBolt(path, BoltOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for key, want := range map[string]struct {
+		state   State
+		content string
+	}{
+		late.Key:    {Done, "late"},
+		card.Key:    {ActionRequired, "a card"},
+		damaged.Key: {Done, OutcomeUnknown},
+	} {
+		got, err := b.Get(ctx, key)
+		if err != nil || got.State != want.state || got.Result == nil || got.Result.Content != want.content {
+			t.Errorf("%q after the replay: %+v, %v; want %s %q", key, got, err, want.state, want.content)
+		}
+	}
+	if _, err := os.Stat(path + walSuffix + walOldSuffix); !os.IsNotExist(err) {
+		t.Errorf("the old log after the replay: %v; want it removed", err)
 	}
 }
