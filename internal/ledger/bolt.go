@@ -96,7 +96,8 @@ type Bolt struct {
 	waiters   *waiters
 	logger    *zap.Logger
 
-	wal *wal // the changes not yet in the B+tree: see bolt_wal.go
+	wal     *wal        // the changes not yet in the B+tree: see bolt_wal.go
+	filters *keyFilters // of the keys in each partition: bolt_filter.go
 
 	stop         chan struct{}
 	swept        chan struct{}
@@ -227,10 +228,12 @@ func (b *Bolt) put(tx *bbolt.Tx, p partition, key []byte, rec *Call, data []byte
 			return err
 		}
 	}
-	bk, err := tx.CreateBucketIfNotExists(partitionName(b.endFor(from)))
+	end := b.endFor(from)
+	bk, err := tx.CreateBucketIfNotExists(partitionName(end))
 	if err != nil {
 		return err
 	}
+	b.filters.add(end, key) // before a reader can find it there
 	return bk.Put(key, data)
 }
 
@@ -470,6 +473,7 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 		span:         partitionSpan(opts.Retention),
 		clock:        clock.Or(opts.Clock),
 		waiters:      newWaiters(),
+		filters:      newKeyFilters(),
 		logger:       opts.Logger,
 		stop:         make(chan struct{}),
 		swept:        make(chan struct{}),
@@ -484,6 +488,9 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 	}
 	if err == nil {
 		err = b.closeInFlight(journaled, logged, damaged)
+	}
+	if err == nil {
+		err = b.fillFilters()
 	}
 	if err == nil {
 		err = removeJournal(journalPath)
@@ -516,6 +523,23 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 	go b.sweepEvery(min(b.span, 10*time.Minute))
 	go b.checkpointEvery()
 	return b, nil
+}
+
+// fillFilters adds the keys of every partition to its filter, reading
+// the keys alone.
+func (b *Bolt) fillFilters() error {
+	return b.db.View(func(tx *bbolt.Tx) error {
+		for _, p := range partitions(tx) {
+			if p.end == 0 {
+				continue // the earlier layout's bucket is always read
+			}
+			c := p.bk.Cursor()
+			for k, _ := c.First(); k != nil; k, _ = c.Next() {
+				b.filters.add(p.end, k)
+			}
+		}
+		return nil
+	})
 }
 
 // closeInFlight puts the calls of the log (logged: the newest change of
@@ -640,11 +664,32 @@ func (c current) call(key string) (*Call, error) {
 }
 
 // stored is key's value in the B+tree, or nil.
+//
+// It is lookup with the partitions' filters: one that surely does not
+// hold key is not read.
 func (b *Bolt) stored(key string) ([]byte, error) {
+	k := []byte(key)
+	h := b.filters.hash(k)
 	var v []byte
 	err := b.db.View(func(tx *bbolt.Tx) error {
-		if _, found := lookup(tx, []byte(key)); found != nil {
-			v = bytes.Clone(found)
+		b.filters.mu.RLock()
+		defer b.filters.mu.RUnlock()
+		c := tx.Cursor()
+		for name, val := c.Seek(partitionPrefix); name != nil; name, val = c.Next() {
+			end, ok := partitionEnd(name)
+			if !ok {
+				break
+			}
+			if val != nil || !b.filters.mayHold(end, h) {
+				continue
+			}
+			if found := tx.Bucket(name).Get(k); found != nil {
+				v = bytes.Clone(found)
+				return nil
+			}
+		}
+		if bk := tx.Bucket(callsBucket); bk != nil {
+			v = bytes.Clone(bk.Get(k))
 		}
 		return nil
 	})
@@ -885,6 +930,8 @@ func (b *Bolt) Sweep(now time.Time) (int, error) {
 		if err != nil {
 			return removed, fmt.Errorf("sweeping ledger %s: %w", b.path, err)
 		}
+		end, _ := partitionEnd(name)
+		b.filters.drop(end)
 		removed += n
 	}
 	n, err := b.sweepOld(now)

@@ -183,3 +183,98 @@ func TestBoltReplaysOldLogFirst(t *testing.T) {
 		t.Errorf("the old log after the replay: %v; want it removed", err)
 	}
 }
+
+// A key filter never says a key it was given is not held (else a call id
+// would run twice), through every layer it grows, and seldom says an
+// absent one may be; past its bound it says every key may be.
+func TestKeyFilter(t *testing.T) {
+	fs := newKeyFilters()
+	const n = 100_000
+	key := func(i int) []byte { return fmt.Appendf(nil, "u\x1fi\x1fcall-%d", i) }
+	for i := range n {
+		fs.add(1, key(i))
+	}
+	if layers := len(fs.by[1].layers); layers < 3 {
+		t.Errorf("%d keys in %d layers; want the filter grown", n, layers)
+	}
+	for i := range n {
+		if !fs.mayHold(1, fs.hash(key(i))) {
+			t.Fatalf("key %d was added, and the filter says it is not held", i)
+		}
+	}
+	false_ := 0
+	for i := n; i < 2*n; i++ {
+		if fs.mayHold(1, fs.hash(key(i))) {
+			false_++
+		}
+	}
+	if rate := float64(false_) / n; rate > 0.01 {
+		t.Errorf("false positives %.4f; want under 0.01", rate)
+	} else {
+		t.Logf("false positives %.4f, %d layers", rate, len(fs.by[1].layers))
+	}
+	if !fs.mayHold(2, fs.hash(key(0))) {
+		t.Error("a partition without a filter must always be read")
+	}
+	fs.drop(1)
+	if !fs.mayHold(1, fs.hash(key(n))) {
+		t.Error("a dropped partition's filter still answers")
+	}
+
+	old := filterMostBits
+	filterMostBits = filterLayerBits * 3
+	defer func() { filterMostBits = old }()
+	for i := range n {
+		fs.add(3, key(i))
+	}
+	if f := fs.by[3]; !f.full || !fs.mayHold(3, fs.hash(key(2*n))) {
+		t.Errorf("a filter past its bound: full %v; want it to say every key may be held", f.full)
+	}
+}
+
+// The partitions' filters are filled from the file at open and kept by
+// every put after: a call put in a partition that was there at open, and
+// one put in a new partition, are each found by a repeat of its Create
+// once checkpointed, and so are the file's own.
+func TestBoltFiltersFindEveryCall(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	clk := clock.NewManual(time.Date(2030, 1, 2, 12, 0, 0, 0, time.UTC))
+	at := func(id string) *Call {
+		c := flyingCall(id)
+		c.Created, c.Updated, c.Deadline = clk.Now(), clk.Now(), clk.Now().Add(time.Second)
+		return c
+	}
+	create := func(b *Bolt, c *Call, want bool) {
+		t.Helper()
+		if _, created, err := b.Create(ctx, c); err != nil || created != want {
+			t.Fatalf("Create(%s) = %v, %v; want created %v", c.CallID, created, err, want)
+		}
+	}
+	b, err := OpenBolt(path, BoltOptions{Clock: clk, NoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := at("before")
+	create(b, before, true)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	b, err = OpenBolt(path, BoltOptions{Clock: clk, NoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	same := at("same-partition")
+	create(b, same, true)
+	clk.Add(24 * time.Hour)
+	later := at("new-partition")
+	create(b, later, true)
+	if err := b.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*Call{before, same, later} {
+		create(b, c, false)
+	}
+}
