@@ -279,9 +279,15 @@ func benchBoltSteadyState(b *testing.B, retention time.Duration, noFsync bool) {
 		}
 		diskPerCall(b)
 	})
+	// lines/flush is how many records (two a call) shared each flush of
+	// the log: with fsync, one disk flush each.
+	linesPerFlush := func(b *testing.B, flushes0 int) {
+		b.ReportMetric(float64(2*b.N)/float64(l.Flushes()-flushes0), "lines/flush")
+	}
 	b.Run("parallel", func(b *testing.B) {
 		b.ReportAllocs()
 		defer cpuPerOp(b)()
+		defer linesPerFlush(b, l.Flushes())
 		b.SetParallelism(16)
 		b.RunParallel(func(pb *testing.PB) {
 			ctx := context.Background()
