@@ -147,20 +147,35 @@ const (
 // write reports success. A value whose header does not parse is returned as
 // a conflict, for the caller to find it damaged.
 //
+// It reads only the value's first headerRange bytes, which hold the header
+// of any call the ledger writes (mark, state, op: under 50 bytes), and the
+// whole value only on a conflict or when the header is not in them (a
+// missing or damaged value): every string that enters Lua is copied and
+// hashed byte by byte (the bounds are strings: Redis formats a Lua number
+// with snprintf's %.17g).
+//
 // KEYS[1] call; ARGV: from, op, value, retention in ms, channel, key.
 // Returns 1 when replaced, the stored value on a conflict, nil when missing.
 var updateScript = redis.NewScript(`
-local v = redis.call('GET', KEYS[1])
-if not v then return false end
-local i = string.find(v, '\n', 2, true)
-local j = i and string.find(v, '\n', i + 1, true)
-if not j then return v end
-if string.sub(v, i + 1, j - 1) == ARGV[2] then return 1 end
-if string.sub(v, 2, i - 1) ~= ARGV[1] then return v end
+local h = redis.call('GETRANGE', KEYS[1], '0', '` + strconv.Itoa(headerRange-1) + `')
+local i = string.find(h, '\n', 2, true)
+local j = i and string.find(h, '\n', i + 1, true)
+if not j then
+	h = redis.call('GET', KEYS[1])
+	if not h then return false end
+	i = string.find(h, '\n', 2, true)
+	j = i and string.find(h, '\n', i + 1, true)
+	if not j then return h end
+end
+if string.sub(h, i + 1, j - 1) == ARGV[2] then return 1 end
+if string.sub(h, 2, i - 1) ~= ARGV[1] then return redis.call('GET', KEYS[1]) end
 redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[4])
-if string.byte(v) == 119 then redis.call('PUBLISH', ARGV[5], ARGV[6]) end
+if string.byte(h) == 119 then redis.call('PUBLISH', ARGV[5], ARGV[6]) end
 return 1
 `)
+
+// headerRange is how much of a value updateScript reads first.
+const headerRange = 64
 
 // markScript reads a call for a Wait and, if it is still in the state the
 // Wait waits to leave, marks it so that the Update that moves it on
