@@ -576,6 +576,93 @@ func TestRedisDamagedCall(t *testing.T) {
 	}
 }
 
+// An Update stages its value under a key of its own, which the script
+// renames over the call or deletes: none is left behind, whether the
+// update succeeds, conflicts, finds no call or a damaged one, is sent
+// again after its reply was lost, or meets a server that lost the script.
+// A server out of memory refuses the staged value, and the Update fails
+// saying so.
+func TestRedisStagedValues(t *testing.T) {
+	ctx := context.Background()
+	s := redistest.StartWith(t, "--maxmemory-policy", "noeviction")
+	p := startDropProxy(t, s.Addr)
+	l := openRedis(t, p.ln.Addr().String(), "staged:")
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer rdb.Close()
+	noneLeft := func(after string) {
+		t.Helper()
+		if keys, err := rdb.Keys(ctx, "staged:stage:*").Result(); err != nil || len(keys) > 0 {
+			t.Errorf("after %s: staged values left %q, %v; want none", after, keys, err)
+		}
+	}
+
+	c := newCall(t, "1")
+	mustCreate(t, l, c)
+	if _, err := l.Update(ctx, done(c, "x"), ledger.Running); err != nil {
+		t.Fatal(err)
+	}
+	noneLeft("an update")
+	if got, err := l.Get(ctx, c.Key); err != nil || got.State != ledger.Done || got.Result.Content != "x" {
+		t.Fatalf("Get after the update = %+v, %v; want it done with x", got, err)
+	}
+
+	if cur, err := l.Update(ctx, done(c, "y"), ledger.Running); !errors.Is(err, ledger.ErrConflict) || cur.Result.Content != "x" {
+		t.Errorf("Update of a call done already = %+v, %v; want ErrConflict and the call done with x", cur, err)
+	}
+	noneLeft("a conflict")
+
+	if _, err := l.Update(ctx, done(newCall(t, "missing"), "x"), ledger.Running); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("Update of no call = %v; want ErrNotFound", err)
+	}
+	noneLeft("an update of no call")
+
+	bad := newCall(t, "bad")
+	if err := rdb.HSet(ctx, "staged:call:"+bad.Key, "state", "running").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Update(ctx, done(bad, "x"), ledger.Running); !errors.Is(err, ledger.ErrCorrupt) {
+		t.Errorf("Update of a hash = %v; want ErrCorrupt", err)
+	}
+	noneLeft("an update of a hash")
+
+	lost := newCall(t, "lost")
+	mustCreate(t, l, lost)
+	p.armed.Store(true)
+	if _, err := l.Update(ctx, done(lost, "x"), ledger.Running); err != nil {
+		t.Errorf("Update whose reply was lost = %v; want success", err)
+	}
+	if p.dropped.Load() != 1 {
+		t.Error("the proxy cut no reply")
+	}
+	noneLeft("an update sent again after its reply was lost")
+
+	flushed := newCall(t, "flushed")
+	mustCreate(t, l, flushed)
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Update(ctx, done(flushed, "x"), ledger.Running); err != nil {
+		t.Errorf("Update after SCRIPT FLUSH = %v", err)
+	}
+	noneLeft("an update that loaded the script again")
+
+	full := newCall(t, "full")
+	mustCreate(t, l, full)
+	if err := rdb.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Update(ctx, done(full, "x"), ledger.Running); !errors.Is(err, ledger.ErrUnavailable) || !strings.Contains(err.Error(), "OOM") {
+		t.Errorf("Update on a full server = %v; want ErrUnavailable saying OOM", err)
+	}
+	if err := rdb.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	noneLeft("an update on a full server")
+	if got, err := l.Get(ctx, full.Key); err != nil || got.State != ledger.Running {
+		t.Errorf("Get of the call a full server did not update = %+v, %v; want it running", got, err)
+	}
+}
+
 // The Update script reads a value's first bytes for its header, and the
 // whole value when the header does not end in them: a header longer than
 // the ledger ever writes is still read whole, replaced when its state is
