@@ -14,10 +14,11 @@ func TestRedisHeaderInRange(t *testing.T) {
 	r.opSeq.Store(math.MaxUint64 - 1)
 	op := r.nextOp()
 	for _, s := range []State{Running, AwaitingClient, ActionRequired, Done} {
-		v, err := callValue(&Call{Key: "k", State: s}, op)
+		buf, err := callValue(&Call{Key: "k", State: s}, op)
 		if err != nil {
 			t.Fatal(err)
 		}
+		v := buf.Bytes()
 		if n := len(unmarkedHeader(s, op)); n > headerRange || !strings.HasPrefix(string(v), unmarkedHeader(s, op)) {
 			t.Errorf("header of a call %s by op %s: %d bytes, %q; want at most %d", s, op, n, v[:min(len(v), n)], headerRange)
 		}
