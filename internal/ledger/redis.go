@@ -74,10 +74,9 @@ type RedisOptions struct {
 
 // Redis is a Ledger in Redis, shared by every gateway instance that uses
 // the same server and prefix. Each call is one string key (see callValue):
-// a Create is one SET NX, an Update a SET of the new value under a key of
-// its own and one small Lua script that moves it over the call
-// (updateScript), so that a check and its write are one atomic step across
-// instances, and each costs one round trip.
+// a Create is one SET NX, an Update one small Lua script, so that a check
+// and its write are one atomic step across instances, and each costs one
+// round trip.
 type Redis struct {
 	client    *redis.Client
 	pubsub    *redis.PubSub
@@ -150,56 +149,39 @@ const (
 // write reports success. A value whose header does not parse is returned as
 // a conflict, for the caller to find it damaged.
 //
-// The new value is not an argument: the Update stores it under a key of its
-// own (KEYS[2], "stage:" and the write's op, with the call's TTL) in a SET
-// just before the script, in the same pipeline, and the script renames it
-// over the call, or deletes it. Every string that enters Redis's Lua is
-// copied and hashed byte by byte: as an argument, a call with a 1 KiB
-// result cost the server 5% more instructions, and one with a 16 KiB result
-// 2.3 times as many (callgrind, BenchmarkRedisCall parallel, AOF on). In
-// CPU time, which the network and the AOF's writes weigh on as much, that
-// is within the noise at 1 KiB and 8% at 16 KiB (3 runs each).
-// For the same reason the script reads the stored value's first
-// headerRange bytes, which hold the header of any call the ledger writes
-// (mark, state, op: under 50 bytes), and the whole value only on a
-// conflict or when the header does not end in them (a missing or damaged
-// value). The range's bounds are Lua strings: a Lua number is formatted
-// with snprintf's %.17g, which cost as much as the GET saved.
+// It reads only the value's first headerRange bytes, which hold the header
+// of any call the ledger writes (mark, state, op: under 50 bytes), and the
+// whole value only on a conflict or when the header is not in them (a
+// missing or damaged value): every string that enters Lua is copied and
+// hashed byte by byte (the bounds are strings: Redis formats a Lua number
+// with snprintf's %.17g).
 //
-// The staged value is deleted whatever the outcome, but for a write whose
-// pipeline was cut between the SET and the script and not sent again (the
-// connection lost, go-redis's retries spent): it then stays until its TTL,
-// the call's retention.
+// The new value is still an argument, hashed as it enters Lua. Staging it
+// under a key of its own (a SET in the same pipeline) that the script
+// renames over the call kept it out of Lua, for 5% fewer server
+// instructions with a 1 KiB result and 57% fewer with 16 KiB (callgrind),
+// but in CPU time it saved nothing at 1 KiB (redis-server 46 µs a call
+// against 48, median of 4 runs) and 8% at 16 KiB, for a third command, six
+// more allocations a call in the gateway, and a value left behind by a
+// pipeline cut between its two commands.
 //
-// KEYS[1] call, KEYS[2] staged value; ARGV: from, op, channel, key.
+// KEYS[1] call; ARGV: from, op, value, retention in ms, channel, key.
 // Returns 1 when replaced, the stored value on a conflict, nil when missing.
 var updateScript = redis.NewScript(`
-local h = redis.pcall('GETRANGE', KEYS[1], '0', '` + strconv.Itoa(headerRange-1) + `')
-if type(h) == 'table' then
-	redis.call('DEL', KEYS[2])
-	return h
-end
+local h = redis.call('GETRANGE', KEYS[1], '0', '` + strconv.Itoa(headerRange-1) + `')
 local i = string.find(h, '\n', 2, true)
 local j = i and string.find(h, '\n', i + 1, true)
 if not j then
 	h = redis.call('GET', KEYS[1])
-	i = h and string.find(h, '\n', 2, true)
+	if not h then return false end
+	i = string.find(h, '\n', 2, true)
 	j = i and string.find(h, '\n', i + 1, true)
-	if not j then
-		redis.call('DEL', KEYS[2])
-		return h
-	end
+	if not j then return h end
 end
-if string.sub(h, i + 1, j - 1) == ARGV[2] then
-	redis.call('DEL', KEYS[2])
-	return 1
-end
-if string.sub(h, 2, i - 1) ~= ARGV[1] then
-	redis.call('DEL', KEYS[2])
-	return redis.call('GET', KEYS[1])
-end
-redis.call('RENAME', KEYS[2], KEYS[1])
-if string.byte(h) == 119 then redis.call('PUBLISH', ARGV[3], ARGV[4]) end
+if string.sub(h, i + 1, j - 1) == ARGV[2] then return 1 end
+if string.sub(h, 2, i - 1) ~= ARGV[1] then return redis.call('GET', KEYS[1]) end
+redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[4])
+if string.byte(h) == 119 then redis.call('PUBLISH', ARGV[5], ARGV[6]) end
 return 1
 `)
 
@@ -349,37 +331,37 @@ func (r *Redis) fanOut(msgs <-chan any) {
 	}
 }
 
-// queued is a write's commands waiting for the next batch. done is closed
-// once they have their replies, or once their caller is to send the batch
-// lead (which it heads).
+// queued is a command waiting for the next batch. done is closed once it
+// has its reply, or once its caller is to send the batch lead (which it
+// heads).
 type queued struct {
-	cmds []redis.Cmder
+	cmd  redis.Cmder
 	done chan struct{}
 	lead []*queued
 }
 
-// do runs cmds, a Create's or an Update's, in order on one connection, and
-// leaves their replies or errors in them. While a write is in flight, those
-// that come meanwhile wait and then go together, in one write and one read
-// on both sides instead of one each: those syscalls, more than the
-// commands, are what a call costs the server, and a good part of what it
-// costs the gateway. A write that finds none in flight goes at once: alone,
-// it waits for no one. go-redis sends a batch again whole if its connection
-// fails; each write recognises itself by its op if it ran the first time.
+// do runs cmd, a Create's or an Update's, and leaves its reply or error in
+// it. While a command is in flight, those that come meanwhile wait and then
+// go together, in one write and one read on both sides instead of one
+// each: those syscalls, more than the commands, are what a call costs the
+// server, and a good part of what it costs the gateway. A command that
+// finds none in flight goes at once: alone, it waits for no one. go-redis
+// sends a batch again whole if its connection fails; each write recognises
+// itself by its op if it ran the first time.
 //
 // A waiting command cannot give up when its ctx ends: it may be the one
 // to send the next batch. The wait is bounded by the batch in flight's
 // timeouts (redisTimeout a step, MaxRetries).
-func (r *Redis) do(ctx context.Context, cmds ...redis.Cmder) {
+func (r *Redis) do(ctx context.Context, cmd redis.Cmder) {
 	r.batchMu.Lock()
 	if !r.busy {
 		r.busy = true
 		r.batchMu.Unlock()
-		r.send(ctx, cmds...)
+		r.send(ctx, cmd)
 		r.next()
 		return
 	}
-	q := &queued{cmds: cmds, done: make(chan struct{})}
+	q := &queued{cmd: cmd, done: make(chan struct{})}
 	r.pending = append(r.pending, q)
 	r.batchMu.Unlock()
 	<-q.done
@@ -387,11 +369,11 @@ func (r *Redis) do(ctx context.Context, cmds ...redis.Cmder) {
 		return
 	}
 	// The caller's ctx does not end a batch that carries others' commands.
-	var batch []redis.Cmder
-	for _, q := range q.lead {
-		batch = append(batch, q.cmds...)
+	cmds := make([]redis.Cmder, len(q.lead))
+	for i, q := range q.lead {
+		cmds[i] = q.cmd
 	}
-	r.send(context.WithoutCancel(ctx), batch...)
+	r.send(context.WithoutCancel(ctx), cmds...)
 	for _, q := range q.lead[1:] {
 		close(q.done)
 	}
@@ -500,7 +482,7 @@ func callValue(c *Call, op string) (*bytes.Buffer, error) {
 	// Into the buffer's room, which is the size of the values before it
 	// once the pool is warm: json.Marshal and a copy after the header
 	// allocated each value twice (BenchmarkRedisCall parallel: 3.9 KB of
-	// the 7.3 a call allocated).
+	// the 6.8 a call allocated).
 	if err := json.MarshalWrite(v, c, callOptions); err != nil {
 		releaseValue(v)
 		return nil, fmt.Errorf("ledger: encoding call %q: %w", c.Key, err)
@@ -627,30 +609,18 @@ func (r *Redis) Update(ctx context.Context, c *Call, from State) (*Call, error) 
 		return nil, err
 	}
 	defer releaseValue(v)
-	stage := r.prefix + "stage:" + op
-	ttl := r.ttl(rec)
-	write := func() (any, error) {
-		set := redis.NewStatusCmd(ctx, "set", stage, v.Bytes(), "px", ttl)
-		cmd := redis.NewCmd(ctx, "evalsha", updateScript.Hash(), 2, r.callKey(c.Key), stage, string(from), op, r.channel, c.Key)
-		r.do(ctx, set, cmd)
-		reply, err := cmd.Result()
-		if err != nil && set.Err() != nil {
-			// The value was not staged (a server out of memory
-			// refuses it), so the script failed too: the SET's
-			// error says why. A script that succeeded ran in an
-			// earlier try of the batch, whose reply was lost.
-			err = set.Err()
-		}
-		return reply, err
-	}
-	reply, err := write()
+	args := []any{"evalsha", updateScript.Hash(), 1, r.callKey(c.Key), string(from), op, v.Bytes(), r.ttl(rec), r.channel, c.Key}
+	cmd := redis.NewCmd(ctx, args...)
+	r.do(ctx, cmd)
+	reply, err := cmd.Result()
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		// The server does not have the script yet (or no more: it
-		// restarted), and ran nothing but the SET, which goes again:
-		// load it and send the write again, as writes go (its WAIT
-		// with it).
+		// restarted), and ran nothing: load it and send the write again,
+		// as writes go (its WAIT with it).
 		if err = updateScript.Load(ctx, r.client).Err(); err == nil {
-			reply, err = write()
+			cmd = redis.NewCmd(ctx, args...)
+			r.do(ctx, cmd)
+			reply, err = cmd.Result()
 		}
 	}
 	if errors.Is(err, redis.Nil) {
