@@ -17,7 +17,9 @@
 #      sweeper deletes old calls every minute; before the rounds d is
 #      loaded alone for WARMUP so that the ledger holds a minute of calls
 #      and sweeps fall inside the rounds
-#   e  toolgate with the Redis ledger
+#   e  toolgate with the Redis ledger, on a redis-server set as
+#      docs/operations.md asks an operator to: AOF on (appendonly yes,
+#      appendfsync everysec) and maxmemory-policy noeviction
 #   m  MCP tools/call of the same tool on c's site, the sessionless
 #      revision (2026-07-28), the user named in _meta
 #   n  the same on d's site (bbolt)
@@ -66,7 +68,7 @@ start_upstream -unix "$SOCK"
 "$work/barehop" -addr 127.0.0.1:9815 -upstream "http://$UP" >"$work/barehop.log" 2>&1 &
 hop=$!
 pids+=($hop)
-redis-server --port 9802 --bind 127.0.0.1 --save "" --appendonly no --dir "$work" >"$work/redis.log" 2>&1 &
+redis-server --port 9802 --bind 127.0.0.1 --save "" --appendonly yes --appendfsync everysec --maxmemory-policy noeviction --dir "$work" >"$work/redis.log" 2>&1 &
 rds=$!
 pids+=($!)
 

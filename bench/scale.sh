@@ -24,6 +24,9 @@
 #   INSTANCES="1 2" TOOLS="10 10000" bench/scale.sh
 #   BUILD_ONLY=1 bench/scale.sh             # build and check the harness (CI)
 #
+# Redis runs as docs/operations.md asks (AOF, appendfsync everysec;
+# maxmemory-policy noeviction), as in bench/run.sh.
+#
 # Writes the "Scaling" section of bench/RESULTS.md (OUT), leaving the
 # others. Needs wrk and redis-server. The ports are fixed (98xx on
 # 127.0.0.1): run it alone, or in its own network namespace.
@@ -52,7 +55,7 @@ for n in $INSTANCES; do ((n > max)) && max=$n; done
 
 REDIS=127.0.0.1:9822
 start_upstream
-redis-server --port 9822 --bind 127.0.0.1 --save "" --appendonly no --dir "$work" >"$work/redis.log" 2>&1 &
+redis-server --port 9822 --bind 127.0.0.1 --save "" --appendonly yes --appendfsync everysec --maxmemory-policy noeviction --dir "$work" >"$work/redis.log" 2>&1 &
 redis=$!
 pids+=($redis)
 wait_for "http://$UP/"

@@ -576,6 +576,37 @@ func TestRedisDamagedCall(t *testing.T) {
 	}
 }
 
+// The Update script reads a value's first bytes for its header, and the
+// whole value when the header does not end in them: a header longer than
+// the ledger ever writes is still read whole, replaced when its state is
+// the expected one and returned as the current call when not.
+func TestRedisLongHeader(t *testing.T) {
+	ctx := context.Background()
+	s := redistest.Start(t)
+	l := openRedis(t, s.Addr, "long:")
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer rdb.Close()
+
+	c := newCall(t, "long")
+	long := ledger.State(strings.Repeat("s", 100))
+	stored := *c
+	stored.State = long
+	key := "long:call:" + c.Key
+	if err := rdb.Set(ctx, key, "-"+string(long)+"\nop\n"+mustJSON(t, &stored), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := l.Update(ctx, done(c, "x"), ledger.Running)
+	if !errors.Is(err, ledger.ErrConflict) || cur == nil || cur.State != long {
+		t.Fatalf("Update from running over a call in a long state = %+v, %v; want ErrConflict and the stored call", cur, err)
+	}
+	if _, err := l.Update(ctx, done(c, "x"), long); err != nil {
+		t.Fatalf("Update from the long state = %v", err)
+	}
+	if got, err := l.Get(ctx, c.Key); err != nil || got.State != ledger.Done || got.Result.Content != "x" {
+		t.Fatalf("Get after the update = %+v, %v; want it done with x", got, err)
+	}
+}
+
 func mustJSON(t *testing.T, v any) string {
 	t.Helper()
 	b, err := json.Marshal(v)

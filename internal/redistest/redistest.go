@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -117,6 +118,9 @@ func (s *Server) Restart(t testing.TB) {
 	}
 	s.cmd = exec.Command("redis-server", append(append(args, "--bind", "127.0.0.1",
 		"--save", "", "--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis.log")), append(aof, s.args...)...)...)
+	// A group of its own, so that Stop ends the child a server forks to
+	// rewrite its AOF too, which would otherwise write on in s.dir.
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -131,10 +135,11 @@ func (s *Server) Restart(t testing.TB) {
 	t.Fatalf("redis-server on %s did not answer PING: %s", s.Addr, log)
 }
 
-// Stop kills the server at once, as a crash would.
+// Stop kills the server at once, as a crash would, with any child it
+// forked.
 func (s *Server) Stop() {
 	if s.cmd != nil && s.cmd.Process != nil {
-		_ = s.cmd.Process.Kill()
+		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 		_ = s.cmd.Wait()
 		s.cmd = nil
 	}
