@@ -280,3 +280,47 @@ func BenchmarkMCPCall(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMCPSessionCall is BenchmarkMCPCall on a session of the revision
+// before the sessionless one (2025-11-25), through the SDK's streamable
+// HTTP handler: the session is opened once (initialize, then
+// notifications/initialized), and each iteration is one tools/call on it,
+// with its Mcp-Session-Id. Compare it with BenchmarkInvoke in the same run.
+func BenchmarkMCPSessionCall(b *testing.B) {
+	up := benchUpstream(b)
+	h := benchHandler(b, up.URL, writeKey(b), false, zap.NewNop())
+	post := func(tb testing.TB, session, body string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", "/mcp", strings.NewReader(body))
+		req.RemoteAddr = "127.0.0.1:40000"
+		req.Host = "127.0.0.1"
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if session != "" {
+			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+			req.Header.Set("Mcp-Session-Id", session)
+		}
+		w := httptest.NewRecorder()
+		req = caddyhttp.PrepareRequest(req, caddy.NewReplacer(), w, nil)
+		if err := h.ServeHTTP(w, req, nextHandler{}); err != nil {
+			tb.Fatal(err)
+		}
+		return w
+	}
+	w := post(b, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`)
+	session := w.Header().Get("Mcp-Session-Id")
+	if w.Code != http.StatusOK || session == "" {
+		b.Fatalf("initialize: status %d, session %q: %.300s", w.Code, session, w.Body)
+	}
+	if w := post(b, session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); w.Code != http.StatusAccepted {
+		b.Fatalf("initialized: status %d: %.300s", w.Code, w.Body)
+	}
+	body := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"get_item","arguments":{"id":"b1"},"_meta":{"toolgate/identity":{"user":"u_1","install":"in_1"}}}}`
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		w := post(b, session, body)
+		if w.Code != http.StatusOK || w.Body.Len() < 1024 || strings.Contains(w.Body.String(), `"isError":true`) {
+			b.Fatalf("status %d: %.300s", w.Code, w.Body)
+		}
+	}
+}
