@@ -73,7 +73,7 @@ func (s *Server) serveFast(w http.ResponseWriter, r *http.Request) bool {
 	// hangs up: it may have reached the component already.
 	s.fastCalls.Add(1)
 	res, err := s.finish(s.callTool(context.WithoutCancel(r.Context()), req, caps))
-	writeFast(w, fc.id, res, err)
+	s.writeFast(w, fc.id, res, err)
 	return true
 }
 
@@ -395,7 +395,22 @@ func withResultType(res *sdk.CallToolResult, needsInput bool) *sdk.CallToolResul
 // writeFast answers as the SDK's stateless transport does: the response
 // as one server-sent event, or an error the revision maps to an HTTP
 // status as a bare JSON body with that status.
-func writeFast(w http.ResponseWriter, id jsonrpc.ID, res *sdk.CallToolResult, err error) {
+//
+// The event is written once and not flushed: the handler returns right
+// after, and net/http then sends it with a Content-Length in one write,
+// where a flush would send it chunked, the final chunk in a write of its
+// own. The bytes the client reads are the same.
+func (s *Server) writeFast(w http.ResponseWriter, id jsonrpc.ID, res *sdk.CallToolResult, err error) {
+	h := w.Header()
+	h.Set("Cache-Control", "no-cache, no-transform")
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Connection", "keep-alive")
+	if err == nil {
+		if buf, ok := s.appendEvent(make([]byte, 0, 256+resultSize(res)), id, res); ok {
+			_, _ = w.Write(buf)
+			return
+		}
+	}
 	resp := &jsonrpc.Response{ID: id}
 	var data []byte
 	if err != nil {
@@ -408,10 +423,6 @@ func writeFast(w http.ResponseWriter, id jsonrpc.ID, res *sdk.CallToolResult, er
 	if data == nil {
 		data, err = jsonrpc.EncodeMessage(resp)
 	}
-	h := w.Header()
-	h.Set("Cache-Control", "no-cache, no-transform")
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Connection", "keep-alive")
 	if err != nil {
 		// The SDK writes nothing it cannot encode, and ends the stream.
 		return
@@ -427,7 +438,101 @@ func writeFast(w http.ResponseWriter, id jsonrpc.ID, res *sdk.CallToolResult, er
 	buf = append(buf, data...)
 	buf = append(buf, "\n\n"...)
 	_, _ = w.Write(buf)
-	_ = http.NewResponseController(w).Flush()
+}
+
+// resultSize is about the bytes of res's text content.
+func resultSize(res *sdk.CallToolResult) int {
+	n := 0
+	for _, c := range res.Content {
+		if t, ok := c.(*sdk.TextContent); ok {
+			n += len(t.Text) + 64
+		}
+	}
+	return n
+}
+
+// appendEvent appends the server-sent event of a successful tools/call,
+// res, for request id: the bytes marshalNoEscape and successMessage give,
+// written directly for the results the gateway's tools give (text content,
+// user-audience annotations, isError, the server in _meta, typed
+// complete, as finish types a result without input requests), so that
+// the text is not marshalled by each level of the
+// SDK's MarshalJSON and scanned again by the levels above. Any other
+// result (another kind of content, structured content, input requests, a
+// state, more _meta) is not appended (false), for marshalNoEscape.
+func (s *Server) appendEvent(buf []byte, id jsonrpc.ID, res *sdk.CallToolResult) ([]byte, bool) {
+	if res.StructuredContent != nil || res.InputRequests != nil || res.RequestState != "" ||
+		len(res.Meta) != 1 || res.Content == nil || res.NeedsInput() {
+		return nil, false
+	}
+	if impl, ok := res.Meta[sdk.MetaKeyServerInfo].(*sdk.Implementation); !ok || impl != s.impl || s.implMeta == nil {
+		return nil, false
+	}
+	buf = append(buf, "event: message\ndata: "...)
+	buf, ok := appendID(append(buf, `{"jsonrpc":"2.0","id":`...), id)
+	if !ok {
+		return nil, false
+	}
+	buf = append(buf, `,"result":{"_meta":`...)
+	buf = append(buf, s.implMeta...)
+	buf = append(buf, `,"content":[`...)
+	for i, c := range res.Content {
+		t, ok := c.(*sdk.TextContent)
+		if !ok || t.Meta != nil {
+			return nil, false
+		}
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, `{"type":"text","text":`...)
+		buf = appendString(buf, t.Text)
+		switch a := t.Annotations; {
+		case a == nil:
+		case len(a.Audience) == 1 && a.Audience[0] == "user" && a.LastModified == "" && a.Priority == 0:
+			buf = append(buf, `,"annotations":{"audience":["user"]}`...)
+		default:
+			return nil, false
+		}
+		buf = append(buf, '}')
+	}
+	buf = append(buf, ']')
+	if res.IsError {
+		buf = append(buf, `,"isError":true`...)
+	}
+	return append(buf, `,"resultType":"complete"}}`+"\n\n"...), true
+}
+
+// appendID appends an id the fast path takes (decodeID) as the SDK's
+// encoder writes it.
+func appendID(buf []byte, id jsonrpc.ID) ([]byte, bool) {
+	switch v := id.Raw().(type) {
+	case int64:
+		return strconv.AppendInt(buf, v, 10), true
+	case string:
+		buf = append(buf, '"')
+		buf = append(buf, v...)
+		return append(buf, '"'), true
+	}
+	return buf, false
+}
+
+// appendString appends s as a JSON string, as encoding/json writes it in
+// the SDK's MarshalJSON (HTML characters escaped). Text of printable ASCII
+// that needs no escape, the common case, is copied; any other goes
+// through encoding/json itself.
+func appendString(buf []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, err := json.Marshal(s)
+			if err != nil {
+				panic(err) // a Go string always marshals
+			}
+			return append(buf, q...)
+		}
+	}
+	buf = append(buf, '"')
+	buf = append(buf, s...)
+	return append(buf, '"')
 }
 
 // successMessage is the JSON-RPC response of id with result raw, the
@@ -436,16 +541,8 @@ func writeFast(w http.ResponseWriter, id jsonrpc.ID, res *sdk.CallToolResult, er
 // fast path takes is an integer or a string without escapes (decodeID).
 // Written directly, the result is not scanned again.
 func successMessage(id jsonrpc.ID, raw []byte) []byte {
-	buf := make([]byte, 0, len(`{"jsonrpc":"2.0","id":,"result":}`)+24+len(raw))
-	buf = append(buf, `{"jsonrpc":"2.0","id":`...)
-	switch v := id.Raw().(type) {
-	case int64:
-		buf = strconv.AppendInt(buf, v, 10)
-	case string:
-		buf = append(buf, '"')
-		buf = append(buf, v...)
-		buf = append(buf, '"')
-	default:
+	buf, ok := appendID(append(make([]byte, 0, len(`{"jsonrpc":"2.0","id":,"result":}`)+24+len(raw)), `{"jsonrpc":"2.0","id":`...), id)
+	if !ok {
 		return nil
 	}
 	buf = append(buf, `,"result":`...)

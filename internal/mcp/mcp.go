@@ -111,8 +111,10 @@ type Server struct {
 	// view is the view's resources/read content, built at load.
 	view *sdk.ResourceContents
 
-	// impl is the server as results name it in _meta.
-	impl *sdk.Implementation
+	// impl is the server as results name it in _meta; implMeta is that
+	// _meta as the SDK marshals it, for the fast path's answers.
+	impl     *sdk.Implementation
+	implMeta []byte
 	// fastTools are the tools whose sessionless calls the fast path
 	// (fast.go) may serve: the gateway's, but for those whose input
 	// schema binds a parameter to a header, which the SDK checks.
@@ -149,6 +151,7 @@ func New(gw *gateway.Gateway, opts Options) *Server {
 		version = "dev"
 	}
 	s.impl = &sdk.Implementation{Name: "toolgate", Version: version}
+	s.implMeta, _ = json.Marshal(sdk.Meta{sdk.MetaKeyServerInfo: s.impl})
 	s.maxBody = opts.MaxRequestSize
 	if s.maxBody == 0 {
 		s.maxBody = sdk.DefaultMaxRequestBodyBytes
