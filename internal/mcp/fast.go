@@ -36,14 +36,17 @@ const fastVersion = "2026-07-28"
 // to the SDK (which allows 1000).
 const maxFastDepth = 64
 
-// fastCall is a tools/call request as the fast path decoded it.
+// fastCall is a tools/call request as the fast path decoded it. Its
+// byte slices are the request body's.
 type fastCall struct {
 	id   jsonrpc.ID
 	name string
 	args json.RawMessage
 	meta sdk.Meta
-	// rawMeta is _meta as it came, by key.
-	rawMeta map[string]json.RawMessage
+	// The members of _meta the sessionless revision defines, as they came;
+	// hasInfo tells a clientInfo of null from none.
+	version, clientCaps, clientInfo []byte
+	hasInfo                         bool
 }
 
 // serveFast serves r if it is a sessionless tools/call the fast path
@@ -61,7 +64,7 @@ func (s *Server) serveFast(w http.ResponseWriter, r *http.Request) bool {
 	if !ok || !s.fastTools[fc.name] || fc.name != r.Header.Get("Mcp-Name") {
 		return false
 	}
-	caps, ok := s.caps.sessionless(fc.rawMeta)
+	caps, ok := s.caps.sessionless(fc.version, fc.clientCaps, fc.clientInfo, fc.hasInfo)
 	if !ok {
 		return false
 	}
@@ -156,12 +159,10 @@ const (
 // does (its protocolVersion, the clientCapabilities it requires, the
 // clientInfo it allows, each decoded by the SDK itself), and returns the
 // capabilities.
-func (c *capsCache) sessionless(meta map[string]json.RawMessage) (*sdk.ClientCapabilities, bool) {
-	if string(meta[sdk.MetaKeyProtocolVersion]) != `"`+fastVersion+`"` {
+func (c *capsCache) sessionless(version, rawCaps, info []byte, hasInfo bool) (*sdk.ClientCapabilities, bool) {
+	if string(version) != `"`+fastVersion+`"` {
 		return nil, false
 	}
-	info, hasInfo := meta[sdk.MetaKeyClientInfo]
-	rawCaps := meta[sdk.MetaKeyClientCapabilities]
 	key := string(rawCaps) + "\x00" + string(info)
 	if hasInfo {
 		key += "\x00"
@@ -207,47 +208,165 @@ func decodeCaps(rawCaps, info json.RawMessage, hasInfo bool) capsEntry {
 // decodeCall decodes body as one JSON-RPC tools/call with params name,
 // arguments (an object) and _meta, and nothing else. It refuses (false)
 // whatever it cannot be sure the SDK reads the same way: invalid UTF-8,
-// escaped surrogates, duplicate keys, keys of another case, deep nesting,
-// an id that is not a small integer or a plain string.
+// escaped surrogates, duplicate keys, keys of another case or with
+// escapes, nesting deeper than maxFastDepth, an id that is not a small
+// integer or a plain string.
+//
+// It reads the body once, with jsontext, which refuses repeated names and
+// invalid UTF-8 (unpaired surrogate escapes included) by default; the
+// members are taken as they are in the body, and only the values of _meta
+// are decoded, as encoding/json decodes them into the SDK's Meta.
 func decodeCall(body []byte) (fastCall, bool) {
 	var fc fastCall
-	if hasSurrogateEscape(body) || !strictJSON(body) {
+	if hasSurrogateEscape(body) {
 		return fc, false
 	}
-	var top map[string]json.RawMessage
-	if json.Unmarshal(body, &top) != nil || len(top) != 4 ||
-		string(top["jsonrpc"]) != `"2.0"` || string(top["method"]) != `"tools/call"` {
-		return fc, false
-	}
-	id, ok := decodeID(top["id"])
-	if !ok {
-		return fc, false
-	}
-	var params map[string]json.RawMessage
-	if !isObject(top["params"]) || json.Unmarshal(top["params"], &params) != nil {
-		return fc, false
-	}
-	fc.id = id
-	for k, v := range params {
-		switch k {
-		case "name":
-			if !plainString(v) || json.Unmarshal(v, &fc.name) != nil {
-				return fc, false
+	var hasVersion, hasMethod, hasID, hasParams bool
+	err := jsonread.One(body, func(dec *jsontext.Decoder) error {
+		return readObject(dec, body, func(name []byte) error {
+			if string(name) == "params" {
+				hasParams = true
+				return readParams(dec, body, &fc)
 			}
-		case "arguments":
-			if !isObject(v) {
-				return fc, false
+			v, err := readValue(dec, body, 1)
+			if err != nil {
+				return err
 			}
+			switch string(name) {
+			case "jsonrpc":
+				hasVersion = string(v) == `"2.0"`
+			case "method":
+				hasMethod = string(v) == `"tools/call"`
+			case "id":
+				fc.id, hasID = decodeID(v)
+			default:
+				return errNotStrict
+			}
+			return nil
+		})
+	})
+	ok := err == nil && hasVersion && hasMethod && hasID && hasParams && fc.name != "" && fc.meta != nil
+	return fc, ok
+}
+
+// readParams reads the params of a tools/call with dec, which reads body.
+func readParams(dec *jsontext.Decoder, body []byte, fc *fastCall) error {
+	return readObject(dec, body, func(name []byte) error {
+		if string(name) == "_meta" {
+			return readMeta(dec, body, fc)
+		}
+		v, err := readValue(dec, body, 2)
+		switch {
+		case err != nil:
+			return err
+		case string(name) == "name" && plainString(v):
+			fc.name = string(v[1 : len(v)-1])
+		case string(name) == "arguments" && isObject(v):
 			fc.args = v
-		case "_meta":
-			if !isObject(v) || json.Unmarshal(v, &fc.rawMeta) != nil || json.Unmarshal(v, &fc.meta) != nil {
-				return fc, false
-			}
 		default:
-			return fc, false
+			return errNotStrict
+		}
+		return nil
+	})
+}
+
+// readMeta reads _meta with dec, which reads body: the members of the
+// sessionless revision as they are, and every member as encoding/json
+// decodes it into the SDK's Meta.
+func readMeta(dec *jsontext.Decoder, body []byte, fc *fastCall) error {
+	fc.meta = sdk.Meta{}
+	return readObject(dec, body, func(name []byte) error {
+		v, err := readValue(dec, body, 3)
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case sdk.MetaKeyProtocolVersion:
+			fc.version = v
+		case sdk.MetaKeyClientCapabilities:
+			fc.clientCaps = v
+		case sdk.MetaKeyClientInfo:
+			fc.clientInfo, fc.hasInfo = v, true
+		}
+		var x any
+		if plainString(v) {
+			x = string(v[1 : len(v)-1])
+		} else if err := json.Unmarshal(v, &x); err != nil {
+			return err
+		}
+		fc.meta[string(name)] = x
+		return nil
+	})
+}
+
+// readObject reads an object with dec, which reads src, calling member
+// with each name, unquoted, for it to read the value. A name with escapes
+// or characters a plain string has not is refused.
+func readObject(dec *jsontext.Decoder, src []byte, member func(name []byte) error) error {
+	if dec.PeekKind() != '{' {
+		return errNotStrict
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return err
+	}
+	for dec.PeekKind() == '"' {
+		name, err := readValue(dec, src, 0)
+		if err != nil {
+			return err
+		}
+		if !plainString(name) {
+			return errNotStrict
+		}
+		if err := member(name[1 : len(name)-1]); err != nil {
+			return err
 		}
 	}
-	return fc, fc.name != "" && fc.meta != nil
+	_, err := dec.ReadToken()
+	return err
+}
+
+// readValue reads the next value with dec, which reads src, as the bytes
+// of src it spans. within is how many objects or arrays around it src
+// began in: the value may nest maxFastDepth-within deep.
+func readValue(dec *jsontext.Decoder, src []byte, within int) ([]byte, error) {
+	v, err := dec.ReadValue()
+	if err != nil {
+		return nil, err
+	}
+	end := int(dec.InputOffset())
+	v = src[end-len(v) : end]
+	if !nestsWithin(v, maxFastDepth-within) {
+		return nil, errNotStrict
+	}
+	return v, nil
+}
+
+// nestsWithin reports whether v, valid JSON, nests objects and arrays at
+// most depth deep.
+func nestsWithin(v []byte, depth int) bool {
+	d, inString, escaped := 0, false, false
+	for _, c := range v {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			if d++; d > depth {
+				return false
+			}
+		case c == '}' || c == ']':
+			d--
+		}
+	}
+	return true
 }
 
 // decodeID takes an integer the SDK's float64 holds exactly, or a string
@@ -306,31 +425,7 @@ func hasSurrogateEscape(body []byte) bool {
 	return false
 }
 
-// strictJSON reports whether body is one JSON object, with no name twice
-// in any object, valid UTF-8 (unpaired surrogate escapes included), and
-// nesting within maxFastDepth, and nothing after it. jsontext refuses
-// repeated names and invalid UTF-8 by default; its tokens read the body in
-// place.
-func strictJSON(body []byte) bool {
-	return jsonread.One(body, func(dec *jsontext.Decoder) error {
-		if dec.PeekKind() != '{' {
-			return errNotStrict
-		}
-		for {
-			if _, err := dec.ReadToken(); err != nil {
-				return err
-			}
-			switch depth := dec.StackDepth(); {
-			case depth > maxFastDepth:
-				return errNotStrict
-			case depth == 0:
-				return nil
-			}
-		}
-	}) == nil
-}
-
-// errNotStrict is strictJSON's refusal of a body it reads.
+// errNotStrict is decodeCall's refusal of a body it reads.
 var errNotStrict = errors.New("not for the fast path")
 
 // finish does to a tools/call's outcome what the SDK does before it

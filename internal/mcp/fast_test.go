@@ -1,13 +1,19 @@
 package mcp
 
 import (
+	"bytes"
 	"encoding/json"
+	"reflect"
 	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolgate/toolgate/internal/jsonread"
 	"github.com/toolgate/toolgate/internal/result"
 )
 
@@ -76,4 +82,107 @@ func FuzzAppendEvent(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzDecodeCallMaps: decodeCall, which reads the body once, takes what
+// decodeCallMaps (the fast path's first decoder: a strictness walk, then
+// encoding/json into maps) takes, and reads it the same; it may refuse
+// more, names with escapes.
+func FuzzDecodeCallMaps(f *testing.F) {
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}},"io.modelcontextprotocol/clientInfo":{"name":"n","version":"1"},"toolgate/identity":{"user":"u","install":"i"},"toolgate/callId":"c\u00e9","n":1.5e3,"z":null}`
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"a":[1,{"b":2}]},` + meta + `}}`))
+	f.Add([]byte(`{"params":{` + meta + `,"name":"t"},"id":"x","method":"tools/call","jsonrpc":"2.0"}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":{"io.modelcontextprotocol/clientInfo":null}}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"n\u0061me":"t","_meta":{}}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":` + strings.Repeat("[", 62) + strings.Repeat("]", 62) + `,"_meta":{}}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":{"a":` + strings.Repeat("[", 61) + strings.Repeat("]", 61) + `}}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		got, ok := decodeCall(body)
+		want, wantOK := decodeCallMaps(body)
+		switch {
+		case ok && !wantOK:
+			t.Fatalf("decodeCall took what decodeCallMaps refuses")
+		case !ok && wantOK && !bytes.Contains(body, []byte(`\`)):
+			t.Fatalf("decodeCall refused what decodeCallMaps takes")
+		case !ok:
+			return
+		}
+		info, hasInfo := want.rawMeta[sdk.MetaKeyClientInfo]
+		if got.id != want.id || got.name != want.name || !bytes.Equal(got.args, want.args) || !reflect.DeepEqual(got.meta, want.meta) ||
+			!bytes.Equal(got.version, want.rawMeta[sdk.MetaKeyProtocolVersion]) || !bytes.Equal(got.clientCaps, want.rawMeta[sdk.MetaKeyClientCapabilities]) ||
+			!bytes.Equal(got.clientInfo, info) || got.hasInfo != hasInfo {
+			t.Fatalf("decodeCall read %+v, decodeCallMaps %+v", got, want)
+		}
+	})
+}
+
+// mapsCall is what decodeCallMaps reads.
+type mapsCall struct {
+	id      jsonrpc.ID
+	name    string
+	args    json.RawMessage
+	meta    sdk.Meta
+	rawMeta map[string]json.RawMessage
+}
+
+// decodeCallMaps is the fast path's first decoder, kept to check the one
+// that replaced it.
+func decodeCallMaps(body []byte) (mapsCall, bool) {
+	var fc mapsCall
+	if hasSurrogateEscape(body) || !strictJSON(body) {
+		return fc, false
+	}
+	var top map[string]json.RawMessage
+	if json.Unmarshal(body, &top) != nil || len(top) != 4 ||
+		string(top["jsonrpc"]) != `"2.0"` || string(top["method"]) != `"tools/call"` {
+		return fc, false
+	}
+	id, ok := decodeID(top["id"])
+	if !ok {
+		return fc, false
+	}
+	var params map[string]json.RawMessage
+	if !isObject(top["params"]) || json.Unmarshal(top["params"], &params) != nil {
+		return fc, false
+	}
+	fc.id = id
+	for k, v := range params {
+		switch k {
+		case "name":
+			if !plainString(v) || json.Unmarshal(v, &fc.name) != nil {
+				return fc, false
+			}
+		case "arguments":
+			if !isObject(v) {
+				return fc, false
+			}
+			fc.args = v
+		case "_meta":
+			if !isObject(v) || json.Unmarshal(v, &fc.rawMeta) != nil || json.Unmarshal(v, &fc.meta) != nil {
+				return fc, false
+			}
+		default:
+			return fc, false
+		}
+	}
+	return fc, fc.name != "" && fc.meta != nil
+}
+
+func strictJSON(body []byte) bool {
+	return jsonread.One(body, func(dec *jsontext.Decoder) error {
+		if dec.PeekKind() != '{' {
+			return errNotStrict
+		}
+		for {
+			if _, err := dec.ReadToken(); err != nil {
+				return err
+			}
+			switch depth := dec.StackDepth(); {
+			case depth > maxFastDepth:
+				return errNotStrict
+			case depth == 0:
+				return nil
+			}
+		}
+	}) == nil
 }
