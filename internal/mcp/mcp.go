@@ -89,17 +89,19 @@ type Options struct {
 
 // Server is the MCP endpoint.
 type Server struct {
-	logger    *zap.Logger
-	obs       observe.Observer
-	gw        *gateway.Gateway
-	server    *sdk.Server
-	stateful  http.Handler
-	stateless http.Handler
-	key       []byte
-	clock     clock.Clock
-	local     gateway.Identity
-	sessions  *sessions
-	refuse    func(http.ResponseWriter, error)
+	logger   *zap.Logger
+	obs      observe.Observer
+	gw       *gateway.Gateway
+	server   *sdk.Server
+	stateful http.Handler
+	// statefulJSON holds the sessions answered in JSON (serveSession).
+	statefulJSON http.Handler
+	stateless    http.Handler
+	key          []byte
+	clock        clock.Clock
+	local        gateway.Identity
+	sessions     *sessions
+	refuse       func(http.ResponseWriter, error)
 
 	// spend marks a continuation's nonce used until it expires, in the
 	// gateway's ledger: once across instances and restarts.
@@ -204,6 +206,12 @@ func New(gw *gateway.Gateway, opts Options) *Server {
 		DisableLocalhostProtection: true,
 		SessionTimeout:             s.sessions.limits.IdleTimeout,
 		MaxRequestBodyBytes:        opts.MaxRequestSize,
+	})
+	s.statefulJSON = sdk.NewStreamableHTTPHandler(getServer, &sdk.StreamableHTTPOptions{
+		DisableLocalhostProtection: true,
+		SessionTimeout:             s.sessions.limits.IdleTimeout,
+		MaxRequestBodyBytes:        opts.MaxRequestSize,
+		JSONResponse:               true,
 	})
 	s.stateless = sdk.NewStreamableHTTPHandler(getServer, &sdk.StreamableHTTPOptions{
 		DisableLocalhostProtection: true, Stateless: true,

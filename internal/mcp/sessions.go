@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -95,6 +97,9 @@ type slot struct {
 	// until is when the session ends: when the latest token its caller
 	// sent on it stops being accepted. Zero: never (no token).
 	until time.Time
+	// json is set, before the session opens, when it is served by the
+	// handler that answers a request in JSON (Server.statefulJSON).
+	json bool
 
 	// Set once the session is open; guarded by sessions.mu.
 	session *sdk.ServerSession
@@ -177,15 +182,28 @@ func (s *sessions) free(sl *slot) {
 	}
 }
 
-// refresh moves the end of session id to until, when caller, whose token
-// is accepted until then, is its own caller and the session has not
-// ended yet: a client that renews its token keeps its session. A token
-// of another caller changes nothing (the SDK refuses it, 403).
-func (s *sessions) refresh(id, caller string, until time.Time) {
+// request looks up session id for a request on it, and reports whether
+// its answers are JSON (slot.json). With a token (until not zero) it
+// moves the end of the session to until, when caller, whose token is
+// accepted until then, is its own caller and the session has not ended
+// yet: a client that renews its token keeps its session. A token of
+// another caller changes nothing (the SDK refuses it, 403).
+func (s *sessions) request(id, caller string, until time.Time) (json bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sl := s.byID[id]
-	if sl == nil || sl.caller != caller || sl.expiry == nil || !until.After(sl.until) {
+	if sl == nil {
+		return false
+	}
+	if !until.IsZero() {
+		s.refresh(sl, caller, until)
+	}
+	return sl.json
+}
+
+// refresh moves the end of sl to until, as request says; s.mu is held.
+func (s *sessions) refresh(sl *slot, caller string, until time.Time) {
+	if sl.caller != caller || sl.expiry == nil || !until.After(sl.until) {
 		return
 	}
 	if !time.Now().Before(sl.until) || !sl.expiry.Stop() {
@@ -214,16 +232,25 @@ func (s *Server) sessionCaller(r *http.Request) (string, time.Time) {
 // serveSession serves a request of the revisions with sessions. A POST
 // without Mcp-Session-Id may open a session: it takes a slot first, or
 // is refused over a cap. A request on a session renews its end with its
-// token.
+// token, and goes to the handler that holds the session.
+//
+// A session whose client declared no elicitation is served by the SDK's
+// handler that answers a request in JSON rather than in an event stream
+// (both are the transport's, for a client that accepts both, as every
+// POST must): toolgate asks such a client nothing during a call (a card
+// asks by elicitation), and sends no notifications, so the stream would
+// only carry the answer, framed and flushed. Other sessions keep the
+// stream, which carries a card's elicitation/create during the call.
 func (s *Server) serveSession(w http.ResponseWriter, r *http.Request) {
 	id := r.Header.Get(sessionIDHeader)
 	if id != "" || r.Method != http.MethodPost {
+		h := s.stateful
 		if id != "" {
-			if caller, until := s.sessionCaller(r); !until.IsZero() {
-				s.sessions.refresh(id, caller, until)
+			if caller, until := s.sessionCaller(r); s.sessions.request(id, caller, until) {
+				h = s.statefulJSON
 			}
 		}
-		s.stateful.ServeHTTP(w, r)
+		h.ServeHTTP(w, r)
 		return
 	}
 	sl, err := s.sessions.reserve(s.sessionCaller(r))
@@ -232,7 +259,33 @@ func (s *Server) serveSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.sessions.settle(sl)
-	s.stateful.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), slotKey{}, sl)))
+	h := s.stateful
+	if s.initializeWithoutElicitation(r) {
+		sl.json, h = true, s.statefulJSON
+	}
+	h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), slotKey{}, sl)))
+}
+
+// initializeWithoutElicitation reports whether r's body is an initialize
+// whose client capabilities have no elicitation member, read strictly
+// (names as they are, none twice, valid UTF-8), as the SDK reads it. Any
+// other body, or one it cannot read, is left as it was (false).
+func (s *Server) initializeWithoutElicitation(r *http.Request) bool {
+	body, ok := s.readFast(r)
+	if !ok {
+		return false
+	}
+	var msg struct {
+		Method string `json:"method"`
+		Params struct {
+			Capabilities map[string]jsontext.Value `json:"capabilities"`
+		} `json:"params"`
+	}
+	if jsonv2.Unmarshal(body, &msg) != nil || msg.Method != "initialize" || msg.Params.Capabilities == nil {
+		return false
+	}
+	_, elicitation := msg.Params.Capabilities["elicitation"]
+	return !elicitation
 }
 
 // bindSessions binds a session to the slot of the POST that opened it

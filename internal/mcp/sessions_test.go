@@ -368,3 +368,45 @@ func stackInUse() uint64 {
 }
 
 func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+// A session whose client declared no elicitation is answered in JSON; one
+// that declared it, in an event stream, which carries a card's
+// elicitation/create during a call. Each session's requests reach the
+// handler that holds it: a ping is answered, a DELETE ends the session.
+func TestSessionAnswerFraming(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newSessionRig(t, Options{})
+		tok := token("u_1", time.Hour)
+		for _, c := range []struct{ caps, contentType string }{
+			{`{}`, "application/json"},
+			{`{"roots":{"listChanged":true}}`, "application/json"},
+			{`{"elicitation":{}}`, "text/event-stream"},
+			{`{"elicitation":{"form":{}}}`, "text/event-stream"},
+			{`{"elicitation":null}`, "text/event-stream"},
+		} {
+			framed := func(w *httptest.ResponseRecorder) bool {
+				body := w.Body.String()
+				if c.contentType == "application/json" {
+					return json.Valid([]byte(body)) && strings.HasPrefix(body, `{"jsonrpc":"2.0"`)
+				}
+				return strings.HasPrefix(body, "event: message\ndata: {")
+			}
+			w := r.do(r.h, tok, "", strings.Replace(initialize, `"capabilities":{}`, `"capabilities":`+c.caps, 1))
+			id := w.Header().Get("Mcp-Session-Id")
+			if w.Code != http.StatusOK || id == "" || w.Header().Get("Content-Type") != c.contentType || !framed(w) {
+				t.Fatalf("initialize with %s: %d %s %q, session %q", c.caps, w.Code, w.Header().Get("Content-Type"), w.Body, id)
+			}
+			w = r.do(r.h, tok, id, ping)
+			if w.Code != http.StatusOK || w.Header().Get("Content-Type") != c.contentType || !framed(w) || !strings.Contains(w.Body.String(), `"result":{}`) {
+				t.Errorf("ping on a session with %s: %d %s %q", c.caps, w.Code, w.Header().Get("Content-Type"), w.Body)
+			}
+			if w := r.do(r.h, tok, id, ""); w.Code != http.StatusNoContent {
+				t.Errorf("DELETE of a session with %s: %d %q", c.caps, w.Code, w.Body)
+			}
+			synctest.Wait()
+			if r.alive(t, tok, id) {
+				t.Errorf("the session with %s is open after its DELETE", c.caps)
+			}
+		}
+	})
+}
