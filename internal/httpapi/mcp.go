@@ -1,10 +1,8 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -84,8 +82,9 @@ func (a *API) serveMCP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		// The SDK reads it whole before ServeHTTP returns, and keeps its
-		// own copy.
-		r.Body = io.NopCloser(bytes.NewReader(body))
+		// own copy; the fast path reads it in place (mcp.Body), and keeps
+		// nothing of it past ServeHTTP either.
+		r.Body = mcp.NewBody(body)
 	}
 	a.mcp.ServeHTTP(w, r)
 }

@@ -42,9 +42,11 @@ type fastCall struct {
 	id   jsonrpc.ID
 	name string
 	args json.RawMessage
-	meta sdk.Meta
-	// The members of _meta the sessionless revision defines, as they came;
+	// meta is _meta as the SDK decodes it, but for the members the
+	// sessionless revision defines (the SDK's MetaKey constants), which
+	// callTool does not read: they are kept as they came, for capsCache;
 	// hasInfo tells a clientInfo of null from none.
+	meta                            sdk.Meta
 	version, clientCaps, clientInfo []byte
 	hasInfo                         bool
 }
@@ -118,10 +120,14 @@ func accepts(values []string) (jsonOK, streamOK bool) {
 
 // readFast reads the body within the SDK's limit. A body over it, empty,
 // or unreadable is left for the SDK to refuse: r.Body then gives the same
-// bytes again, and what was not read yet.
+// bytes again, and what was not read yet. A Body not read yet is taken in
+// place.
 func (s *Server) readFast(r *http.Request) ([]byte, bool) {
 	if r.Body == nil || s.maxBody < 0 {
 		return nil, false
+	}
+	if b, ok := r.Body.(*Body); ok && b.Len() == len(b.b) {
+		return b.b, len(b.b) > 0 && int64(len(b.b)) <= s.maxBody
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, s.maxBody+1))
 	if err != nil || len(body) == 0 || int64(len(body)) > s.maxBody {
@@ -131,9 +137,31 @@ func (s *Server) readFast(r *http.Request) ([]byte, bool) {
 		}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
 		return nil, false
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.Body = NewBody(body)
 	return body, true
 }
+
+// Body is a request body read whole before the MCP server sees it, which
+// the fast path reads in place rather than copy: the bytes are the
+// request's until ServeHTTP returns, and are not changed meanwhile.
+// Nothing the fast path takes from them outlives the call: it copies the
+// name, the id and _meta's values, and the gateway reads the arguments
+// during Invoke (it decodes them, and keeps a digest). The SDK reads a
+// Body as any other, and keeps a copy.
+type Body struct {
+	bytes.Reader
+	b []byte
+}
+
+// NewBody is a Body of b.
+func NewBody(b []byte) *Body {
+	body := &Body{b: b}
+	body.Reset(b)
+	return body
+}
+
+// Close does nothing: the bytes are the caller's.
+func (*Body) Close() error { return nil }
 
 // capsCache remembers, by their bytes, the client capabilities and client
 // info of the sessionless _meta as the SDK decoded them: a client sends
@@ -271,8 +299,8 @@ func readParams(dec *jsontext.Decoder, body []byte, fc *fastCall) error {
 }
 
 // readMeta reads _meta with dec, which reads body: the members of the
-// sessionless revision as they are, and every member as encoding/json
-// decodes it into the SDK's Meta.
+// sessionless revision as they are, and every other member as
+// encoding/json decodes it into the SDK's Meta.
 func readMeta(dec *jsontext.Decoder, body []byte, fc *fastCall) error {
 	fc.meta = sdk.Meta{}
 	return readObject(dec, body, func(name []byte) error {
@@ -283,10 +311,13 @@ func readMeta(dec *jsontext.Decoder, body []byte, fc *fastCall) error {
 		switch string(name) {
 		case sdk.MetaKeyProtocolVersion:
 			fc.version = v
+			return nil
 		case sdk.MetaKeyClientCapabilities:
 			fc.clientCaps = v
+			return nil
 		case sdk.MetaKeyClientInfo:
 			fc.clientInfo, fc.hasInfo = v, true
+			return nil
 		}
 		var x any
 		if plainString(v) {
