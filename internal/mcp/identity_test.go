@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -48,5 +49,36 @@ func TestCallerLocalIdentity(t *testing.T) {
 				t.Errorf("caller %+v, want %+v", got.Identity, c.want)
 			}
 		})
+	}
+}
+
+// plainIdentity reads what marshalling a _meta identity and unmarshalling
+// it into a gateway.Identity reads, and leaves every other value to that.
+func TestPlainIdentity(t *testing.T) {
+	for _, raw := range []any{
+		map[string]any{"user": "u_1", "install": "in_1"},
+		map[string]any{"user": "u_1"},
+		map[string]any{"install": "in_1"},
+		map[string]any{},
+		map[string]any{"user": "<é>&\u2028"},
+		map[string]any{"user": "u\xff"},
+		map[string]any{"User": "u_1"},
+		map[string]any{"user": "u_1", "USER": "u_2"},
+		map[string]any{"user": "u_1", "extra": true},
+		map[string]any{"user": 5.0},
+		map[string]any{"user": nil},
+		"u_1",
+		[]any{"u_1"},
+	} {
+		var want gateway.Identity
+		b, _ := json.Marshal(raw)
+		wantOK := json.Unmarshal(b, &want) == nil
+		got, ok := plainIdentity(raw)
+		if ok && (!wantOK || got != want) {
+			t.Errorf("%#v: read %+v, the round trip %+v (%v)", raw, got, want, wantOK)
+		}
+	}
+	if _, ok := plainIdentity(map[string]any{"user": "u_1", "install": "in_1"}); !ok {
+		t.Error("a plain identity was not read")
 	}
 }

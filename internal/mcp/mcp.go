@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -254,10 +255,13 @@ func (s *Server) caller(extra *sdk.RequestExtra, meta sdk.Meta) (Caller, error) 
 	}
 	c := Caller{Identity: s.local}
 	if raw, ok := meta[MetaIdentity]; ok && raw != nil {
-		c.Identity = gateway.Identity{}
-		b, _ := json.Marshal(raw)
-		if err := json.Unmarshal(b, &c.Identity); err != nil {
-			return Caller{}, invalidMeta(MetaIdentity, `the identity must be {"user", "install"} strings`)
+		var isPlain bool
+		if c.Identity, isPlain = plainIdentity(raw); !isPlain {
+			c.Identity = gateway.Identity{}
+			b, _ := json.Marshal(raw)
+			if err := json.Unmarshal(b, &c.Identity); err != nil {
+				return Caller{}, invalidMeta(MetaIdentity, `the identity must be {"user", "install"} strings`)
+			}
 		}
 		if err := gateway.CheckIdentity(c.Identity); err != nil {
 			return Caller{}, invalidMeta(MetaIdentity, err.Error())
@@ -265,6 +269,33 @@ func (s *Server) caller(extra *sdk.RequestExtra, meta sdk.Meta) (Caller, error) 
 	}
 	c.Device, _ = meta[MetaDevice].(string)
 	return c, nil
+}
+
+// plainIdentity reads a _meta identity that is {"user", "install"}
+// strings (either may be missing), valid UTF-8, and nothing else: what
+// marshalling it and unmarshalling that into a gateway.Identity gives,
+// without either. Any other value is not read (false).
+func plainIdentity(raw any) (gateway.Identity, bool) {
+	m, ok := raw.(map[string]any)
+	if !ok {
+		return gateway.Identity{}, false
+	}
+	var id gateway.Identity
+	for k, v := range m {
+		str, ok := v.(string)
+		if !ok || !utf8.ValidString(str) {
+			return gateway.Identity{}, false
+		}
+		switch k {
+		case "user":
+			id.User = str
+		case "install":
+			id.Install = str
+		default:
+			return gateway.Identity{}, false
+		}
+	}
+	return id, true
 }
 
 // invalidMeta is the protocol error for a malformed _meta member.
