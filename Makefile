@@ -20,7 +20,9 @@ FUZZ := \
 	./internal/ledger:FuzzReadJournal \
 	./internal/ledger:FuzzInputDigest \
 	./internal/pagecontext:FuzzRender \
-	./internal/mcp:FuzzDecodeCall
+	./internal/mcp:FuzzDecodeCall \
+	./internal/mcp:FuzzDecodeCallMaps \
+	./internal/mcp:FuzzAppendEvent
 
 .PHONY: test check unit js kit notes ai-sdk react browser browser-deps mcp packages install-test bench-build faults fuzz tools build npm
 
