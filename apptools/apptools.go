@@ -1,15 +1,15 @@
 // Package apptools is the component side of the toolgate contract: it
 // verifies the identity token toolgate signs for each app call, reads the
 // call's Kazzle-Tool-Context, and writes answers in the shapes toolgate
-// normalizes (SPEC.md §4 and §5).
+// normalizes (docs/http-api.md, "What a component receives"; docs/kits.md).
 //
 // A component wraps each endpoint that toolgate calls through an app target
 // in a Verifier's Middleware and reads the verified user with FromContext.
 // Endpoints that toolgate does not call with a token, such as a url
 // target's or a page the browser loads in a card's iframe, stay unwrapped.
 //
-// WriteCard pauses a thread call on an action-required card (SPEC.md §6)
-// until a person answers it.
+// WriteCard pauses a thread call on an action-required card until a person
+// answers it (docs/http-api.md, "Cards: pause and resume").
 package apptools
 
 import (

@@ -39,7 +39,7 @@ func TestWriteCard(t *testing.T) {
 		{"no buttons", `{"source":"thread","threadId":"th_1"}`, Card{Title: "t"}, "at least one button"},
 		{"duplicate ids", `{"source":"thread","threadId":"th_1"}`, Card{Title: "t", Elements: []Button{
 			{Type: "button", ID: "a", Label: "A"}, {Type: "button", ID: "a", Label: "B"}}}, "used twice"},
-		// Toolgate refuses these (SPEC.md §6); the component hears it first.
+		// Toolgate refuses these (dispatch.CompileButton); the component hears it first.
 		{"url target", thread, withTarget(`{"type":"url","method":"GET","url":"http://localhost:2019/config/"}`), `button "x": target: a button runs an app target`},
 		{"env reference", thread, withTarget(`{"type":"app","component":"mail","method":"POST","path":"/send","headers":{"X-Key":"${env.API_KEY}"}}`), "${env.API_KEY}: a button may reference ${input…} only"},
 		{"result mapping", thread, withTarget(`{"type":"app","component":"mail","method":"GET","path":"/x","result":"body"}`), "no result mapping"},

@@ -12,7 +12,8 @@ import (
 	"github.com/toolgate/toolgate/internal/result"
 )
 
-// Result is a tool result in the channels toolgate keeps (SPEC.md §5).
+// Result is a tool result in the channels toolgate keeps (docs/http-api.md,
+// "Answers and errors").
 type Result struct {
 	// Content is the plain result the model reads. Required.
 	Content string `json:"content"`
@@ -67,7 +68,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 	return err
 }
 
-// Card is an action-required card (SPEC.md §6): the call pauses until a
+// Card is an action-required card (docs/http-api.md, "Cards: pause and
+// resume"): the call pauses until a
 // person presses one of its buttons, skips or cancels.
 type Card = result.Card
 

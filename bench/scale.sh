@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The scaling harness (issue 18): the cost of a call as toolgate scales
+# The scaling harness (docs/performance.md): the cost of a call as toolgate scales
 # out and as its tool list grows, measured with wrk at CONNS connections
 # against the fixed loopback upstream of bench/run.sh.
 #

@@ -13,10 +13,10 @@ import (
 	"github.com/toolgate/toolgate/internal/apitest"
 )
 
-// The card attack of issue 12's review on the admin API (see
-// apitest.AttackRig) is replayed here, against a running gateway whose
-// admin API is on, and nothing is sent; the others are replayed against
-// internal/httpapi.
+// The card attack on the admin API (see apitest.AttackRig, and the table
+// "Attacks tried and faults injected" in docs/security.md) is replayed
+// here, against a running gateway whose admin API is on, and nothing is
+// sent; the others are replayed against internal/httpapi.
 
 // startAttackGateway runs the rig's manifest in Caddy, with components api
 // and files and the admin API on.

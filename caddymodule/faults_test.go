@@ -25,7 +25,7 @@ import (
 type answer = apitest.Answer
 
 // These tests put faults between a running gateway and what it stands on
-// (SPEC issue 12, rule 11): an upstream that refuses, hangs, dribbles, cuts
+// (the fault table of docs/security.md): an upstream that refuses, hangs, dribbles, cuts
 // the connection or answers the wrong thing, a Redis that dies mid-call, a
 // config reload while calls and page waits are open. Each call must end with
 // a result or a clear error result, and never run twice: the upstream counts
@@ -258,7 +258,8 @@ func TestFaultsUpstream(t *testing.T) {
 		{"status500", func(a answer) bool {
 			return a.IsError && a.Content == "handler answered 500 Internal Server Error: boom"
 		}, 1},
-		// SPEC §5: a type that is not JSON makes the body the content.
+		// A type that is not JSON makes the body the content (docs/http-api.md,
+		// "What a component receives").
 		{"json_as_png", func(a answer) bool { return !a.IsError && a.Content == `{"content":"not json to us"}` }, 1},
 		{"html", func(a answer) bool { return !a.IsError && a.Content == `<p>hi & bye</p>` }, 1},
 		{"png", func(a answer) bool { return a.IsError && strings.Contains(a.Content, "not UTF-8 text") }, 1},

@@ -31,8 +31,8 @@ func loopbackConfig(t *testing.T, upstream string, globals []string, extra ...st
 const mcpInit = apitest.MCPInitialize
 
 // TestLoopbackThroughProxy: a proxy on the same machine made every caller
-// loopback (the finding of issue 12). Caddy's reverse_proxy, as a second
-// site, adds X-Forwarded-For, and this server trusts no proxies: each
+// loopback (a finding in docs/security.md's table of attacks). Caddy's
+// reverse_proxy, as a second site, adds X-Forwarded-For, and this server trusts no proxies: each
 // runtime endpoint refuses what comes through it, naming trusted_proxies,
 // and nothing reaches the upstream; the same request straight to the
 // gateway is served. (The rest of the finding is internal/httpapi's

@@ -66,7 +66,8 @@ func writeFile(t *testing.T, path, content string) {
 	}
 }
 
-// The seed's style: Zod input schemas, a shared target, satisfies.
+// The tool contract's style (docs/kits.md, "The examples' tools.ts"): Zod
+// input schemas, a shared target, satisfies.
 const toolsTS = `import { z } from 'zod';
 import type { KazzleTool } from '@toolgate/kit/tools';
 

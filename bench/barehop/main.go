@@ -1,6 +1,6 @@
 // Command barehop is the load harness's bare hop: a plain
 // httputil.ReverseProxy to the upstream, with no Caddy in front. It is the
-// limit for any Go proxy on the machine (issue 18): what one more hop of
+// limit for any Go proxy on the machine (docs/performance.md): what one more hop of
 // net/http costs, with nothing else done on the way. toolgate is held
 // against it ("ledger off ≥ 1.0 × the bare hop").
 //

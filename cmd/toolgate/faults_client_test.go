@@ -88,8 +88,9 @@ func parse(t *testing.T, raw []byte) answer {
 // Both end as "outcome unknown", the same as an app call in flight at a
 // crash, and are never offered again: claims live in the gateway's memory,
 // so after a crash an unclaimed call cannot be told from one whose function
-// ran in the page, and offering either again could run it twice (SPEC §7,
-// each call id runs once). A claim lapsing on a closed stream (SPEC §7) is
+// ran in the page, and offering either again could run it twice (each call
+// id runs once: docs/http-api.md, "Each call runs once"). A claim lapsing on
+// a closed stream (docs/http-api.md, "Client tools") is
 // for a gateway that saw every stream close; one that died saw nothing.
 func TestFaultsKillClientCall(t *testing.T) {
 	if testing.Short() {

@@ -1,4 +1,4 @@
-// The MCP Apps view (issue 19) in headless Chromium, against a real
+// The MCP Apps view (docs/mcp-clients.md, "MCP Apps") in headless Chromium, against a real
 // toolgate: the test is an MCP Apps host. It reads ui://toolgate/card
 // through MCP (the official TypeScript SDK client, declaring the Apps
 // extension), loads it into a sandboxed frame under the CSP of the

@@ -12,13 +12,14 @@ import (
 	"testing"
 )
 
-// The review of issue 12 found that a tool's upstream could take over the
+// A security review found that a tool's upstream could take over the
 // gateway through an action-required card: a url target answered a card
 // whose button fetched Caddy's admin API (GET /config/, every secret in
 // it) as the tool result; another button sent a component's ${env.API_KEY}
 // to the upstream's own host; and a card answered by one component
 // deleted another component's data with the user's identity token. An
-// AttackRig replays those cards.
+// AttackRig replays those cards (docs/security.md, "Attacks tried and
+// faults injected").
 
 // Secrets in the config: the admin API's /config/ holds them all.
 const (

@@ -11,7 +11,8 @@ import (
 	"github.com/toolgate/toolgate/internal/result"
 )
 
-// CompileButton compiles the target of a card's button (SPEC §6). owner is
+// CompileButton compiles the target of a card's button (docs/http-api.md,
+// "Cards: pause and resume"). owner is
 // the component whose handler answered the card.
 //
 // A card is written by a component at run time, not by the gateway's

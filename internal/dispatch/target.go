@@ -136,7 +136,9 @@ type param struct {
 	val *refs.Template
 }
 
-// Compile checks a spec against SPEC §2–3 and parses its references.
+// Compile checks a spec against the rules of targets and references
+// (docs/configuration.md, "Targets" and "References") and parses its
+// references.
 // components maps names to the declared components.
 func Compile(s Spec, components map[string]*Component) (*Target, error) {
 	t, err := compile(s, components)

@@ -702,7 +702,8 @@ func TestRequestContext(t *testing.T) {
 	}
 }
 
-// TestRequestPathSegmentRule checks rule 4 of issue 12: a value resolved
+// TestRequestPathSegmentRule checks the path segment rule of
+// docs/configuration.md, "References": a value resolved
 // into a path segment, of an app path or a url's path, that a server could
 // read as a separator or a dot segment fails the call, naming the rule and
 // the reference but not the value. Values that are plain text, numbers,

@@ -11,7 +11,8 @@ import (
 	"github.com/toolgate/toolgate/internal/manifest"
 )
 
-// TestAllowComparesWhatTheTargetGets is issue 12 rule 7 through Invoke: the
+// TestAllowComparesWhatTheTargetGets is policy.TestPlainNumbers's rule
+// through Invoke: the
 // body sends the amount's text as written, so the policy must judge that
 // number exactly, or deny; a denied call reaches nothing.
 func TestAllowComparesWhatTheTargetGets(t *testing.T) {

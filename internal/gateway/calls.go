@@ -63,7 +63,8 @@ func (g *Gateway) settle(ctx context.Context, c *ledger.Call) (*Answer, error) {
 	return answerOf(c), nil
 }
 
-// checkCard validates a card as SPEC §6 says, with owner the component
+// checkCard validates a card by the rules of docs/http-api.md ("Cards:
+// pause and resume") and dispatch.CompileButton, with owner the component
 // whose handler answered it, and returns it as compact JSON.
 func checkCard(owner *dispatch.Component, body []byte) (json.RawMessage, error) {
 	card, err := result.ParseCard(body)

@@ -136,7 +136,7 @@ func (rig *cardRig) invoke(t *testing.T, tool, kind, callID string) *Answer {
 	return a
 }
 
-// Rule 1 of issue 12: only an app component's handler answers a card, and
+// Only an app component's handler answers a card (result.ErrCardNotFromApp), and
 // its buttons run on that component alone, without env or result mappings.
 func TestCardsOnlyFromTheApp(t *testing.T) {
 	rig := newCardRig(t)

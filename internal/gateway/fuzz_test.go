@@ -13,7 +13,8 @@ import (
 	"github.com/toolgate/toolgate/internal/result"
 )
 
-// FuzzCheckCard holds the gateway's card check to SPEC §6 for any answer
+// FuzzCheckCard holds the gateway's card check (checkCard; docs/http-api.md,
+// "Cards: pause and resume") for any answer
 // of a component a: what it accepts is recorded as it re-checks at resume,
 // and no button of it can send anywhere but a, or send a's env; a card
 // with a button target is never valid for two components.

@@ -11,7 +11,7 @@ import (
 	"github.com/toolgate/toolgate/internal/manifest"
 )
 
-// These tests replay the card attacks of issue 12's review (see
+// These tests replay the card attacks of docs/security.md (see
 // apitest.AttackRig) on the upstream and on another component against the
 // API, and check that nothing is sent. (The attack on the admin API needs a
 // Caddy whose admin API is on: it is the Caddy module's.)

@@ -32,7 +32,7 @@ func startLoopback(t *testing.T, upstream string, allowedHosts ...string) *serve
 
 const mcpInit = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
 
-// TestLoopbackFinding replays the finding of issue 12: with no callers, a
+// TestLoopbackFinding replays a security review's finding: with no callers, a
 // web page's cross-origin text/plain POST ran a tool as the user it named,
 // and a proxy on the same machine made every caller loopback. Each is now
 // refused, and nothing reaches the upstream. (A second Caddy site proxying

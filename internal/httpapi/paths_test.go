@@ -14,7 +14,9 @@ import (
 	"github.com/toolgate/toolgate/internal/manifest"
 )
 
-// TestPathReferenceStaysInSegment is issue 12 rule 4 end to end: each
+// TestPathReferenceStaysInSegment is the path segment rule (a value
+// resolved into a path stays in its segment: docs/configuration.md,
+// "References") end to end: each
 // value a server could read as a separator or a dot segment ends the call
 // as an error result that names the rule and the reference, and the
 // upstream sees no request at all.

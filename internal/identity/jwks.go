@@ -97,8 +97,8 @@ type jwkMembers struct {
 	Crv string `json:"crv"`
 	Alg string `json:"alg"`
 	E   string `json:"e"`
-	// The private members of RSA, EC and OKP keys (RFC 7518 §6.2.2,
-	// §6.3.2; RFC 8037 §2).
+	// The private members of RSA, EC and OKP keys
+	// (RFC 7518 §6.2.2, §6.3.2; RFC 8037 §2).
 	D   jsontext.Value `json:"d"`
 	P   jsontext.Value `json:"p"`
 	Q   jsontext.Value `json:"q"`

@@ -66,7 +66,7 @@ func mustValue(t *testing.T, c *Call) []byte {
 	return v
 }
 
-// A damaged record never stops the ledger from opening (issue 12: one
+// A damaged record never stops the ledger from opening (as it once did: one
 // envelope with a 40,000-character user made every later start fail). Each
 // is logged; a call in flight that can be identified is closed as outcome
 // unknown; the good calls are as they were.

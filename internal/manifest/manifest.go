@@ -1,5 +1,6 @@
 // Package manifest holds tool declarations: it loads them from JSON manifests
-// or inline config, checks every rule of SPEC §1–2 at load, and compiles
+// or inline config, checks every rule of the manifest format and its targets
+// (docs/configuration.md, "The manifest format" and "Targets") at load, and compiles
 // their input schemas and targets once.
 package manifest
 

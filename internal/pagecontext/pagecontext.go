@@ -1,6 +1,6 @@
 // Package pagecontext renders the page's readables — small facts a page
 // registers — into the block appended to a user message, within the limits
-// of SPEC §8.
+// given in docs/http-api.md, "Page context".
 package pagecontext
 
 import (

@@ -222,7 +222,9 @@ func TestPlain(t *testing.T) {
 	}
 }
 
-// TestPlainNumbers is issue 12 rule 7: the number an expression compares
+// TestPlainNumbers holds the rule that a policy judges what the target
+// gets (docs/security.md, TestAllowComparesWhatTheTargetGets): the number an
+// expression compares
 // is exactly the number the target receives (the input's text), or Plain
 // fails and the policy denies.
 func TestPlainNumbers(t *testing.T) {

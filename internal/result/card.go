@@ -40,7 +40,7 @@ type Element struct {
 const CardType = "action_required"
 
 // ErrCardNotFromApp is why a card answered by anything but an app
-// component's handler is refused (SPEC §6): a url target is someone else's
+// component's handler is refused: a url target is someone else's
 // API, and a client tool's result comes from the user's browser.
 var ErrCardNotFromApp = errors.New("only app components may answer action-required cards")
 

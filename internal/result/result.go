@@ -44,7 +44,8 @@ func Failure(format string, args ...any) Result {
 // maxErrorBody bounds how much of a failing answer's text is quoted.
 const maxErrorBody = 1024
 
-// Normalize applies the rules of SPEC §5 to a complete answer. A card is
+// Normalize applies the rules of docs/http-api.md ("What a component
+// receives": answers are normalized) to a complete answer. A card is
 // an error result here: where cards are allowed, use NormalizeOrCard.
 func Normalize(status int, contentType string, body []byte) Result {
 	r, _ := NormalizeOrCard(status, contentType, body)

@@ -1,4 +1,5 @@
-// <toolgate-card>: a tool call's answer as a person sees it (SPEC §5–6).
+// <toolgate-card>: a tool call's answer as a person sees it (docs/browser.md,
+// `<toolgate-card>`).
 //
 //   import "https://gateway.example/toolgate/card.js";
 //   const card = document.createElement("toolgate-card");
@@ -32,7 +33,7 @@
 // card and title parts also named embedded.
 import { Marked } from "./marked.js";
 
-/** The share of the viewport an embed may take, at most (SPEC §6). */
+/** The share of the viewport an embed may take, at most (docs/browser.md). */
 export const EMBED_MAX_SHARE = 0.7;
 
 /**

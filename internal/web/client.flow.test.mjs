@@ -1,4 +1,5 @@
-// Tests of <toolgate-client>'s call flow (SPEC §7) against a fake toolgate:
+// Tests of <toolgate-client>'s call flow (docs/http-api.md, "Client tools")
+// against a fake toolgate:
 // fetch is replaced by a mock that serves the SSE stream, claims and results.
 import { test, beforeEach, afterEach } from 'node:test';
 import assert from 'node:assert/strict';

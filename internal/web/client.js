@@ -1,6 +1,7 @@
 /**
- * toolgate browser client: runs client tools in the page (SPEC §7) and keeps the
- * page context facts that go with each user message (SPEC §8).
+ * toolgate browser client: runs client tools in the page (docs/http-api.md,
+ * "Client tools") and keeps the page context facts that go with each user
+ * message (docs/http-api.md, "Page context").
  *
  * One dependency-free ES module, served by toolgate at `GET /client.js`:
  *
@@ -123,7 +124,7 @@ function strictJSON(value) {
 }
 
 /**
- * The page's registered facts (SPEC §8), in registration order.
+ * The page's registered facts (readables), in registration order.
  * Each value is serialized when it is set, so later changes to an object the
  * page passed in do not leak into snapshots.
  */
@@ -245,7 +246,7 @@ export class SSEParser {
 }
 
 /**
- * The result request body for what a client tool returned (SPEC §7): a string
+ * The result request body for what a client tool returned: a string
  * as is, another value as the JSON text JSON.stringify gives it (the page's key
  * order kept), undefined as `{}`.
  * @param {unknown} value
@@ -431,7 +432,7 @@ export class ToolgateClient extends Base {
   }
 
   /**
-   * Registers or updates a page fact (SPEC §8).
+   * Registers or updates a page fact (a readable).
    * @param {string} name
    * @param {unknown} value
    * @throws {TypeError} for a bad name or value; the previous value stays

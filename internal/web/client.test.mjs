@@ -1,5 +1,5 @@
-// Unit tests for the page context registry (SPEC §8), the SSE parser and the
-// result body mapping (SPEC §7). Run: node --test
+// Unit tests for the page context registry (ReadableRegistry), the SSE parser
+// and the result body mapping (resultBody). Run: node --test
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -353,7 +353,7 @@ test('sse: unknown fields ignored, colon in value kept, id carried', () => {
   ]);
 });
 
-// --- result bodies (SPEC §7) ---
+// --- result bodies (resultBody) ---
 
 test('result body: string, value, undefined', () => {
   assert.equal(resultBody('plain "text"'), '{"result":"plain \\"text\\""}');

@@ -59,7 +59,7 @@ function Player({ lesson, ref }: { lesson: Lesson; ref: Ref<Playback> }) {
   );
 }
 
-/** The page's part of the conversation: a fact and a client tool, as the seed has them. */
+/** The page's part of the conversation: a fact (useToolgateReadable) and a client tool (useToolgateTool). */
 function LessonBridge({ lesson, player }: { lesson: Lesson; player: { current: Playback | null } }) {
   // Page context: updated when the lesson changes, removed on unmount.
   useToolgateReadable("lesson", `Watching lesson ${lesson.number}: ${lesson.title}`);

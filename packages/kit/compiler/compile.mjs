@@ -1,5 +1,6 @@
 // The tools.ts compiler: it loads a tools.ts file (TypeScript, Zod input
-// schemas) and writes toolgate's JSON manifest from it (SPEC.md §1–2).
+// schemas) and writes toolgate's JSON manifest from it (docs/configuration.md,
+// "The manifest format"; docs/kits.md, "tools.ts and the compiler").
 //
 // Plain JavaScript on purpose: the bin must run straight after `npm ci`,
 // before (or without) `npm run build`.
@@ -328,7 +329,7 @@ function checkTarget(target, fail) {
     }
     if (target.type === 'app' && isPlainObject(target.headers)) {
       for (const k of Object.keys(target.headers)) {
-        // SPEC §2: the gateway owns an app target's Authorization.
+        // The gateway owns an app target's Authorization (docs/configuration.md, "Targets").
         if (k.toLowerCase() === 'authorization') fail(`target.headers.${k}`, 'an app target may not set Authorization: toolgate sends the identity token in it');
       }
     }

@@ -1,6 +1,6 @@
-// Writing answers (SPEC.md §5, §6): the result channels, domain errors and
-// action-required cards, refused here when toolgate would refuse them
-// (apptools' WriteResult, WriteError and WriteCard).
+// Writing answers (docs/kits.md, "Answers and cards"): the result channels,
+// domain errors and action-required cards, refused here when toolgate would
+// refuse them (apptools' WriteResult, WriteError and WriteCard).
 
 import type { ServerResponse } from 'node:http';
 

@@ -1,4 +1,5 @@
-// Reading the Kazzle-Tool-Context header (SPEC.md §4), by the rules of
+// Reading the Kazzle-Tool-Context header (docs/kits.md, "Context and
+// idempotency"), by the rules of
 // apptools.ToolContext.
 
 import { createHash } from 'node:crypto';

@@ -1,5 +1,6 @@
 // @toolgate/kit: the component's half of the toolgate contract for Node
-// (SPEC.md §4–6), and the types a tools.ts file declares its tools with.
+// (docs/kits.md, "TypeScript: @toolgate/kit"), and the types a tools.ts
+// file declares its tools with.
 
 export type * from './types.js';
 export { CONTEXT_HEADER, IDEMPOTENCY_HEADER, ToolContextError, idempotencyKey, isThreadToolInvocation, toolContext } from './context.js';

@@ -1,5 +1,6 @@
 // '@toolgate/kit/tools': what a tools.ts file and a tool's handler import,
-// as the seed's '@kazzle/app/tools' (the tool types, toolContext and
+// as '@kazzle/app/tools' of the platform the protocol came from (see
+// docs/configuration.md, `kazzle`) has them (the tool types, toolContext and
 // isThreadToolInvocation).
 
 export type {

@@ -1,5 +1,7 @@
-// The shapes of the toolgate contract (SPEC.md §1, §2, §5, §6): what a
-// tools.ts declares and what a component answers.
+// The shapes of the toolgate contract: what a tools.ts declares
+// (docs/configuration.md, "The manifest format" and "Targets") and what a
+// component answers (docs/http-api.md, "Answers and errors" and "Cards:
+// pause and resume").
 
 import type { $ZodObject } from 'zod/v4/core';
 
@@ -88,10 +90,10 @@ export type Tool = {
   ui?: boolean;
 };
 
-/** The seed's name for a Tool. */
+/** A Tool, by the name tools.ts files of the platform the protocol came from use. */
 export type KazzleTool = Tool;
 
-/** A tool result's channels (SPEC.md §5). */
+/** A tool result's channels (docs/http-api.md, "Answers and errors"). */
 export type Result = {
   /** The plain result the model reads. Required. */
   content: string;
@@ -128,7 +130,7 @@ export type Assignee = {
   computerId: string;
 };
 
-/** An action-required card: the call pauses until a person answers it (SPEC.md §6). */
+/** An action-required card: the call pauses until a person answers it (docs/http-api.md, "Cards: pause and resume"). */
 export type Card = {
   type: 'action_required';
   title: string;

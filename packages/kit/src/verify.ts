@@ -1,4 +1,5 @@
-// Verifying the identity token toolgate sends an app target (SPEC.md §4),
+// Verifying the identity token toolgate sends an app target (docs/kits.md,
+// "Identity"),
 // by the rules of apptools.Verifier: signed by a key of toolgate's JWKS,
 // by toolgate's issuer, for this component, not expired.
 

@@ -96,7 +96,7 @@ test('a verified component: a button runs on it and on no other', () => {
   assert.equal(cardAnswer(thread, c('mail'), { component: 'mail' }).title, 't');
 });
 
-test('card() and button() build the seed\'s card and refuse bad ones', () => {
+test('card() and button() build a component\'s card and refuse bad ones', () => {
   const connect = button({
     id: 'connect',
     label: 'Connect Gmail',

@@ -18,8 +18,9 @@ function run(args, opts = {}) {
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
-// The seed's example, as toolgate's manifest: byte for byte, so key order,
-// indentation and the trailing newline are part of the contract.
+// The example of fixtures/seed-tools.ts, as toolgate's manifest: byte for
+// byte, so key order, indentation and the trailing newline are part of the
+// contract.
 const seedManifest = `{
   "tools": [
     {
@@ -57,7 +58,7 @@ const seedManifest = `{
 }
 `;
 
-test('the seed example compiles to its manifest', () => {
+test('the example tools.ts compiles to its manifest', () => {
   const r = run(['build', 'test/fixtures/seed-tools.ts']);
   assert.equal(r.stderr, '');
   assert.equal(r.code, 0);
@@ -206,7 +207,7 @@ test('zod resolves from the folder of tools.ts', (t) => {
   assert.deepEqual(readdirSync(dir).sort(), ['node_modules', 'tools.ts']);
 });
 
-test('the seed example and a handler type-check; a target of an unknown type does not', () => {
+test('the example tools.ts and a handler type-check; a target of an unknown type does not', () => {
   const tsc = (file) =>
     spawnSync(
       process.execPath,

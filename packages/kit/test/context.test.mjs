@@ -84,7 +84,7 @@ test('both shapes of the header, from every kind of request', async (t) => {
   }
 });
 
-test('the seed\'s import path has toolContext and isThreadToolInvocation', () => {
+test('the @toolgate/kit/tools import path has toolContext and isThreadToolInvocation', () => {
   assert.equal(tools.toolContext, toolContext);
   assert.equal(tools.isThreadToolInvocation, isThreadToolInvocation);
 });

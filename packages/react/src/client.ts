@@ -131,7 +131,8 @@ export function useToolgateTool(name: string, handler: ToolHandler): void {
 }
 
 /**
- * Registers a page fact (SPEC §8) while the component is mounted: set on
+ * Registers a page fact (a readable: docs/http-api.md, "Page context") while
+ * the component is mounted: set on
  * mount, set again when JSON.stringify(value) changes (keeping its place),
  * removed on unmount. A bad name or value throws the element's TypeError
  * from the effect, to the nearest error boundary, and the previous value

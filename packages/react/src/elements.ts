@@ -10,7 +10,7 @@
 import "./elements/client.js";
 import "./elements/card.js";
 
-/** A client tool call as the element hands it over (SPEC §7). */
+/** A client tool call as the element hands it over (docs/browser.md, `<toolgate-client>`). */
 export interface ClientToolCall {
   /** The call id: each id runs once. */
   id: string;

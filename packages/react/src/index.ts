@@ -1,5 +1,6 @@
-// React bindings for toolgate's page client (SPEC §7–8) and its cards
-// (SPEC §5–6), on top of the <toolgate-client> and <toolgate-card> elements,
+// React bindings for toolgate's page client (client tools and page context)
+// and its cards (docs/kits.md, "@toolgate/react"), on top of the
+// <toolgate-client> and <toolgate-card> elements,
 // which this import defines (unless the page defined them already).
 import "./elements.js";
 

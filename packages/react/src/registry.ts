@@ -125,7 +125,8 @@ export class Registry {
   }
 
   /**
-   * Checks a readable by the element's own rules (SPEC §8), whether or not an
+   * Checks a readable by the element's own rules (ReadableRegistry in
+   * internal/web/client.js), whether or not an
    * element is attached yet: a <toolgate-client> that is never connected, and
    * so never opens a call stream, takes the value and lets it go again.
    */
