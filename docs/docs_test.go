@@ -198,3 +198,120 @@ func TestKazzleExplained(t *testing.T) {
 	}
 	t.Errorf("docs/configuration.md: no sentence explains the word kazzle (one holding \"kazzle\", \"name\" and \"platform\"): say that it is the name of the platform the protocol came from, kept on the wire")
 }
+
+// sourceExts are the files TestSourceCitesOnlyTheRepository reads: the
+// repository's code, scripts, pages and the Markdown outside README.md and
+// docs/ (which TestOnlyWhatTheReaderHas reads). A file without an extension
+// is read when it is a script ("#!" on its first line), and Makefile by name.
+var sourceExts = []string{".go", ".ts", ".tsx", ".mjs", ".js", ".sh", ".html", ".md"}
+
+// sourceSkipDirs hold what the repository did not write: installed packages,
+// build output, fuzz and test corpora.
+var sourceSkipDirs = []string{".git", "node_modules", "dist", "testdata"}
+
+// standardRE is what comes before a "§" that cites a standard: the
+// standard's name, or its name and other sections of it ("RFC 6750 §2.1",
+// "RFC 7518 §6.2.2, §6.3.2"), documents every reader can look up.
+var standardRE = regexp.MustCompile(`\bRFC ?\d+ (§[\d.]+(, | and ))*$`)
+
+// TestSourceCitesOnlyTheRepository is TestOnlyWhatTheReaderHas for the
+// source: a comment cites a docs page, a file, a function or a test, or
+// states the rule itself, never a document or tracker outside the
+// repository. A "§" is a standard's section only right after the
+// standard's name (standardRE).
+// Files a VENDORED list names are someone else's, and this file names what
+// it bans.
+func TestSourceCitesOnlyTheRepository(t *testing.T) {
+	banned := []struct {
+		re  *regexp.Regexp
+		why string
+	}{
+		{regexp.MustCompile(`\bSPEC\b`), "cites a specification the reader does not have"},
+		{regexp.MustCompile(`§`), "cites a section of a document the reader does not have (a standard's section follows its name, as in RFC 6750 §2.1)"},
+		{regexp.MustCompile(`(?i)\bthe seed\b|\bseeds?/|\bseed's\b`), "refers to the seed project, which the reader does not have"},
+		{regexp.MustCompile(`(?i)\bissues?\s+#?\d+`), "cites an issue number the reader cannot look up"},
+	}
+	root := ".."
+	vendored := map[string]bool{}
+	var files []string
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel := filepath.ToSlash(strings.TrimPrefix(path, root+string(filepath.Separator)))
+		if d.IsDir() {
+			if path != root && slices.Contains(sourceSkipDirs, d.Name()) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch {
+		case d.Name() == "VENDORED":
+			for _, name := range vendoredNames(t, path) {
+				vendored[filepath.ToSlash(filepath.Join(filepath.Dir(rel), name))] = true
+			}
+		case rel == "README.md" || rel == "docs/docs_test.go" || (filepath.Dir(rel) == "docs" && filepath.Ext(rel) == ".md"):
+		case d.Name() == "Makefile" || slices.Contains(sourceExts, filepath.Ext(rel)):
+			files = append(files, rel)
+		case filepath.Ext(rel) == "" && d.Type().IsRegular() && isScript(path):
+			files = append(files, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 100 {
+		t.Fatalf("read %d files: is the test run from docs/?", len(files))
+	}
+	for _, rel := range files {
+		if vendored[rel] {
+			continue
+		}
+		p := readPage(t, rel)
+		for i, l := range p.lines {
+			for _, b := range banned {
+				for _, at := range b.re.FindAllStringIndex(l, -1) {
+					if l[at[0]:at[1]] == "§" && standardRE.MatchString(l[:at[0]]) {
+						continue
+					}
+					if strings.HasPrefix(strings.ToLower(l[at[1]:]), " corpus") {
+						continue // a fuzz test's seed corpus
+					}
+					t.Errorf("%s:%d: %q %s: cite a docs page, a file, a function or a test of the repository, or state the rule", rel, i+1, strings.TrimSpace(l[at[0]:at[1]]), b.why)
+				}
+			}
+		}
+	}
+}
+
+// vendoredNames returns the files a VENDORED list names: the last field of
+// each line that is not a comment, a name in the list's directory.
+func vendoredNames(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, l := range strings.Split(string(data), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		names = append(names, f[len(f)-1])
+	}
+	return names
+}
+
+// isScript reports whether the file at path starts with "#!".
+func isScript(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	head := make([]byte, 2)
+	n, _ := f.Read(head)
+	return string(head[:n]) == "#!"
+}
