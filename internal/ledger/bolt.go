@@ -193,13 +193,19 @@ func partitions(tx *bbolt.Tx) []partition {
 // soak's profile showed listing them all first, on every lookup, as half
 // of the lookups' cost.
 func lookup(tx *bbolt.Tx, key []byte) (p partition, v []byte) {
+	return lookupIn(tx, key, func(int64) bool { return true })
+}
+
+// lookupIn is lookup in the partitions that mayHold key, by their end
+// (the earlier layout's bucket is always read).
+func lookupIn(tx *bbolt.Tx, key []byte, mayHold func(end int64) bool) (p partition, v []byte) {
 	c := tx.Cursor()
 	for name, v := c.Seek(partitionPrefix); name != nil; name, v = c.Next() {
 		end, ok := partitionEnd(name)
 		if !ok {
 			break
 		}
-		if v != nil { // not a bucket
+		if v != nil || !mayHold(end) { // not a bucket, or surely not there
 			continue
 		}
 		bk := tx.Bucket(name)
@@ -663,10 +669,9 @@ func (c current) call(key string) (*Call, error) {
 	return boltCall(key, c.v)
 }
 
-// stored is key's value in the B+tree, or nil.
-//
-// It is lookup with the partitions' filters: one that surely does not
-// hold key is not read.
+// stored is key's value in the B+tree, or nil: lookup with the
+// partitions' filters, so that one that surely does not hold key is not
+// read.
 func (b *Bolt) stored(key string) ([]byte, error) {
 	k := []byte(key)
 	h := b.filters.hash(k)
@@ -674,23 +679,8 @@ func (b *Bolt) stored(key string) ([]byte, error) {
 	err := b.db.View(func(tx *bbolt.Tx) error {
 		b.filters.mu.RLock()
 		defer b.filters.mu.RUnlock()
-		c := tx.Cursor()
-		for name, val := c.Seek(partitionPrefix); name != nil; name, val = c.Next() {
-			end, ok := partitionEnd(name)
-			if !ok {
-				break
-			}
-			if val != nil || !b.filters.mayHold(end, h) {
-				continue
-			}
-			if found := tx.Bucket(name).Get(k); found != nil {
-				v = bytes.Clone(found)
-				return nil
-			}
-		}
-		if bk := tx.Bucket(callsBucket); bk != nil {
-			v = bytes.Clone(bk.Get(k))
-		}
+		_, found := lookupIn(tx, k, func(end int64) bool { return b.filters.mayHold(end, h) })
+		v = bytes.Clone(found)
 		return nil
 	})
 	return v, err

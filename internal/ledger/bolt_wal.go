@@ -40,8 +40,8 @@ const (
 
 // walCheckpointLines is how many lines the log takes before a checkpoint
 // (or walCheckpointEvery, whichever comes first): more make each
-// checkpoint put more calls in one transaction, and stop the writes for
-// longer while it does.
+// checkpoint put more calls in one transaction, and keep more of them in
+// memory until it does.
 var (
 	walCheckpointLines = 2048
 	walCheckpointEvery = 250 * time.Millisecond
@@ -77,10 +77,10 @@ func (p *pending) wait() error {
 }
 
 // walWrite is a change waiting to be written to the log. done is closed
-// once err is its outcome, or once it is to lead group, the next write.
+// once p is flushed (p.err its outcome), or once it is to lead group, the
+// next write.
 type walWrite struct {
 	p     *pending
-	err   error
 	group []*walWrite
 	done  chan struct{}
 }
@@ -179,7 +179,7 @@ func (w *wal) writeLocked(p *pending) error {
 		w.mu.Unlock()
 		<-ww.done
 		if ww.group == nil {
-			return ww.err
+			return p.err
 		}
 	} else {
 		w.writing = true
@@ -187,7 +187,7 @@ func (w *wal) writeLocked(p *pending) error {
 		ww.group = []*walWrite{ww}
 	}
 	w.writeGroup(ww.group)
-	return ww.err
+	return p.err
 }
 
 // writeGroup writes the lines of group with one write and one flush,
@@ -212,21 +212,17 @@ func (w *wal) writeGroup(group []*walWrite) {
 	w.fileMu.Unlock()
 	w.flushes.Add(1)
 	if err != nil {
-		err = fmt.Errorf("writing the ledger's log %s: %w", w.path, err)
-		w.logger.Error("ledger: writing the log failed; the ledger records nothing more until the gateway restarts", zap.Error(err))
+		err = w.fail(fmt.Errorf("writing the ledger's log %s: %w", w.path, err))
 	}
 
 	w.mu.Lock()
-	if err != nil && w.failed == nil {
-		w.failed = err
-	}
 	next := w.queued
 	w.queued = nil
 	w.writing = len(next) > 0
 	w.mu.Unlock()
 
 	for _, ww := range group {
-		ww.err, ww.p.err = err, err
+		ww.p.err = err
 		close(ww.p.flushed)
 	}
 	for _, ww := range group[1:] {
