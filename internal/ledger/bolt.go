@@ -730,8 +730,20 @@ func (b *Bolt) change(key string, decide func(current) (*pending, error)) error 
 	return w.writeLocked(next)
 }
 
-// pendingFor is rec as the log writes it.
+// pendingFor is rec, a stamped copy of the caller's call, as the log
+// writes it. The log keeps rec until a checkpoint puts it in the B+tree,
+// after the caller has returned: what rec points to is copied too, so
+// that nothing of it is shared with the caller.
 func pendingFor(rec *Call) (*pending, error) {
+	if rec.Result != nil {
+		r := *rec.Result
+		rec.Result = &r
+	}
+	if rec.Resume != nil {
+		r := *rec.Resume
+		rec.Resume = &r
+	}
+	rec.Card = bytes.Clone(rec.Card)
 	if !slices.Contains(boltStates[:], rec.State) {
 		return nil, fmt.Errorf("ledger: storing call %q in unknown state %q", rec.Key, rec.State)
 	}

@@ -159,7 +159,10 @@ func TestBoltReplaysLog(t *testing.T) {
 	path := filepath.Join(dir, "ledger.db")
 	b := openBolt(t, path, ledger.BoltOptions{})
 
-	flying, finished, card, moved := newCall(t, "flying"), newCall(t, "finished"), newCall(t, "card"), newCall(t, "moved")
+	// flying's id is a caller's that would break a line of the log, or
+	// forge one, were it written unescaped.
+	flying := newCall(t, "flying\n{\"key\":\"x\",\"state\":\"done\"}\x00\u00e9")
+	finished, card, moved := newCall(t, "finished"), newCall(t, "card"), newCall(t, "moved")
 	// moved is in the B+tree as running, the others in the log only.
 	mustCreate(t, b, moved)
 	if err := b.Checkpoint(); err != nil {
@@ -201,6 +204,9 @@ func TestBoltReplaysLog(t *testing.T) {
 		if got.State != w.state || got.Result == nil || got.Result.Content != w.content {
 			t.Errorf("%q after the crash: %s %+v; want %s %q", key, got.State, got.Result, w.state, w.content)
 		}
+	}
+	if got, err := again.Get(ctx, "x"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("the call a caller's id tried to forge in the log: %+v, %v", got, err)
 	}
 	if fi, err := os.Stat(crashed + ".wal"); err != nil || fi.Size() != 0 {
 		t.Errorf("the log after it was replayed: %v, %v; want an empty file", fi, err)
@@ -608,5 +614,32 @@ func TestBoltSpendKeptAndSwept(t *testing.T) {
 	}
 	if ok, err := b.Spend(ctx, "short", later.Add(time.Minute)); !ok || err != nil {
 		t.Errorf("Spend of an expired, swept id = %v, %v; want fresh", ok, err)
+	}
+}
+
+// The log keeps a change until a checkpoint, after Update has returned:
+// what the caller's call points to (its result, its card) and changes
+// afterwards is not what the B+tree gets.
+func TestBoltCheckpointKeepsNothingOfTheCaller(t *testing.T) {
+	ledger.SetCheckpoints(t, 1<<20, time.Hour)
+	ctx := context.Background()
+	b := openBolt(t, filepath.Join(t.TempDir(), "ledger.db"), ledger.BoltOptions{NoFsync: true})
+	c := newCall(t, "card")
+	mustCreate(t, b, c)
+	paused := *c
+	paused.State = ledger.ActionRequired
+	paused.Result = &result.Result{Content: "a card"}
+	paused.Card = []byte(`{"title":"a card"}`)
+	if _, err := b.Update(ctx, &paused, ledger.Running); err != nil {
+		t.Fatal(err)
+	}
+	paused.Result.Content = "changed"
+	copy(paused.Card, `{"title":"forged"}`)
+	if err := b.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.Get(ctx, c.Key)
+	if err != nil || got.Result.Content != "a card" || string(got.Card) != `{"title":"a card"}` {
+		t.Errorf("after the caller changed its call and a checkpoint: %+v (card %s), %v", got, got.Card, err)
 	}
 }
