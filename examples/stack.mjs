@@ -71,6 +71,17 @@ ${block(dir)}
 	}
 }
 `);
+  const stop = await runToolgate(procs, dir, gate);
+  return { gate, dir, stop };
+}
+
+/**
+ * runToolgate starts the toolgate built in dir on dir's Caddyfile, beside
+ * procs, and waits for the processes of `before` ([url, process] pairs)
+ * and then for toolgate at gate. It returns stop(), which kills every
+ * process and removes dir; on a failure it stops them and throws.
+ */
+async function runToolgate(procs, dir, gate, before = []) {
   const tg = start(procs, join(dir, "toolgate"), ["run", "--config", join(dir, "Caddyfile"), "--adapter", "caddyfile"], {
     XDG_DATA_HOME: dir,
     XDG_CONFIG_HOME: dir,
@@ -80,12 +91,13 @@ ${block(dir)}
     rmSync(dir, { recursive: true, force: true });
   };
   try {
+    for (const [url, p] of before) await waitFor(url, p);
     await waitFor(`${gate}/tools`, tg);
   } catch (e) {
     stop();
     throw e;
   }
-  return { gate, dir, stop };
+  return stop;
 }
 
 /**
@@ -142,22 +154,9 @@ ${site}
         "--jwks", `${gate}/.well-known/jwks.json`,
       ])
     : null;
-  const tg = start(procs, join(dir, "toolgate"), ["run", "--config", join(dir, "Caddyfile"), "--adapter", "caddyfile"], {
-    XDG_DATA_HOME: dir,
-    XDG_CONFIG_HOME: dir,
-  });
-  const stop = () => {
-    for (const p of procs) p.kill("SIGKILL");
-    rmSync(dir, { recursive: true, force: true });
-  };
-  try {
-    await waitFor(`http://127.0.0.1:${appPort}/ping`, component);
-    if (notesProc) await waitFor(`http://127.0.0.1:${notesPort}/ping`, notesProc);
-    await waitFor(`${gate}/tools`, tg);
-  } catch (e) {
-    stop();
-    throw e;
-  }
+  const before = [[`http://127.0.0.1:${appPort}/ping`, component]];
+  if (notesProc) before.push([`http://127.0.0.1:${notesPort}/ping`, notesProc]);
+  const stop = await runToolgate(procs, dir, gate, before);
   return { gatePort, appPort, notesPort, gate, stop };
 }
 
