@@ -377,7 +377,7 @@ func (h *Handler) observer(ctx caddy.Context, lc *Ledger, tools *manifest.Set) (
 	list := tools.List()
 	labelled := make([]observe.Tool, len(list))
 	for i, t := range list {
-		labelled[i] = observe.Tool{Name: t.Name, TargetType: t.Target.Spec.Type}
+		labelled[i] = observe.Tool{Name: t.Name, TargetType: t.Target.Kind().Name()}
 	}
 	return metrics.Observer(lc.backend(), labelled), nil
 }

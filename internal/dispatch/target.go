@@ -235,10 +235,10 @@ func (t *Target) checkEnv() error {
 			continue
 		}
 		if t.Component == nil {
-			return fmt.Errorf("%s target: %s needs a component whose env declares it; name one with component", t.Spec.Type, r)
+			return fmt.Errorf("%s target: %s needs a component whose env declares it; name one with component", t.kind.Name(), r)
 		}
 		if _, ok := t.Component.Env[r.Path[0]]; !ok {
-			return fmt.Errorf("%s target: %s: component %q declares no env %s", t.Spec.Type, r, t.Component.Name, r.Path[0])
+			return fmt.Errorf("%s target: %s: component %q declares no env %s", t.kind.Name(), r, t.Component.Name, r.Path[0])
 		}
 	}
 	return nil
