@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/toolgate/toolgate/internal/clienttools"
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/identity"
