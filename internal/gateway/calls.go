@@ -33,10 +33,11 @@ func answerOf(c *ledger.Call) *Answer {
 }
 
 // settle answers a recorded call, waiting while it is in flight. A call
-// still in flight past its deadline is closed as "outcome unknown".
+// still in flight past its deadline, on the gateway's clock, is closed as
+// "outcome unknown".
 func (g *Gateway) settle(ctx context.Context, c *ledger.Call) (*Answer, error) {
 	for c.State == ledger.Running || c.State == ledger.AwaitingClient {
-		wctx, cancel := context.WithDeadline(ctx, c.Deadline)
+		wctx, cancel := context.WithTimeout(ctx, c.Deadline.Sub(g.clock.Now()))
 		next, err := g.ledger.Wait(wctx, c.Key, c.State)
 		cancel()
 		switch {
