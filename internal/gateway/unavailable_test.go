@@ -41,6 +41,7 @@ func (l downLedger) Spend(_ context.Context, id string, _ time.Time) (bool, erro
 	return false, l.fail("spending", id)
 }
 func (downLedger) Close() error { return nil }
+func (downLedger) Records() bool { return true }
 
 // A 503 never tells a path or a user: the ledger's error is logged, the
 // caller gets a fixed message; and nothing runs.

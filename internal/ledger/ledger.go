@@ -126,6 +126,12 @@ type Ledger interface {
 	// ErrUnavailable fails closed (the caller must refuse the token).
 	Spend(ctx context.Context, id string, until time.Time) (fresh bool, err error)
 
+	// Records reports whether the ledger keeps calls: false for Off,
+	// whose Create always creates and whose Get finds nothing. A ledger
+	// that keeps nothing cannot hold a call on a card, nor tell a repeat
+	// from a first call; a wrapper that embeds a Ledger passes it on.
+	Records() bool
+
 	// Close releases the back end.
 	Close() error
 }

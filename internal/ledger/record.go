@@ -140,12 +140,8 @@ const MinMaxResultSize = 1 << 10
 // error result in its place ("result too large to replay", naming both
 // sizes): a repeat, a waiter or a read of the call gets that, while the
 // caller of the run has the whole result from memory. The call still ran
-// once and is never run again. Off, which keeps nothing, is returned as
-// it is.
+// once and is never run again.
 func LimitResults(l Ledger, max int64) Ledger {
-	if l == Off {
-		return l
-	}
 	return &resultLimit{Ledger: l, max: max}
 }
 
