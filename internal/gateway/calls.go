@@ -24,7 +24,7 @@ func answerOf(c *ledger.Call) *Answer {
 			a.Result = *c.Result
 		}
 	case ledger.ActionRequired:
-		a.Card = c.Card
+		a.Card = json.RawMessage(c.Card)
 	}
 	return a
 }

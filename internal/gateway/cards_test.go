@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/toolgate/toolgate/internal/clienttools"
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/identity"
@@ -231,7 +232,7 @@ func TestRecordedCardCheckedAtResume(t *testing.T) {
 		if _, created, err := rig.gw.ledger.Create(ctx, c); err != nil || !created {
 			t.Fatalf("create: %v", err)
 		}
-		c.State, c.Card = ledger.ActionRequired, json.RawMessage(card)
+		c.State, c.Card = ledger.ActionRequired, jsontext.Value(card)
 		if _, err := rig.gw.ledger.Update(ctx, c, ledger.Running); err != nil {
 			t.Fatal(err)
 		}

@@ -421,7 +421,7 @@ func (g *Gateway) Invoke(ctx context.Context, call Call) (ans *Answer, err error
 	g.logCall(tool, call, out, start)
 	if out.card != nil {
 		g.obs.Card(observe.CardOpened)
-		rec.State, rec.Card = ledger.ActionRequired, out.card
+		rec.State, rec.Card = ledger.ActionRequired, jsontext.Value(out.card)
 	} else {
 		rec.State, rec.Result = ledger.Done, &out.res
 	}

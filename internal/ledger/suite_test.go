@@ -2,7 +2,6 @@ package ledger_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -13,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/toolgate/toolgate/internal/ledger"
 	"github.com/toolgate/toolgate/internal/result"
 )
@@ -316,7 +317,7 @@ func testLedger(t *testing.T, open func(t *testing.T) ledger.Ledger) {
 
 		full := *c
 		full.State = ledger.ActionRequired
-		full.Card = json.RawMessage(`{"type":"confirm","title":"Add <b>it</b> & go?","buttons":[{"id":"ok","n":1.5e3}],"nested":{"a":null}}`)
+		full.Card = jsontext.Value(`{"type":"confirm","title":"Add <b>it</b> & go?","buttons":[{"id":"ok","n":1.5e3}],"nested":{"a":null}}`)
 		full.Result = &result.Result{IsError: true, Content: "c ✓", Markdown: "**m** <i>", EmbedURL: "https://a.example/e?a=1&b=2", Card: result.CardEmbed}
 		full.Resume = &ledger.Resume{ButtonID: "ok", Action: "skip", Device: "phone-1"}
 		full.Updated = at.Add(time.Hour)
