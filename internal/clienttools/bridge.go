@@ -11,14 +11,13 @@ package clienttools
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
 	"sync"
 	"time"
 
-	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/toolgate/toolgate/internal/clock"
@@ -39,9 +38,9 @@ var (
 
 // Offer is a call as a page receives it.
 type Offer struct {
-	CallID string          `json:"callId"`
-	Name   string          `json:"name"`
-	Input  json.RawMessage `json:"input"`
+	CallID string         `json:"callId"`
+	Name   string         `json:"name"`
+	Input  jsontext.Value `json:"input"`
 	// Traceparent is the W3C traceparent of the call's span, when the call
 	// is traced, so that the page's own spans join its trace.
 	Traceparent string `json:"traceparent,omitempty"`
@@ -51,7 +50,7 @@ type Offer struct {
 type Outcome struct {
 	// Result is the returned value as the page serialized it; nil when the
 	// function returned undefined.
-	Result json.RawMessage `json:"result,omitempty"`
+	Result jsontext.Value `json:"result,omitempty"`
 	// Error is set when the function threw or its value could not be
 	// serialized.
 	Error *string `json:"error,omitempty"`
@@ -70,7 +69,7 @@ func (o Outcome) ToolResult() result.Result {
 	// Only a JSON string is itself: null would decode into a string too,
 	// but it is a value whose JSON text is "null".
 	var s string
-	if jsontext.Value(o.Result).Kind() == '"' && jsonv2.Unmarshal(o.Result, &s, jsontext.AllowInvalidUTF8(true)) == nil {
+	if jsontext.Value(o.Result).Kind() == '"' && json.Unmarshal(o.Result, &s, jsontext.AllowInvalidUTF8(true)) == nil {
 		return result.Result{Content: s}
 	}
 	// Compact works in place: o.Result is the caller's.

@@ -3,7 +3,8 @@ package clienttools
 import (
 	"bytes"
 	"context"
-	"encoding/json"
+	stdjson "encoding/json"
+
 	"errors"
 	"fmt"
 	"sort"
@@ -12,6 +13,9 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/toolgate/toolgate/internal/clock"
 )
@@ -81,7 +85,7 @@ func startIn(t *testing.T, ctx context.Context, b *Bridge, clk *fakeClock, threa
 	t.Helper()
 	done := make(chan runResult, 1)
 	go func() {
-		out, err := b.Run(ctx, thread, Offer{CallID: id, Name: "where", Input: json.RawMessage(`{"q":"x"}`)}, 3*time.Second)
+		out, err := b.Run(ctx, thread, Offer{CallID: id, Name: "where", Input: jsontext.Value(`{"q":"x"}`)}, 3*time.Second)
 		done <- runResult{out, err}
 	}()
 	if d := clk.waitArmed(t); d != 3*time.Second {
@@ -119,7 +123,7 @@ func answerKept(t *testing.T, b *Bridge, id, result string, done <-chan runResul
 	if err := b.Claim(th("u_1", "th_1"), id); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Post(th("u_1", "th_1"), id, Outcome{Result: json.RawMessage(result)}); err != nil {
+	if err := b.Post(th("u_1", "th_1"), id, Outcome{Result: jsontext.Value(result)}); err != nil {
 		t.Fatal(err)
 	}
 	if r := wait(t, done); r.err != nil || string(r.out.Result) != result {
@@ -154,7 +158,7 @@ func TestTimeout(t *testing.T) {
 	if err := b.Claim(th("u_1", "th_1"), "c1"); !errors.Is(err, ErrConflict) {
 		t.Errorf("late claim: %v, want ErrConflict", err)
 	}
-	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: json.RawMessage(`1`)}); !errors.Is(err, ErrConflict) {
+	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: jsontext.Value(`1`)}); !errors.Is(err, ErrConflict) {
 		t.Errorf("late post: %v, want ErrConflict", err)
 	}
 	// Nor is it offered to a page that opens now.
@@ -175,7 +179,7 @@ func TestClaimAndPost(t *testing.T) {
 		if err := b.Claim(th(who[0], who[1]), "c1"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("claim as %v: %v, want ErrNotFound", who, err)
 		}
-		if err := b.Post(th(who[0], who[1]), "c1", Outcome{Result: json.RawMessage(`"stolen"`)}); !errors.Is(err, ErrNotFound) {
+		if err := b.Post(th(who[0], who[1]), "c1", Outcome{Result: jsontext.Value(`"stolen"`)}); !errors.Is(err, ErrNotFound) {
 			t.Errorf("post as %v: %v, want ErrNotFound", who, err)
 		}
 	}
@@ -193,10 +197,10 @@ func TestClaimAndPost(t *testing.T) {
 	notYet(t, done)
 
 	// Two results: the first is the outcome.
-	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: json.RawMessage(`"first"`)}); err != nil {
+	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: jsontext.Value(`"first"`)}); err != nil {
 		t.Fatalf("first post: %v", err)
 	}
-	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: json.RawMessage(`"second"`)}); !errors.Is(err, ErrConflict) {
+	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: jsontext.Value(`"second"`)}); !errors.Is(err, ErrConflict) {
 		t.Errorf("second post: %v, want ErrConflict", err)
 	}
 	r := wait(t, done)
@@ -366,7 +370,7 @@ func TestClaimLapse(t *testing.T) {
 	if err := b.Claim(th("u_1", "th_1"), "c1"); err != nil {
 		t.Fatalf("claim after the lapse: %v", err)
 	}
-	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: json.RawMessage(`"from b"`)}); err != nil {
+	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: jsontext.Value(`"from b"`)}); err != nil {
 		t.Fatal(err)
 	}
 	if r := wait(t, done); r.err != nil || string(r.out.Result) != `"from b"` {
@@ -410,7 +414,7 @@ func TestCallerGoneNoPage(t *testing.T) {
 	}
 	// The id may run again once finished.
 	done = start(t, context.Background(), b, clk, "u_1", "th_1", "c1")
-	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: json.RawMessage(`2`)}); err != nil {
+	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: jsontext.Value(`2`)}); err != nil {
 		t.Fatal(err)
 	}
 	if r := wait(t, done); r.err != nil || string(r.out.Result) != `2` {
@@ -521,7 +525,7 @@ func TestSameIDWhileWaiting(t *testing.T) {
 		t.Errorf("a second Run of a waiting id: %v", err)
 	}
 	// The first is untouched.
-	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: json.RawMessage(`"ok"`)}); err != nil {
+	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: jsontext.Value(`"ok"`)}); err != nil {
 		t.Fatal(err)
 	}
 	if r := wait(t, done); r.err != nil || string(r.out.Result) != `"ok"` {
@@ -538,7 +542,7 @@ func TestPostRacesTimer(t *testing.T) {
 		b.Clock = clock.Real
 		b.After = func(time.Duration) <-chan time.Time {
 			// The call is registered before the timer is armed.
-			if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: json.RawMessage(`"page"`)}); err != nil {
+			if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: jsontext.Value(`"page"`)}); err != nil {
 				t.Errorf("post: %v", err)
 			}
 			ch := make(chan time.Time, 1)
@@ -592,7 +596,7 @@ func TestForgetFinished(t *testing.T) {
 	if err := b.Claim(th("u_1", "th_1"), "c3"); err != nil {
 		t.Errorf("claim of a call waiting an hour: %v", err)
 	}
-	if err := b.Post(th("u_1", "th_1"), "c3", Outcome{Result: json.RawMessage(`"late"`)}); err != nil {
+	if err := b.Post(th("u_1", "th_1"), "c3", Outcome{Result: jsontext.Value(`"late"`)}); err != nil {
 		t.Errorf("post: %v", err)
 	}
 	if r := wait(t, done); r.err != nil {
@@ -607,20 +611,20 @@ func TestToolResult(t *testing.T) {
 		content string
 		isError bool
 	}{
-		{"string", Outcome{Result: json.RawMessage(`"at 1:23"`)}, "at 1:23", false},
-		{"string with escapes", Outcome{Result: json.RawMessage(` "a\"b\u00e9\n" `)}, "a\"bé\n", false},
-		{"empty string", Outcome{Result: json.RawMessage(`""`)}, "", false},
-		{"number", Outcome{Result: json.RawMessage(`83.5`)}, "83.5", false},
-		{"big number kept", Outcome{Result: json.RawMessage(`12345678901234567890`)}, "12345678901234567890", false},
-		{"bool", Outcome{Result: json.RawMessage(`true`)}, "true", false},
-		{"object compacted, key order kept", Outcome{Result: json.RawMessage(`{"b": 1, "a": [ 2 ]}`)}, `{"b":1,"a":[2]}`, false},
-		{"array", Outcome{Result: json.RawMessage("[ \"x\",\n {\"z\" : null} ]")}, `["x",{"z":null}]`, false},
-		{"html kept", Outcome{Result: json.RawMessage(`{"h":"<b>&</b>"}`)}, `{"h":"<b>&</b>"}`, false},
-		{"null", Outcome{Result: json.RawMessage(`null`)}, "null", false},
-		{"null with space", Outcome{Result: json.RawMessage(` null `)}, "null", false},
+		{"string", Outcome{Result: jsontext.Value(`"at 1:23"`)}, "at 1:23", false},
+		{"string with escapes", Outcome{Result: jsontext.Value(` "a\"b\u00e9\n" `)}, "a\"bé\n", false},
+		{"empty string", Outcome{Result: jsontext.Value(`""`)}, "", false},
+		{"number", Outcome{Result: jsontext.Value(`83.5`)}, "83.5", false},
+		{"big number kept", Outcome{Result: jsontext.Value(`12345678901234567890`)}, "12345678901234567890", false},
+		{"bool", Outcome{Result: jsontext.Value(`true`)}, "true", false},
+		{"object compacted, key order kept", Outcome{Result: jsontext.Value(`{"b": 1, "a": [ 2 ]}`)}, `{"b":1,"a":[2]}`, false},
+		{"array", Outcome{Result: jsontext.Value("[ \"x\",\n {\"z\" : null} ]")}, `["x",{"z":null}]`, false},
+		{"html kept", Outcome{Result: jsontext.Value(`{"h":"<b>&</b>"}`)}, `{"h":"<b>&</b>"}`, false},
+		{"null", Outcome{Result: jsontext.Value(`null`)}, "null", false},
+		{"null with space", Outcome{Result: jsontext.Value(` null `)}, "null", false},
 		{"undefined", Outcome{}, "", false},
 		{"error", Outcome{Error: strp("boom")}, "boom", true},
-		{"error wins over a result", Outcome{Error: strp("bad"), Result: json.RawMessage(`1`)}, "bad", true},
+		{"error wins over a result", Outcome{Error: strp("bad"), Result: jsontext.Value(`1`)}, "bad", true},
 		{"empty error", Outcome{Error: strp("")}, "", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -631,21 +635,22 @@ func TestToolResult(t *testing.T) {
 		})
 	}
 	for _, bad := range []string{`{"a":`, `nul`, `"open`, `1 2`, "\"s\"\f", "\f1", `"s" "t"`} {
-		r := Outcome{Result: json.RawMessage(bad)}.ToolResult()
+		r := Outcome{Result: jsontext.Value(bad)}.ToolResult()
 		if !r.IsError || r.Content == "" {
 			t.Errorf("invalid JSON %q: %+v, want an error result", bad, r)
 		}
 	}
 }
 
-// toolResultV1 is ToolResult as it was written on encoding/json.
+// toolResultV1 is ToolResult as it was written on encoding/json (stdjson:
+// the reference the test holds ToolResult to).
 func toolResultV1(o Outcome) (content string, isError bool) {
 	var s string
-	if t := bytes.TrimLeft(o.Result, " \t\r\n"); len(t) > 0 && t[0] == '"' && json.Unmarshal(o.Result, &s) == nil {
+	if t := bytes.TrimLeft(o.Result, " \t\r\n"); len(t) > 0 && t[0] == '"' && stdjson.Unmarshal(o.Result, &s) == nil {
 		return s, false
 	}
 	var buf bytes.Buffer
-	if err := json.Compact(&buf, o.Result); err != nil {
+	if err := stdjson.Compact(&buf, o.Result); err != nil {
 		return "", true
 	}
 	return buf.String(), false
@@ -659,7 +664,7 @@ func TestToolResultReadsAsEncodingJSON(t *testing.T) {
 		"{\"a\" : \"\xff\\ud800\\u003c\", \"a\": 1.0e2 , \"b\":[ true ,null ]}", ` [ 1 , 2.50 , -0 , 1E+2 ] `,
 		`"unterminated`, `"a" "b"`, `"a"x`, "\f\"a\"", `{"a":1,}`, `tru`,
 	} {
-		o := Outcome{Result: json.RawMessage(v)}
+		o := Outcome{Result: jsontext.Value(v)}
 		before := bytes.Clone(o.Result)
 		got := o.ToolResult()
 		content, isError := toolResultV1(o)
@@ -870,7 +875,7 @@ func TestPendingPerUserLimit(t *testing.T) {
 	bob := startIn(t, ctx, b, clk, Thread{User: "bob", Install: "in_1", ID: "th_1"}, "c1")
 	startIn(t, ctx, b, clk, Thread{User: "alice", Install: "in_2", ID: "th_1"}, "c1")
 	counts(t, b, 4, 0)
-	if err := b.Post(Thread{User: "bob", Install: "in_1", ID: "th_1"}, "c1", Outcome{Result: json.RawMessage(`"bob"`)}); err != nil {
+	if err := b.Post(Thread{User: "bob", Install: "in_1", ID: "th_1"}, "c1", Outcome{Result: jsontext.Value(`"bob"`)}); err != nil {
 		t.Fatal(err)
 	}
 	if r := wait(t, bob); r.err != nil || string(r.out.Result) != `"bob"` {
@@ -975,7 +980,7 @@ func TestInstallsApart(t *testing.T) {
 		if err := b.Claim(who, "c1"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("claim as %+v: %v, want ErrNotFound", who, err)
 		}
-		if err := b.Post(who, "c1", Outcome{Result: json.RawMessage(`"stolen"`)}); !errors.Is(err, ErrNotFound) {
+		if err := b.Post(who, "c1", Outcome{Result: jsontext.Value(`"stolen"`)}); !errors.Is(err, ErrNotFound) {
 			t.Errorf("post as %+v: %v, want ErrNotFound", who, err)
 		}
 	}
@@ -990,7 +995,7 @@ func TestInstallsApart(t *testing.T) {
 	if err := b.Claim(inA, "c1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Post(inA, "c1", Outcome{Result: json.RawMessage(`"a"`)}); err != nil {
+	if err := b.Post(inA, "c1", Outcome{Result: jsontext.Value(`"a"`)}); err != nil {
 		t.Fatal(err)
 	}
 	if r := wait(t, done); r.err != nil || string(r.out.Result) != `"a"` {

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
@@ -790,7 +791,7 @@ func decodeOutcome(s string) (Outcome, error) {
 		msg := s[1:]
 		return Outcome{Error: &msg}, nil
 	case len(s) > 0 && s[0] == 'r':
-		return Outcome{Result: json.RawMessage(s[1:])}, nil
+		return Outcome{Result: jsontext.Value(s[1:])}, nil
 	}
 	return Outcome{}, errors.New("a result in redis is not one the bridge wrote")
 }

@@ -2,11 +2,13 @@ package clienttools
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/redis/go-redis/v9"
 
@@ -93,7 +95,7 @@ func TestRedisCallAcrossInstances(t *testing.T) {
 	}
 
 	// The result posted on B wakes Run on A, its text as the page wrote it.
-	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: json.RawMessage(`{"a": "<b>&"}`)}); err != nil {
+	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: jsontext.Value(`{"a": "<b>&"}`)}); err != nil {
 		t.Fatalf("post on B: %v", err)
 	}
 	r := wait(t, done)
@@ -126,7 +128,7 @@ func TestRedisCallAcrossInstances(t *testing.T) {
 func TestRedisPostOnTheRunningInstance(t *testing.T) {
 	a, _, clkA, _ := twoInstances(t)
 	done := start(t, context.Background(), a, clkA, "u_1", "th_1", "c1")
-	if err := a.Post(th("u_1", "th_1"), "c1", Outcome{Result: json.RawMessage(`7`)}); err != nil {
+	if err := a.Post(th("u_1", "th_1"), "c1", Outcome{Result: jsontext.Value(`7`)}); err != nil {
 		t.Fatal(err)
 	}
 	if r := wait(t, done); r.err != nil || string(r.out.Result) != "7" {
@@ -162,7 +164,7 @@ func TestRedisResultBeatsTimer(t *testing.T) {
 	// The result is in Redis but A does not hear of it: its message is
 	// dropped as another instance's would be while A's link was down.
 	k := callKey{th("u_1", "th_1"), "c1"}
-	won, _, err := b.relay.finish(context.Background(), k, &Outcome{Result: json.RawMessage(`"late"`)})
+	won, _, err := b.relay.finish(context.Background(), k, &Outcome{Result: jsontext.Value(`"late"`)})
 	if err != nil || !won {
 		t.Fatalf("finish on B: %v %v", won, err)
 	}
@@ -351,7 +353,7 @@ func TestRedisInstallsApart(t *testing.T) {
 		if err := b.Claim(who, "c1"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("claim as %+v: %v, want ErrNotFound", who, err)
 		}
-		if err := b.Post(who, "c1", Outcome{Result: json.RawMessage(`"stolen"`)}); !errors.Is(err, ErrNotFound) {
+		if err := b.Post(who, "c1", Outcome{Result: jsontext.Value(`"stolen"`)}); !errors.Is(err, ErrNotFound) {
 			t.Errorf("post as %+v: %v, want ErrNotFound", who, err)
 		}
 		s, offers, err := b.Open(who, "late"+who.Install)
@@ -370,7 +372,7 @@ func TestRedisInstallsApart(t *testing.T) {
 	if err := b.Claim(inA, "c1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Post(inA, "c1", Outcome{Result: json.RawMessage(`"a"`)}); err != nil {
+	if err := b.Post(inA, "c1", Outcome{Result: jsontext.Value(`"a"`)}); err != nil {
 		t.Fatal(err)
 	}
 	if r := wait(t, done); r.err != nil || string(r.out.Result) != `"a"` {
@@ -500,7 +502,7 @@ func TestRedisRestart(t *testing.T) {
 	if err := a.Claim(th("u_1", "th_1"), "c1"); !errors.Is(err, ErrConflict) {
 		t.Errorf("the claim lapsed while B's first stream is open: %v", err)
 	}
-	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: json.RawMessage(`"back"`)}); err != nil {
+	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: jsontext.Value(`"back"`)}); err != nil {
 		t.Fatal(err)
 	}
 	if r := wait(t, done); r.err != nil || string(r.out.Result) != `"back"` {
@@ -509,7 +511,7 @@ func TestRedisRestart(t *testing.T) {
 }
 
 func TestRedisOutcomeEncoding(t *testing.T) {
-	for _, o := range []Outcome{{}, {Result: json.RawMessage(`null`)}, {Result: json.RawMessage(` [1, "\u003c"] `)}, {Error: strp("")}, {Error: strp("e\xff")}} {
+	for _, o := range []Outcome{{}, {Result: jsontext.Value(`null`)}, {Result: jsontext.Value(` [1, "\u003c"] `)}, {Error: strp("")}, {Error: strp("e\xff")}} {
 		got, err := decodeOutcome(encodeOutcome(o))
 		if err != nil || string(got.Result) != string(o.Result) || (got.Error == nil) != (o.Error == nil) || (o.Error != nil && *got.Error != *o.Error) {
 			t.Errorf("%+v came back as %+v, %v", o, got, err)
@@ -628,14 +630,14 @@ func BenchmarkClientCallRoundTrip(b *testing.B) {
 		go func() {
 			for o := range s.C {
 				if page.Claim(th("u_1", "th_1"), o.CallID) == nil {
-					_ = page.Post(th("u_1", "th_1"), o.CallID, Outcome{Result: json.RawMessage(`1`)})
+					_ = page.Post(th("u_1", "th_1"), o.CallID, Outcome{Result: jsontext.Value(`1`)})
 				}
 			}
 		}()
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := range b.N {
-			if _, err := on.Run(context.Background(), th("u_1", "th_1"), Offer{CallID: strconv.Itoa(i), Name: "n", Input: json.RawMessage(`{}`)}, time.Minute); err != nil {
+			if _, err := on.Run(context.Background(), th("u_1", "th_1"), Offer{CallID: strconv.Itoa(i), Name: "n", Input: jsontext.Value(`{}`)}, time.Minute); err != nil {
 				b.Fatal(err)
 			}
 		}

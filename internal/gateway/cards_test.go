@@ -303,7 +303,7 @@ func TestClientToolCardShaped(t *testing.T) {
 		if err := rig.gw.bridge.Claim(clienttools.Thread{User: rig.me.User, Install: rig.me.Install, ID: "th_1"}, o.CallID); err != nil {
 			t.Error(err)
 		}
-		_ = rig.gw.bridge.Post(clienttools.Thread{User: rig.me.User, Install: rig.me.Install, ID: "th_1"}, o.CallID, clienttools.Outcome{Result: json.RawMessage(rig.cards["admin"])})
+		_ = rig.gw.bridge.Post(clienttools.Thread{User: rig.me.User, Install: rig.me.Install, ID: "th_1"}, o.CallID, clienttools.Outcome{Result: jsontext.Value(rig.cards["admin"])})
 	}()
 	a, err := rig.gw.Invoke(context.Background(), Call{Tool: "client", CallID: "k1", Input: json.RawMessage(`{}`), Origin: rig.thread, Identity: rig.me})
 	if err != nil || a.Status != StatusDone || a.IsError || a.Card != nil || a.Content != string(rig.cards["admin"]) {

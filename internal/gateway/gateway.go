@@ -571,7 +571,7 @@ func (g *Gateway) runInPage(ctx context.Context, tool *manifest.Compiled, call C
 			input = buf.Bytes()
 		}
 	}
-	offer := clienttools.Offer{CallID: call.CallID, Name: tool.Target.Spec.Name, Input: input, Traceparent: tracing.Traceparent(ctx)}
+	offer := clienttools.Offer{CallID: call.CallID, Name: tool.Target.Spec.Name, Input: jsontext.Value(input), Traceparent: tracing.Traceparent(ctx)}
 	g.obs.ClientTool(observe.ClientOffered, 0)
 	offered := time.Now()
 	out, err := g.bridge.Run(ctx, clientThread(call), offer, g.clientWait)

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/toolgate/toolgate/internal/clienttools"
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/identity"
@@ -247,7 +248,7 @@ func TestClientOfferTraceparent(t *testing.T) {
 			if err := rig.gw.bridge.Claim(clienttools.Thread{User: secretUser, Install: secretInstall, ID: secretThread}, o.CallID); err != nil {
 				t.Error(err)
 			}
-			_ = rig.gw.bridge.Post(clienttools.Thread{User: secretUser, Install: secretInstall, ID: secretThread}, o.CallID, clienttools.Outcome{Result: json.RawMessage(`"` + secretResult + `"`)})
+			_ = rig.gw.bridge.Post(clienttools.Thread{User: secretUser, Install: secretInstall, ID: secretThread}, o.CallID, clienttools.Outcome{Result: jsontext.Value(`"` + secretResult + `"`)})
 		}
 	}()
 
