@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -14,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
@@ -339,6 +339,11 @@ type relay struct {
 	closeOnce sync.Once
 }
 
+// messageOptions read and write the offers and messages in Redis as
+// encoding/json did: a call's input, as the gateway took it, or a user or
+// thread id may hold invalid UTF-8.
+var messageOptions = jsontext.AllowInvalidUTF8(true)
+
 // message is what travels on the channel: an offer ("o") for the streams
 // of a Thread, or a call finished by another instance ("d": a posted
 // outcome, or dropped) for the instance running it.
@@ -475,7 +480,7 @@ func (r *relay) handle(payload string) {
 	num, text, _ := strings.Cut(payload, " ")
 	seq, err := strconv.ParseUint(num, 10, 64)
 	if err == nil {
-		err = json.Unmarshal([]byte(text), &m)
+		err = json.Unmarshal([]byte(text), &m, messageOptions)
 	}
 	if err != nil {
 		r.logger.Warn("client tool bridge: dropped a malformed message", zap.Error(err))
@@ -590,7 +595,7 @@ func (r *relay) streamArgs(tkey string, more ...any) []any {
 
 // dropMessage is the message that announces k dropped.
 func dropMessage(k callKey) ([]byte, error) {
-	return json.Marshal(message{Kind: "d", User: k.User, Install: k.Install, Thread: k.ID, Call: k.callID})
+	return json.Marshal(message{Kind: "d", User: k.User, Install: k.Install, Thread: k.ID, Call: k.callID}, messageOptions)
 }
 
 func (r *relay) unavailable(what string, err error) error {
@@ -602,14 +607,14 @@ func (r *relay) unavailable(what string, err error) error {
 // streams. In mode "again" it reports a call that finished, and its
 // outcome if it has one.
 func (r *relay) offer(ctx context.Context, k callKey, o Offer, ttl time.Duration, mode string) (finished bool, out *Outcome, err error) {
-	data, err := json.Marshal(o)
+	data, err := json.Marshal(o, messageOptions)
 	if err != nil {
 		return false, nil, err
 	}
 	if len(data) > maxMessage {
 		return false, nil, fmt.Errorf("the call's input is larger than %d bytes", maxMessage)
 	}
-	msg, err := json.Marshal(message{Kind: "o", User: k.User, Install: k.Install, Thread: k.ID, Offer: &o})
+	msg, err := json.Marshal(message{Kind: "o", User: k.User, Install: k.Install, Thread: k.ID, Offer: &o}, messageOptions)
 	if err != nil {
 		return false, nil, err
 	}
@@ -720,7 +725,7 @@ func decodeList(v []string) ([]Offer, uint64) {
 	offers := make([]Offer, 0, len(v)-1)
 	for _, s := range v[1:] {
 		var o Offer
-		if len(s) > maxMessage || json.Unmarshal([]byte(s), &o) != nil {
+		if len(s) > maxMessage || json.Unmarshal([]byte(s), &o, messageOptions) != nil {
 			continue // not one of ours: never shown to a page
 		}
 		offers = append(offers, o)
