@@ -329,7 +329,7 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	bridge.SetLimits(limits)
+	bridge = bridge.WithLimits(limits)
 
 	embeds, err := h.MCP.embedOrigins()
 	if err != nil {

@@ -31,10 +31,15 @@ type fakeClock struct {
 
 func newFakeClock(b *Bridge) *fakeClock {
 	c := &fakeClock{Manual: clock.NewManual(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)), armed: make(chan time.Duration, 64)}
-	b.After = c.after
-	b.Clock = c
+	b.after = c.after
+	if r, ok := b.relay.(*localRelay); ok {
+		r.clock = c
+	}
 	return c
 }
+
+// local is b's in-process relay.
+func local(b *Bridge) *localRelay { return b.relay.(*localRelay) }
 
 func (c *fakeClock) after(d time.Duration) <-chan time.Time {
 	ch := make(chan time.Time, 1)
@@ -476,8 +481,7 @@ func TestCallerGoneWhilePageStreams(t *testing.T) {
 // passed, rather than after the client tool timeout.
 func TestCallerGoneFreesItsPlace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := NewBridge()
-		b.SetLimits(Limits{PendingPerUser: 1})
+		b := NewBridge().WithLimits(Limits{PendingPerUser: 1})
 		alice := Thread{User: "alice", Install: "in_1", ID: "th_1"}
 		begin := time.Now()
 		ctx, cancel := context.WithCancel(t.Context())
@@ -539,8 +543,7 @@ func TestSameIDWhileWaiting(t *testing.T) {
 func TestPostRacesTimer(t *testing.T) {
 	for i := 0; i < 200; i++ {
 		b := NewBridge()
-		b.Clock = clock.Real
-		b.After = func(time.Duration) <-chan time.Time {
+		b.after = func(time.Duration) <-chan time.Time {
 			// The call is registered before the timer is armed.
 			if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: jsontext.Value(`"page"`)}); err != nil {
 				t.Errorf("post: %v", err)
@@ -583,9 +586,10 @@ func TestForgetFinished(t *testing.T) {
 			t.Errorf("post of %s past keepFinished: %v, want ErrNotFound", id, err)
 		}
 	}
-	b.mu.Lock()
-	n := len(b.calls)
-	b.mu.Unlock()
+	r := local(b)
+	r.mu.Lock()
+	n := len(r.calls)
+	r.mu.Unlock()
 	if n != 0 {
 		t.Errorf("%d calls kept past keepFinished", n)
 	}
@@ -699,17 +703,18 @@ func TestOutcomeJSON(t *testing.T) {
 func TestOpenOffersOldestFirst(t *testing.T) {
 	b := NewBridge()
 	never := make(chan time.Time)
-	b.After = func(time.Duration) <-chan time.Time { return never }
+	b.after = func(time.Duration) <-chan time.Time { return never }
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ids := []string{"c5", "c1", "c9", "c3", "c7", "c2"}
 	for _, id := range ids {
 		go func() { _, _ = b.Run(ctx, th("u", "t"), Offer{CallID: id, Name: "n"}, time.Hour) }()
-		// Wait until it is registered, so the arrival order is known.
+		// Wait until the relay has it, so the arrival order is known.
 		for {
-			b.mu.Lock()
-			_, ok := b.calls[callKey{th("u", "t"), id}]
-			b.mu.Unlock()
+			r := local(b)
+			r.mu.Lock()
+			_, ok := r.calls[callKey{th("u", "t"), id}]
+			r.mu.Unlock()
 			if ok {
 				break
 			}
@@ -744,8 +749,7 @@ func counts(t *testing.T, b *Bridge, calls, streams int) {
 }
 
 func TestPendingPerThreadLimit(t *testing.T) {
-	b := NewBridge()
-	b.SetLimits(Limits{PendingPerThread: 2})
+	b := NewBridge().WithLimits(Limits{PendingPerThread: 2})
 	clk := newFakeClock(b)
 	defer clk.fireAll()
 	s, _ := open(t, b, "u_1", "th_1")
@@ -781,8 +785,7 @@ func TestPendingPerThreadLimit(t *testing.T) {
 }
 
 func TestPendingLimit(t *testing.T) {
-	b := NewBridge()
-	b.SetLimits(Limits{Pending: 3})
+	b := NewBridge().WithLimits(Limits{Pending: 3})
 	clk := newFakeClock(b)
 	ctx := context.Background()
 	var runs []<-chan runResult
@@ -807,8 +810,7 @@ func TestPendingLimit(t *testing.T) {
 }
 
 func TestStreamsPerTokenLimit(t *testing.T) {
-	b := NewBridge()
-	b.SetLimits(Limits{StreamsPerToken: 2})
+	b := NewBridge().WithLimits(Limits{StreamsPerToken: 2})
 	s1, _, err1 := b.Open(th("u_1", "th_1"), "tokA")
 	s2, _, err2 := b.Open(th("u_1", "th_1"), "tokA")
 	if err1 != nil || err2 != nil {
@@ -854,8 +856,7 @@ func limitError(t *testing.T, err, want error, option string) {
 }
 
 func TestPendingPerUserLimit(t *testing.T) {
-	b := NewBridge()
-	b.SetLimits(Limits{PendingPerUser: 2})
+	b := NewBridge().WithLimits(Limits{PendingPerUser: 2})
 	clk := newFakeClock(b)
 	defer clk.fireAll()
 	ctx := context.Background()
@@ -929,8 +930,7 @@ func TestStreamsPerThreadLimit(t *testing.T) {
 }
 
 func TestStreamsLimit(t *testing.T) {
-	b := NewBridge()
-	b.SetLimits(Limits{Streams: 3})
+	b := NewBridge().WithLimits(Limits{Streams: 3})
 	var streams []*Stream
 	for i := range 3 {
 		s, _, err := b.Open(th(fmt.Sprint("u_", i), "th_1"), fmt.Sprint("tok", i))
@@ -1020,10 +1020,13 @@ func TestFinishedForgotten(t *testing.T) {
 	if err := b.Claim(th("u_1", "th_1"), "c1"); !errors.Is(err, ErrConflict) {
 		t.Errorf("claim after the timeout: %v, want ErrConflict", err)
 	}
+	r := local(b)
 	b.mu.Lock()
-	if len(b.threads) != 0 || b.calls[callKey{th("u_1", "th_1"), "c1"}].offer.Input != nil {
+	r.mu.Lock()
+	if len(b.threads) != 0 || len(r.threads) != 0 || r.calls[callKey{th("u_1", "th_1"), "c1"}].offer.Input != nil {
 		t.Error("a finished call still holds its thread or its input")
 	}
+	r.mu.Unlock()
 	b.mu.Unlock()
 
 	clk.Add(keepFinished + time.Second)
@@ -1032,16 +1035,19 @@ func TestFinishedForgotten(t *testing.T) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.calls) != 0 || len(b.ended) != 0 || len(b.threads) != 0 || b.waiting != 0 {
-		t.Errorf("left: %d calls, %d ended, %d threads, %d waiting", len(b.calls), len(b.ended), len(b.threads), b.waiting)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(b.calls) != 0 || len(r.calls) != 0 || len(r.ended) != 0 || len(b.threads) != 0 || len(r.threads) != 0 || b.waiting != 0 {
+		t.Errorf("left: %d calls (%d in the relay), %d ended, %d threads (%d in the relay), %d waiting",
+			len(b.calls), len(r.calls), len(r.ended), len(b.threads), len(r.threads), b.waiting)
 	}
 }
 
-// TestForgetFinishedBeyondPending: the finished calls remembered for 409
-// are bounded by Pending, oldest forgotten first.
+// TestForgetFinishedBeyondPending: the finished calls the in-process
+// relay remembers for 409 are bounded (by DefaultPending), oldest
+// forgotten first.
 func TestForgetFinishedBeyondPending(t *testing.T) {
-	b := NewBridge()
-	b.SetLimits(Limits{Pending: 2})
+	b := NewBridgeOn(newLocalRelay(clock.Real, 2))
 	clk := newFakeClock(b)
 	for _, id := range []string{"c1", "c2", "c3"} {
 		done := start(t, context.Background(), b, clk, "u_1", "th_1", id)

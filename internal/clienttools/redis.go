@@ -99,10 +99,6 @@ const (
 // after three missed beats.
 const streamBeat = 10 * time.Second
 
-// redisOpTimeout bounds one bridge step in Redis; the client's own dial,
-// read and write timeouts are shorter.
-const redisOpTimeout = 5 * time.Second
-
 // ErrUnavailable: Redis could not be reached to offer, open, claim or post
 // a call. The cause is in the gateway's log.
 var ErrUnavailable = errors.New("client tools are unavailable: the gateway cannot reach its redis")
@@ -316,9 +312,9 @@ if dead then lapse() end
 return {3}
 `)
 
-// relay is the bridge's part in Redis.
-type relay struct {
-	b       *Bridge
+// redisRelay is NewRedisRelay's relay.
+type redisRelay struct {
+	h       receiver
 	client  *redis.Client
 	prefix  string // P ct:
 	channel string
@@ -333,9 +329,17 @@ type relay struct {
 	cancel context.CancelFunc
 	done   sync.WaitGroup
 	// counting is held for writing by a write-back of the stream counts,
-	// for reading by Open and Close: the counts written back are never
-	// those of a stream counted here and not yet in Redis, or the reverse.
-	counting  sync.RWMutex
+	// for reading by open and closeStream: the counts written back are
+	// never those of a stream counted here and not yet in Redis, or the
+	// reverse.
+	counting sync.RWMutex
+	countMu  sync.Mutex
+	// streams counts this instance's open streams by thread, as Redis
+	// has them; stale holds the threads whose count in Redis may be too
+	// high: closing a stream could not reach it. Both are written back
+	// when the subscription comes back.
+	streams   map[Thread]int
+	stale     map[Thread]struct{}
 	closeOnce sync.Once
 }
 
@@ -356,16 +360,25 @@ type message struct {
 	Offer   *Offer `json:"o,omitempty"`
 }
 
-// NewRedisBridge returns a bridge whose calls are shared, through Redis,
-// with the bridges of every instance on the same server and prefix (the
+// NewRedisRelay returns a relay that shares the calls, through Redis, with
+// the bridges of every instance on the same server and prefix (the
 // ledger's). It subscribes now and fails if Redis cannot be reached; then
 // it rides out Redis going away, failing operations with ErrUnavailable
-// meanwhile. Close it before closing the client.
-func NewRedisBridge(ctx context.Context, client *redis.Client, prefix string, logger *zap.Logger) (*Bridge, error) {
-	return newRedisBridge(ctx, client, prefix, logger, streamBeat)
+// meanwhile. Close it (or the bridge over it) before closing the client.
+func NewRedisRelay(ctx context.Context, client *redis.Client, prefix string, logger *zap.Logger) (Relay, error) {
+	return newRedisRelay(ctx, client, prefix, logger, streamBeat)
 }
 
-func newRedisBridge(ctx context.Context, client *redis.Client, prefix string, logger *zap.Logger, beat time.Duration) (*Bridge, error) {
+// NewRedisBridge is NewBridgeOn(NewRedisRelay(…)).
+func NewRedisBridge(ctx context.Context, client *redis.Client, prefix string, logger *zap.Logger) (*Bridge, error) {
+	r, err := NewRedisRelay(ctx, client, prefix, logger)
+	if err != nil {
+		return nil, err
+	}
+	return NewBridgeOn(r), nil
+}
+
+func newRedisRelay(ctx context.Context, client *redis.Client, prefix string, logger *zap.Logger, beat time.Duration) (*redisRelay, error) {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
@@ -373,10 +386,10 @@ func newRedisBridge(ctx context.Context, client *redis.Client, prefix string, lo
 	if _, err := rand.Read(id[:]); err != nil {
 		return nil, err
 	}
-	b := NewBridge()
-	r := &relay{
-		b: b, client: client, prefix: prefix + "ct:", channel: prefix + "ct",
+	r := &redisRelay{
+		client: client, prefix: prefix + "ct:", channel: prefix + "ct",
 		id: hex.EncodeToString(id[:]), beat: beat, logger: logger,
+		streams: map[Thread]int{}, stale: map[Thread]struct{}{},
 	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	if err := r.heartbeat(ctx); err != nil {
@@ -390,7 +403,13 @@ func newRedisBridge(ctx context.Context, client *redis.Client, prefix string, lo
 		r.cancel()
 		return nil, fmt.Errorf("client tool bridge: subscribing to %s: %w", r.channel, err)
 	}
-	b.relay = r
+	return r, nil
+}
+
+// attach starts handing the channel's messages to h, and the heartbeat:
+// messages published since the subscription wait for it.
+func (r *redisRelay) attach(h receiver) {
+	r.h = h
 	r.done.Add(2)
 	go r.receive(r.pubsub.ChannelWithSubscriptions(
 		redis.WithChannelHealthCheckInterval(3*time.Second),
@@ -398,20 +417,11 @@ func newRedisBridge(ctx context.Context, client *redis.Client, prefix string, lo
 		redis.WithChannelReconnectTimeout(time.Second),
 	))
 	go r.beating()
-	return b, nil
 }
 
-// Close ends the bridge's subscription and heartbeat; the calls and
-// streams it holds are left to expire. A bridge without Redis has nothing
-// to close.
-func (b *Bridge) Close() error {
-	if b.relay == nil {
-		return nil
-	}
-	return b.relay.close()
-}
-
-func (r *relay) close() error {
+// Close ends the relay's subscription and heartbeat; the calls and
+// streams it holds are left to expire.
+func (r *redisRelay) Close() error {
 	var err error
 	r.closeOnce.Do(func() {
 		r.cancel()
@@ -426,13 +436,13 @@ func (r *relay) close() error {
 	return err
 }
 
-func (r *relay) liveKey() string { return r.prefix + "live:" + r.id }
+func (r *redisRelay) liveKey() string { return r.prefix + "live:" + r.id }
 
-func (r *relay) heartbeat(ctx context.Context) error {
+func (r *redisRelay) heartbeat(ctx context.Context) error {
 	return r.client.Set(ctx, r.liveKey(), "1", 3*r.beat).Err()
 }
 
-func (r *relay) beating() {
+func (r *redisRelay) beating() {
 	defer r.done.Done()
 	t := time.NewTicker(r.beat)
 	defer t.Stop()
@@ -441,7 +451,7 @@ func (r *relay) beating() {
 		case <-r.ctx.Done():
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(r.ctx, redisOpTimeout)
+			ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
 			if err := r.heartbeat(ctx); err != nil {
 				r.logger.Warn("client tool bridge: renewing the heartbeat in redis", zap.Error(err))
 			}
@@ -453,7 +463,7 @@ func (r *relay) beating() {
 // receive hands the channel's messages to the bridge, and writes back what
 // this instance holds on each new subscription: messages published while
 // the connection was down were lost, and Redis may have lost its state.
-func (r *relay) receive(msgs <-chan any) {
+func (r *redisRelay) receive(msgs <-chan any) {
 	defer r.done.Done()
 	for m := range msgs {
 		switch m := m.(type) {
@@ -471,7 +481,7 @@ func (r *relay) receive(msgs <-chan any) {
 
 // handle reads a message: the offer's sequence number (0 for a result), a
 // space, the message's JSON.
-func (r *relay) handle(payload string) {
+func (r *redisRelay) handle(payload string) {
 	if len(payload) > maxMessage+4096 {
 		r.logger.Warn("client tool bridge: dropped an oversized message", zap.Int("bytes", len(payload)))
 		return
@@ -489,7 +499,7 @@ func (r *relay) handle(payload string) {
 	tk := Thread{m.User, m.Install, m.Thread}
 	switch {
 	case m.Kind == "o" && m.Offer != nil:
-		r.b.deliver(tk, *m.Offer, seq)
+		r.h.deliver(tk, *m.Offer, seq)
 	case m.Kind == "d":
 		r.fetch(callKey{tk, m.Call})
 	}
@@ -498,11 +508,11 @@ func (r *relay) handle(payload string) {
 // fetch reads the outcome of a call this instance runs, when another
 // instance posted it, and hands it to the waiting Run; or ends the Run
 // with ErrCallerGone when the call was dropped.
-func (r *relay) fetch(k callKey) {
-	if !r.b.runs(k) {
+func (r *redisRelay) fetch(k callKey) {
+	if !r.h.runs(k) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.ctx, redisOpTimeout)
+	ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
 	defer cancel()
 	v, err := r.client.HMGet(ctx, r.callKey(k), "s", "r").Result()
 	if err != nil {
@@ -515,24 +525,24 @@ func (r *relay) fetch(k callKey) {
 	switch {
 	case posted:
 		if o, err := decodeOutcome(result); err == nil {
-			r.b.answer(k, ending{out: o})
+			r.h.answer(k, ending{out: o})
 		}
 	case state == "d":
 		// Finished without an outcome by another instance: only a drop
 		// does that (a timeout is the running instance's own).
-		r.b.answer(k, ending{err: ErrCallerGone})
+		r.h.answer(k, ending{err: ErrCallerGone})
 	}
 }
 
 // resync writes back this instance's heartbeat, stream counts and waiting
 // calls, and takes the outcomes posted while it could not hear them.
-func (r *relay) resync() {
-	ctx, cancel := context.WithTimeout(r.ctx, 4*redisOpTimeout)
+func (r *redisRelay) resync() {
+	ctx, cancel := context.WithTimeout(r.ctx, 4*opTimeout)
 	defer cancel()
 	// Opens and closes wait while the counts are written back; the calls
 	// need no lock (recording one again is idempotent).
 	r.counting.Lock()
-	streams, calls := r.b.held()
+	streams, calls := r.counts(), r.h.held()
 	err := r.heartbeat(ctx)
 	for tk, n := range streams {
 		if err != nil {
@@ -540,12 +550,14 @@ func (r *relay) resync() {
 		}
 		var offers []Offer
 		if offers, err = r.recount(ctx, tk, n); err == nil {
-			r.b.recounted(tk)
+			r.countMu.Lock()
+			delete(r.stale, tk)
+			r.countMu.Unlock()
 		}
 		// Sent whatever their number: these are the ones whose message
 		// may have been lost.
 		for _, o := range offers {
-			r.b.deliver(tk, o, math.MaxUint64)
+			r.h.deliver(tk, o, math.MaxUint64)
 		}
 	}
 	r.counting.Unlock()
@@ -555,15 +567,15 @@ func (r *relay) resync() {
 		}
 		var finished bool
 		var o *Outcome
-		finished, o, err = r.offer(ctx, c.k, c.offer, c.timeout, "again")
+		finished, o, err = r.offer(ctx, c.k, c.offer, c.timeout, true)
 		switch {
 		case err != nil || !finished:
 		case o != nil:
-			r.b.answer(c.k, ending{out: *o})
+			r.h.answer(c.k, ending{out: *o})
 		case c.gone:
 			// Finished without an outcome while this instance could
 			// not hear it: dropped when the thread's last stream closed.
-			r.b.answer(c.k, ending{err: ErrCallerGone})
+			r.h.answer(c.k, ending{err: ErrCallerGone})
 		}
 	}
 	if err != nil {
@@ -571,8 +583,32 @@ func (r *relay) resync() {
 	}
 }
 
+// counts returns this instance's open streams by thread, to write back:
+// zero for a thread whose count in Redis may be stale.
+func (r *redisRelay) counts() map[Thread]int {
+	r.countMu.Lock()
+	defer r.countMu.Unlock()
+	streams := make(map[Thread]int, len(r.streams)+len(r.stale))
+	for tk := range r.stale {
+		streams[tk] = 0
+	}
+	for tk, n := range r.streams {
+		streams[tk] = n
+	}
+	return streams
+}
+
+// count adds d to this instance's open streams of tk.
+func (r *redisRelay) count(tk Thread, d int) {
+	r.countMu.Lock()
+	defer r.countMu.Unlock()
+	if r.streams[tk] += d; r.streams[tk] <= 0 {
+		delete(r.streams, tk)
+	}
+}
+
 // threadKey is P ct:T.
-func (r *relay) threadKey(tk Thread) string {
+func (r *redisRelay) threadKey(tk Thread) string {
 	h := sha256.New()
 	// Lengths first: ("ab", "c") and ("a", "bc") differ. A thread of no
 	// installation hashes as before installations were in the key, so
@@ -586,10 +622,10 @@ func (r *relay) threadKey(tk Thread) string {
 	return r.prefix + hex.EncodeToString(h.Sum(nil))
 }
 
-func (r *relay) callKey(k callKey) string { return r.threadKey(k.Thread) + ":c:" + k.callID }
+func (r *redisRelay) callKey(k callKey) string { return r.threadKey(k.Thread) + ":c:" + k.callID }
 
 // streamArgs are the arguments every stream script begins with (liveLua's).
-func (r *relay) streamArgs(tkey string, more ...any) []any {
+func (r *redisRelay) streamArgs(tkey string, more ...any) []any {
 	return append([]any{r.id, r.prefix + "live:", tkey + ":c:", r.channel, ms(keepFinished)}, more...)
 }
 
@@ -598,7 +634,7 @@ func dropMessage(k callKey) ([]byte, error) {
 	return json.Marshal(message{Kind: "d", User: k.User, Install: k.Install, Thread: k.ID, Call: k.callID}, messageOptions)
 }
 
-func (r *relay) unavailable(what string, err error) error {
+func (r *redisRelay) unavailable(what string, err error) error {
 	r.logger.Error("client tool bridge: "+what, zap.Error(err))
 	return ErrUnavailable
 }
@@ -606,7 +642,11 @@ func (r *relay) unavailable(what string, err error) error {
 // offer records a call in Redis and announces it to every instance's
 // streams. In mode "again" it reports a call that finished, and its
 // outcome if it has one.
-func (r *relay) offer(ctx context.Context, k callKey, o Offer, ttl time.Duration, mode string) (finished bool, out *Outcome, err error) {
+func (r *redisRelay) offer(ctx context.Context, k callKey, o Offer, ttl time.Duration, again bool) (finished bool, out *Outcome, err error) {
+	mode := "new"
+	if again {
+		mode = "again"
+	}
 	data, err := json.Marshal(o, messageOptions)
 	if err != nil {
 		return false, nil, err
@@ -643,7 +683,7 @@ func (r *relay) offer(ctx context.Context, k callKey, o Offer, ttl time.Duration
 // finish ends a call in Redis with the page's outcome, or without one when
 // it timed out (o nil). It reports whether this finish won, and when it did
 // not and the call had a result, that result.
-func (r *relay) finish(ctx context.Context, k callKey, o *Outcome) (bool, *Outcome, error) {
+func (r *redisRelay) finish(ctx context.Context, k callKey, o *Outcome) (bool, *Outcome, error) {
 	var data string
 	var msg []byte
 	if o != nil {
@@ -677,7 +717,7 @@ func (r *relay) finish(ctx context.Context, k callKey, o *Outcome) (bool, *Outco
 	return false, nil, nil
 }
 
-func (r *relay) claim(ctx context.Context, k callKey) error {
+func (r *redisRelay) claim(ctx context.Context, k callKey) error {
 	n, err := claimScript.Run(ctx, r.client, []string{r.callKey(k)}).Int()
 	switch {
 	case err != nil:
@@ -692,20 +732,23 @@ func (r *relay) claim(ctx context.Context, k callKey) error {
 
 // open counts a stream of tk open and returns the calls waiting unclaimed,
 // and the last offer's number then.
-func (r *relay) open(ctx context.Context, tk Thread) ([]Offer, uint64, error) {
+func (r *redisRelay) open(ctx context.Context, tk Thread) ([]Offer, uint64, error) {
+	r.counting.RLock()
+	defer r.counting.RUnlock()
 	tkey := r.threadKey(tk)
 	v, err := openScript.Run(ctx, r.client, []string{tkey + ":w", tkey + ":s", r.prefix + "seq"},
 		r.streamArgs(tkey, maxOpenOffers, maxOpenBytes)...).StringSlice()
 	if err != nil {
 		return nil, 0, r.unavailable("opening a stream", err)
 	}
+	r.count(tk, 1)
 	offers, since := decodeList(v)
 	return offers, since, nil
 }
 
 // recount writes back this instance's count of open streams of tk and
 // returns the calls waiting unclaimed for them.
-func (r *relay) recount(ctx context.Context, tk Thread, n int) ([]Offer, error) {
+func (r *redisRelay) recount(ctx context.Context, tk Thread, n int) ([]Offer, error) {
 	tkey := r.threadKey(tk)
 	v, err := recountScript.Run(ctx, r.client, []string{tkey + ":w", tkey + ":s", r.prefix + "seq"},
 		r.streamArgs(tkey, maxOpenOffers, maxOpenBytes, n)...).StringSlice()
@@ -733,10 +776,18 @@ func decodeList(v []string) ([]Offer, uint64) {
 	return offers, since
 }
 
-func (r *relay) closeStream(ctx context.Context, tk Thread) error {
+// closeStream counts a stream of tk closed, here and in Redis; when Redis
+// cannot be reached, its count there is written back later.
+func (r *redisRelay) closeStream(ctx context.Context, tk Thread) error {
+	r.counting.RLock()
+	defer r.counting.RUnlock()
+	r.count(tk, -1)
 	tkey := r.threadKey(tk)
 	err := closeScript.Run(ctx, r.client, []string{tkey + ":w", tkey + ":s"}, r.streamArgs(tkey)...).Err()
 	if err != nil {
+		r.countMu.Lock()
+		r.stale[tk] = struct{}{}
+		r.countMu.Unlock()
 		return r.unavailable("closing a stream", err)
 	}
 	return nil
@@ -746,7 +797,7 @@ func (r *relay) closeStream(ctx context.Context, tk Thread) error {
 // stream of its thread: then it reports kept, and the call is dropped when
 // the thread's last stream closes. posted is the outcome of a call that
 // had one already.
-func (r *relay) leave(ctx context.Context, k callKey) (kept bool, posted *Outcome, err error) {
+func (r *redisRelay) leave(ctx context.Context, k callKey) (kept bool, posted *Outcome, err error) {
 	msg, err := dropMessage(k)
 	if err != nil {
 		return false, nil, err

@@ -28,13 +28,17 @@ func redisClient(t *testing.T, addr string) *redis.Client {
 	return c
 }
 
+// redisOf is b's Redis relay.
+func redisOf(b *Bridge) *redisRelay { return b.relay.(*redisRelay) }
+
 // instance is a bridge on Redis with a fake timer, as one gateway instance.
 func instance(t *testing.T, addr, prefix string, beat time.Duration) (*Bridge, *fakeClock) {
 	t.Helper()
-	b, err := newRedisBridge(context.Background(), redisClient(t, addr), prefix, nil, beat)
+	r, err := newRedisRelay(context.Background(), redisClient(t, addr), prefix, nil, beat)
 	if err != nil {
 		t.Fatal(err)
 	}
+	b := NewBridgeOn(r)
 	t.Cleanup(func() { b.Close() })
 	return b, newFakeClock(b)
 }
@@ -249,14 +253,14 @@ func TestRedisDeadInstanceLapses(t *testing.T) {
 	s, offers := open(t, a, "u_1", "th_1")
 	s.Close()
 	if len(offers) != 0 {
-		rb := b.relay
+		rb := redisOf(b)
 		counts, _ := rb.client.HGetAll(context.Background(), rb.threadKey(th("u_1", "th_1"))+":s").Result()
 		live, _ := rb.client.PTTL(context.Background(), rb.liveKey()).Result()
 		t.Fatalf("listed while B's stream is open: %+v (counts %v, B is %s, its heartbeat's ttl %v)", offers, counts, rb.id, live)
 	}
 
 	// B dies: its heartbeat stops, its stream is never closed.
-	r := b.relay
+	r := redisOf(b)
 	r.closeOnce.Do(func() {
 		r.cancel()
 		r.pubsub.Close()
@@ -385,7 +389,7 @@ func TestRedisInstallsApart(t *testing.T) {
 		{User: "ab", Install: "c", ID: "t"}, {User: "a", Install: "bc", ID: "t"},
 		{User: "a", Install: "b", ID: "ct"}, {User: "a", ID: "bct"}, {User: "a", Install: "1:b", ID: "t"},
 	} {
-		k := a.relay.threadKey(tk)
+		k := redisOf(a).threadKey(tk)
 		if other, dup := keys[k]; dup {
 			t.Errorf("%+v and %+v share the key %s", tk, other, k)
 		}
@@ -490,7 +494,7 @@ func TestRedisRestart(t *testing.T) {
 	}
 	// B writes its stream count back once its own subscription is back;
 	// then closing another stream lapses nothing.
-	rb := b.relay
+	rb := redisOf(b)
 	streams := rb.threadKey(th("u_1", "th_1")) + ":s"
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if n, _ := rb.client.HGet(context.Background(), streams, rb.id).Int(); n == 1 {
@@ -533,7 +537,7 @@ func TestRedisResyncDeliversMissedOffers(t *testing.T) {
 	defer onB.Close()
 	// A call recorded as A's offer records it, its message lost.
 	k := callKey{th("u_1", "th_1"), "c1"}
-	r := a.relay
+	r := redisOf(a)
 	data, _ := json.Marshal(Offer{CallID: "c1", Name: "where"})
 	tkey := r.threadKey(k.Thread)
 	err := offerScript.Run(context.Background(), r.client, []string{r.callKey(k), tkey + ":w", r.prefix + "seq"},
@@ -546,7 +550,7 @@ func TestRedisResyncDeliversMissedOffers(t *testing.T) {
 		t.Fatalf("offer without a message reached the stream: %+v", o)
 	case <-time.After(50 * time.Millisecond):
 	}
-	b.relay.resync()
+	redisOf(b).resync()
 	if o := next(t, onB); o.CallID != "c1" {
 		t.Fatalf("after the resync B's stream got %+v", o)
 	}
