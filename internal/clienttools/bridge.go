@@ -254,8 +254,9 @@ type hub struct {
 // in-process (NewLocalRelay). It has the default limits.
 func NewBridge() *Bridge { return NewBridgeOn(NewLocalRelay()) }
 
-// NewBridgeOn returns a bridge over r, with the default limits. The bridge
-// owns r from then on: Close closes it.
+// NewBridgeOn returns a bridge over r, with the default limits. r serves
+// this bridge alone; whoever made it closes it (for the gateway, the
+// store).
 func NewBridgeOn(r Relay) *Bridge {
 	h := &hub{
 		relay:   r,
@@ -269,16 +270,16 @@ func NewBridgeOn(r Relay) *Bridge {
 	return &Bridge{hub: h, limits: Limits{}.withDefaults()}
 }
 
-// Close closes the bridge's relay. The calls and streams it holds are left
-// to their Runs and pages.
-func (b *Bridge) Close() error { return b.relay.Close() }
-
 // WithLimits returns a view of b with limits l for what comes next; what
 // b holds stays, and b's own limits do not change. One bridge outlives
 // config reloads: each config serves through its own view.
 func (b *Bridge) WithLimits(l Limits) *Bridge {
 	return &Bridge{hub: b.hub, limits: l.withDefaults()}
 }
+
+// Limits returns the limits b admits calls and streams by, defaults
+// filled in.
+func (b *Bridge) Limits() Limits { return b.limits }
 
 // withDefaults fills l's zero fields with the defaults.
 func (l Limits) withDefaults() Limits {

@@ -364,18 +364,9 @@ type message struct {
 // the bridges of every instance on the same server and prefix (the
 // ledger's). It subscribes now and fails if Redis cannot be reached; then
 // it rides out Redis going away, failing operations with ErrUnavailable
-// meanwhile. Close it (or the bridge over it) before closing the client.
+// meanwhile. Close it before closing the client.
 func NewRedisRelay(ctx context.Context, client *redis.Client, prefix string, logger *zap.Logger) (Relay, error) {
 	return newRedisRelay(ctx, client, prefix, logger, streamBeat)
-}
-
-// NewRedisBridge is NewBridgeOn(NewRedisRelay(…)).
-func NewRedisBridge(ctx context.Context, client *redis.Client, prefix string, logger *zap.Logger) (*Bridge, error) {
-	r, err := NewRedisRelay(ctx, client, prefix, logger)
-	if err != nil {
-		return nil, err
-	}
-	return NewBridgeOn(r), nil
 }
 
 func newRedisRelay(ctx context.Context, client *redis.Client, prefix string, logger *zap.Logger, beat time.Duration) (*redisRelay, error) {

@@ -39,7 +39,7 @@ func instance(t *testing.T, addr, prefix string, beat time.Duration) (*Bridge, *
 		t.Fatal(err)
 	}
 	b := NewBridgeOn(r)
-	t.Cleanup(func() { b.Close() })
+	t.Cleanup(func() { r.Close() })
 	return b, newFakeClock(b)
 }
 
@@ -655,11 +655,12 @@ func BenchmarkClientCallRoundTrip(b *testing.B) {
 		newOne := func() *Bridge {
 			c := redis.NewClient(&redis.Options{Addr: rs.Addr})
 			b.Cleanup(func() { c.Close() })
-			br, err := NewRedisBridge(context.Background(), c, "tg:", nil)
+			r, err := NewRedisRelay(context.Background(), c, "tg:", nil)
 			if err != nil {
 				b.Fatal(err)
 			}
-			b.Cleanup(func() { br.Close() })
+			b.Cleanup(func() { r.Close() })
+			br := NewBridgeOn(r)
 			return br
 		}
 		run(b, newOne(), newOne())
