@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	stdjson "encoding/json"
+	"strconv"
 
 	"errors"
 	"fmt"
@@ -149,9 +150,7 @@ func open(t *testing.T, b *Bridge, user, thread string) (*Stream, []Offer) {
 	return s, offers
 }
 
-func TestTimeout(t *testing.T) {
-	b := NewBridge()
-	clk := newFakeClock(b)
+func relayTimeout(t *testing.T, b *Bridge, clk *fakeClock) {
 	done := start(t, context.Background(), b, clk, "u_1", "th_1", "c1")
 	notYet(t, done)
 	clk.fireAll()
@@ -174,9 +173,7 @@ func TestTimeout(t *testing.T) {
 	}
 }
 
-func TestClaimAndPost(t *testing.T) {
-	b := NewBridge()
-	clk := newFakeClock(b)
+func relayClaimAndPost(t *testing.T, b *Bridge, clk *fakeClock) {
 	done := start(t, context.Background(), b, clk, "u_1", "th_1", "c1")
 
 	// Another user or another thread does not see the call.
@@ -222,9 +219,7 @@ func TestClaimAndPost(t *testing.T) {
 	}
 }
 
-func TestPostWithoutClaim(t *testing.T) {
-	b := NewBridge()
-	clk := newFakeClock(b)
+func relayPostWithoutClaim(t *testing.T, b *Bridge, clk *fakeClock) {
 	done := start(t, context.Background(), b, clk, "u_1", "th_1", "c1")
 	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Error: strp("boom")}); err != nil {
 		t.Fatal(err)
@@ -256,9 +251,7 @@ func equal(a, b []string) bool {
 	return true
 }
 
-func TestOpenOffersWaitingUnclaimed(t *testing.T) {
-	b := NewBridge()
-	clk := newFakeClock(b)
+func relayOpenOffersWaitingUnclaimed(t *testing.T, b *Bridge, clk *fakeClock) {
 	ctx := context.Background()
 	start(t, ctx, b, clk, "u_1", "th_1", "c1")
 	start(t, ctx, b, clk, "u_1", "th_1", "c2")
@@ -288,6 +281,24 @@ func TestOpenOffersWaitingUnclaimed(t *testing.T) {
 	}
 }
 
+// await reads n offers from a stream, or what came within 5s, then what
+// else it got so far: a relay may hand offers over after Run has them.
+func await(s *Stream, n int) []string {
+	var ids []string
+	deadline := time.After(5 * time.Second)
+	for len(ids) < n {
+		select {
+		case o := <-s.C:
+			ids = append(ids, o.CallID)
+		case <-deadline:
+			return append(ids, drain(s)...)
+		}
+	}
+	ids = append(ids, drain(s)...)
+	sort.Strings(ids)
+	return ids
+}
+
 // drain reads what a stream got so far.
 func drain(s *Stream) []string {
 	var ids []string
@@ -302,9 +313,7 @@ func drain(s *Stream) []string {
 	}
 }
 
-func TestPushToThreadStreams(t *testing.T) {
-	b := NewBridge()
-	clk := newFakeClock(b)
+func relayPushToThreadStreams(t *testing.T, b *Bridge, clk *fakeClock) {
 	defer clk.fireAll()
 	a1, _ := open(t, b, "u_1", "th_1")
 	a2, _ := open(t, b, "u_1", "th_1")
@@ -317,10 +326,10 @@ func TestPushToThreadStreams(t *testing.T) {
 	}
 
 	start(t, context.Background(), b, clk, "u_1", "th_1", "c1")
-	if got := drain(a1); !equal(got, []string{"c1"}) {
+	if got := await(a1, 1); !equal(got, []string{"c1"}) {
 		t.Errorf("first stream got %v", got)
 	}
-	if got := drain(a2); !equal(got, []string{"c1"}) {
+	if got := await(a2, 1); !equal(got, []string{"c1"}) {
 		t.Errorf("second stream got %v", got)
 	}
 	if got := drain(other); len(got) != 0 {
@@ -334,14 +343,12 @@ func TestPushToThreadStreams(t *testing.T) {
 	}
 }
 
-func TestClaimLapse(t *testing.T) {
-	b := NewBridge()
-	clk := newFakeClock(b)
+func relayClaimLapse(t *testing.T, b *Bridge, clk *fakeClock) {
 	defer clk.fireAll()
 
 	a, _ := open(t, b, "u_1", "th_1")
 	done := start(t, context.Background(), b, clk, "u_1", "th_1", "c1")
-	if got := drain(a); !equal(got, []string{"c1"}) {
+	if got := await(a, 1); !equal(got, []string{"c1"}) {
 		t.Fatalf("stream got %v", got)
 	}
 	if err := b.Claim(th("u_1", "th_1"), "c1"); err != nil {
@@ -390,13 +397,11 @@ func TestClaimLapse(t *testing.T) {
 	}
 }
 
-// TestCallerGoneNoPage: a call whose caller goes away while no page of
+// relayCallerGoneNoPage: a call whose caller goes away while no page of
 // its thread streams is dropped at once: Run ends with ErrCallerGone, its
 // place is free, a page that opens later never sees it, and late claims
 // and results are 409.
-func TestCallerGoneNoPage(t *testing.T) {
-	b := NewBridge()
-	clk := newFakeClock(b)
+func relayCallerGoneNoPage(t *testing.T, b *Bridge, clk *fakeClock) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := start(t, ctx, b, clk, "u_1", "th_1", "c1")
 	notYet(t, done)
@@ -427,12 +432,10 @@ func TestCallerGoneNoPage(t *testing.T) {
 	}
 }
 
-// TestCallerGoneWhilePageStreams: while a page of the thread streams, a
+// relayCallerGoneWhilePageStreams: while a page of the thread streams, a
 // call whose caller went away is kept for it and answered as usual; when
 // the thread's last stream closes first, claimed or not, it is dropped.
-func TestCallerGoneWhilePageStreams(t *testing.T) {
-	b := NewBridge()
-	clk := newFakeClock(b)
+func relayCallerGoneWhilePageStreams(t *testing.T, b *Bridge, clk *fakeClock) {
 	defer clk.fireAll()
 	page, _ := open(t, b, "u_1", "th_1")
 	other, _ := open(t, b, "u_1", "th_2") // another thread's stream keeps nothing
@@ -520,9 +523,7 @@ func TestCallerGoneFreesItsPlace(t *testing.T) {
 	})
 }
 
-func TestSameIDWhileWaiting(t *testing.T) {
-	b := NewBridge()
-	clk := newFakeClock(b)
+func relaySameIDWhileWaiting(t *testing.T, b *Bridge, clk *fakeClock) {
 	done := start(t, context.Background(), b, clk, "u_1", "th_1", "c1")
 	_, err := b.Run(context.Background(), th("u_1", "th_1"), Offer{CallID: "c1"}, time.Second)
 	if err == nil || errors.Is(err, ErrTimeout) {
@@ -537,22 +538,22 @@ func TestSameIDWhileWaiting(t *testing.T) {
 	}
 }
 
-// TestPostRacesTimer has the page's answer land just before the timer
+// relayPostRacesTimer has the page's answer land just before the timer
 // fires, so that both are ready when Run looks: the answer wins either way
 // select picks.
-func TestPostRacesTimer(t *testing.T) {
+func relayPostRacesTimer(t *testing.T, b *Bridge, _ *fakeClock) {
 	for i := 0; i < 200; i++ {
-		b := NewBridge()
+		id := "c" + strconv.Itoa(i)
 		b.after = func(time.Duration) <-chan time.Time {
 			// The call is registered before the timer is armed.
-			if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: jsontext.Value(`"page"`)}); err != nil {
+			if err := b.Post(th("u_1", "th_1"), id, Outcome{Result: jsontext.Value(`"page"`)}); err != nil {
 				t.Errorf("post: %v", err)
 			}
 			ch := make(chan time.Time, 1)
 			ch <- time.Now()
 			return ch
 		}
-		out, err := b.Run(context.Background(), th("u_1", "th_1"), Offer{CallID: "c1"}, time.Second)
+		out, err := b.Run(context.Background(), th("u_1", "th_1"), Offer{CallID: id}, time.Second)
 		if err != nil || string(out.Result) != `"page"` {
 			t.Fatalf("round %d: %s, %v; the page's answer must win", i, out.Result, err)
 		}
@@ -953,14 +954,12 @@ func TestStreamsLimit(t *testing.T) {
 	counts(t, b, 0, 0)
 }
 
-// TestInstallsApart: two installations with the same user id and thread
+// relayInstallsApart: two installations with the same user id and thread
 // id are two threads. A page of one lists and gets none of the other's
 // calls, and cannot claim or answer them (ErrNotFound, as for a call that
 // does not exist); a page whose token names no installation sees only
 // calls of none.
-func TestInstallsApart(t *testing.T) {
-	b := NewBridge()
-	clk := newFakeClock(b)
+func relayInstallsApart(t *testing.T, b *Bridge, clk *fakeClock) {
 	defer clk.fireAll()
 	inA := Thread{User: "u_1", Install: "in_a", ID: "th_1"}
 	inB := Thread{User: "u_1", Install: "in_b", ID: "th_1"}
