@@ -154,8 +154,9 @@ type resultLimit struct {
 func (r *resultLimit) Unwrap() Ledger { return r.Ledger }
 
 // Backend returns the back end under l's wrappers (those with an Unwrap
-// method, as LimitResults'), for a caller that needs what only it offers:
-// the Redis ledger's client, to share client tool calls through.
+// method, as LimitResults'): for tests that check what Open built. Code
+// that needs a back end's own parts opens it on its own (OpenRedis), as
+// the store does.
 func Backend(l Ledger) Ledger {
 	for {
 		w, ok := l.(interface{ Unwrap() Ledger })
