@@ -388,7 +388,8 @@ func newRedisRelay(ctx context.Context, client *redis.Client, prefix string, log
 		return nil, fmt.Errorf("client tool bridge: %w", err)
 	}
 	// The first confirmation is read here so that no offer published
-	// after NewRedisBridge returns can be missed.
+	// after NewRedisRelay returns can be missed: the messages wait in the
+	// subscription until attach starts reading them.
 	var err error
 	if r.pubsub, err = ledger.Subscribe(ctx, client, r.channel); err != nil {
 		r.cancel()
