@@ -15,6 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/toolgate/toolgate/internal/clienttools"
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/httpapi"
@@ -106,11 +107,12 @@ type Handler struct {
 	// Caddy's registry. Default: false (metrics on).
 	DisableMetrics bool `json:"disable_metrics,omitempty"`
 
-	api       *httpapi.API
-	gw        *gateway.Gateway
-	client    *dispatch.Client
-	logger    *zap.Logger
-	ledgerKey string
+	api      *httpapi.API
+	gw       *gateway.Gateway
+	client   *dispatch.Client
+	logger   *zap.Logger
+	storeKey string              // this config's reference in stores, once provisioned
+	pages    *clienttools.Bridge // this config's view of the store's bridge
 }
 
 // Component is one of the app's components.
@@ -267,7 +269,12 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	return err
 }
 
-func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) error {
+// provision is all-or-nothing: everything that can fail on its own is
+// done before the store is taken from the pool, and the store's reference
+// is given back if what follows it fails; nothing the config still
+// serving uses is changed (the pages' limits are this config's view of
+// the shared bridge).
+func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) (err error) {
 	h.logger = logger
 	// Secrets, passwords, key paths and env values may be placeholders
 	// such as {env.NAME}, resolved once here.
@@ -316,7 +323,11 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) error {
 	if err := lc.checkRetention(time.Duration(h.UpstreamTimeout), time.Duration(h.ClientToolTimeout)); err != nil {
 		return err
 	}
-	led, bridge, ledgerKey, err := lc.open(repl, h.logger)
+	limits, err := h.Pages.limits()
+	if err != nil {
+		return err
+	}
+	embeds, err := h.MCP.embedOrigins()
 	if err != nil {
 		return err
 	}
@@ -324,18 +335,20 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	led = observe.ObservedLedger(led, lc.backend(), obs)
-	h.ledgerKey = ledgerKey
-	limits, err := h.Pages.limits()
-	if err != nil {
-		return err
-	}
-	bridge.SetLimits(limits)
 
-	embeds, err := h.MCP.embedOrigins()
+	st, storeKey, err := lc.open(repl, h.logger)
 	if err != nil {
 		return err
 	}
+	led := observe.ObservedLedger(st.Ledger(), lc.backend(), obs)
+	bridge := st.bridge.WithLimits(limits)
+	defer func() {
+		if err != nil {
+			_, _ = stores.Delete(storeKey)
+			return
+		}
+		h.storeKey, h.pages = storeKey, bridge
+	}()
 	h.client = dispatch.NewClient(time.Duration(h.UpstreamTimeout), h.MaxResponseSize)
 	h.gw = gateway.New(gateway.Config{
 		Tools: tools, Issuer: issuer, Client: h.client,
@@ -404,8 +417,9 @@ func (h *Handler) Validate() error {
 }
 
 // Cleanup stops the gateway's background work, then releases idle
-// upstream connections and this config's hold on the ledger and its
-// bridge: the gateway's retries write to that ledger, so they end first.
+// upstream connections and this config's hold on the store (the ledger
+// and the bridge on its relay): the gateway's retries write to that
+// ledger, so they end first.
 func (h *Handler) Cleanup() error {
 	if h.gw != nil {
 		if err := h.gw.Close(); err != nil {
@@ -415,8 +429,9 @@ func (h *Handler) Cleanup() error {
 	if h.client != nil {
 		h.client.CloseIdleConnections()
 	}
-	if h.ledgerKey != "" {
-		_, err := ledgers.Delete(h.ledgerKey)
+	if h.storeKey != "" {
+		_, err := stores.Delete(h.storeKey)
+		h.storeKey = ""
 		return err
 	}
 	return nil

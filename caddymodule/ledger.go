@@ -1,10 +1,7 @@
 package caddymodule
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"path/filepath"
 	"time"
 
@@ -15,6 +12,7 @@ import (
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/ledger"
+	"github.com/toolgate/toolgate/internal/store"
 )
 
 // Ledger configures the call ledger, which makes each call id run at most
@@ -130,27 +128,27 @@ func (c *Ledger) checkRetention(upstream, client time.Duration) error {
 	return c.config().CheckRetention(upstream, client, gateway.InFlightMargin)
 }
 
-// ledgers holds the open ledgers across config reloads, keyed by their
-// config: a reload that keeps the ledger keeps its waiters and its file,
-// and the bridge on which pages meet the client tool calls waiting for
-// them, with the pages' open streams. With Redis the bridge shares them
-// with every instance on the same server and prefix.
-var ledgers = caddy.NewUsagePool()
+// stores holds the open stores across config reloads, keyed by their
+// ledger config: a reload that keeps the ledger keeps its waiters and its
+// file, and the bridge on which pages meet the client tool calls waiting
+// for them, with the pages' open streams. With Redis the store's relay
+// shares them with every instance on the same server and prefix.
+var stores = caddy.NewUsagePool()
 
-type openLedger struct {
-	ledger.Ledger
+// openStore is a store in the pool, with the bridge over its relay.
+type openStore struct {
+	*store.Store
 	bridge *clienttools.Bridge
 }
 
-// Destruct closes the bridge first: a Redis bridge uses the ledger's
-// client.
-func (l openLedger) Destruct() error { return errors.Join(l.bridge.Close(), l.Close()) }
+// Destruct closes the store: its relay, then its ledger.
+func (s openStore) Destruct() error { return s.Close() }
 
-// open returns the ledger for this config and its bridge, shared with the
-// handlers and the previous config that use the same ledger, and the key to
-// release in Cleanup. Redis's password and CA file may hold placeholders,
-// resolved with repl.
-func (c *Ledger) open(repl *caddy.Replacer, logger *zap.Logger) (ledger.Ledger, *clienttools.Bridge, string, error) {
+// open returns the store for this config and the bridge over its relay,
+// shared with the handlers and the previous config that use the same
+// ledger, and the key to release in Cleanup. Redis's password and CA file
+// may hold placeholders, resolved with repl.
+func (c *Ledger) open(repl *caddy.Replacer, logger *zap.Logger) (openStore, string, error) {
 	cfg := c.config()
 	var err error
 	if cfg.Backend == "redis" {
@@ -163,30 +161,18 @@ func (c *Ledger) open(repl *caddy.Replacer, logger *zap.Logger) (ledger.Ledger, 
 		err = cfg.Check()
 	}
 	if err != nil {
-		return nil, nil, "", err
+		return openStore{}, "", err
 	}
 	key, _ := json.Marshal(cfg)
-	val, _, err := ledgers.LoadOrNew(string(key), func() (caddy.Destructor, error) {
-		l := ledger.Ledger(ledger.Off)
-		if cfg.Backend != "off" {
-			if l, err = cfg.Open(logger); err != nil {
-				return nil, err
-			}
+	val, _, err := stores.LoadOrNew(string(key), func() (caddy.Destructor, error) {
+		s, err := store.Open(cfg, logger)
+		if err != nil {
+			return nil, err
 		}
-		bridge := clienttools.NewBridge()
-		if r, ok := ledger.Backend(l).(*ledger.Redis); ok {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			if bridge, err = clienttools.NewRedisBridge(ctx, r.Client(), r.Prefix(), logger); err != nil {
-				_ = l.Close()
-				return nil, fmt.Errorf("ledger redis %s: %w", cfg.Addr, err)
-			}
-		}
-		return openLedger{l, bridge}, nil
+		return openStore{s, clienttools.NewBridgeOn(s.Relay())}, nil
 	})
 	if err != nil {
-		return nil, nil, "", err
+		return openStore{}, "", err
 	}
-	open := val.(openLedger)
-	return open.Ledger, open.bridge, string(key), nil
+	return val.(openStore), string(key), nil
 }

@@ -3,25 +3,25 @@
 // posts the result, or until the client tool timeout. A thread is one
 // user's in one installation (Thread): a page sees only its own.
 //
-// NewBridge keeps everything in this process's memory: one gateway
-// instance. NewRedisBridge shares the calls, claims, results and the
+// A Bridge keeps what this process holds (the Runs waiting, the pages'
+// open streams, the limits' counts) and meets the other side through a
+// Relay, which holds the calls' shared state: an in-process relay
+// (NewLocalRelay) for one gateway instance, or the Redis relay
+// (NewRedisRelay), which shares the calls, claims, results and the
 // streams' lapse rule with every instance on the same Redis (redis.go).
 package clienttools
 
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"sync"
 	"time"
 
-	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
-	"github.com/toolgate/toolgate/internal/clock"
 	"github.com/toolgate/toolgate/internal/result"
 )
 
@@ -39,9 +39,9 @@ var (
 
 // Offer is a call as a page receives it.
 type Offer struct {
-	CallID string          `json:"callId"`
-	Name   string          `json:"name"`
-	Input  json.RawMessage `json:"input"`
+	CallID string         `json:"callId"`
+	Name   string         `json:"name"`
+	Input  jsontext.Value `json:"input"`
 	// Traceparent is the W3C traceparent of the call's span, when the call
 	// is traced, so that the page's own spans join its trace.
 	Traceparent string `json:"traceparent,omitempty"`
@@ -51,7 +51,7 @@ type Offer struct {
 type Outcome struct {
 	// Result is the returned value as the page serialized it; nil when the
 	// function returned undefined.
-	Result json.RawMessage `json:"result,omitempty"`
+	Result jsontext.Value `json:"result,omitempty"`
 	// Error is set when the function threw or its value could not be
 	// serialized.
 	Error *string `json:"error,omitempty"`
@@ -70,7 +70,7 @@ func (o Outcome) ToolResult() result.Result {
 	// Only a JSON string is itself: null would decode into a string too,
 	// but it is a value whose JSON text is "null".
 	var s string
-	if jsontext.Value(o.Result).Kind() == '"' && jsonv2.Unmarshal(o.Result, &s, jsontext.AllowInvalidUTF8(true)) == nil {
+	if jsontext.Value(o.Result).Kind() == '"' && json.Unmarshal(o.Result, &s, jsontext.AllowInvalidUTF8(true)) == nil {
 		return result.Result{Content: s}
 	}
 	// Compact works in place: o.Result is the caller's.
@@ -95,6 +95,7 @@ type owner struct{ user, install string }
 
 func (t Thread) owner() owner { return owner{t.User, t.Install} }
 
+// callKey names one client call: its thread and its call id.
 type callKey struct {
 	Thread
 	callID string
@@ -102,17 +103,12 @@ type callKey struct {
 
 type pending struct {
 	offer   Offer
-	seq     uint64        // arrival order: a page gets waiting calls oldest first
-	timeout time.Duration // the Run's, for writing the call back to Redis
-	offered bool          // recorded in Redis: a write-back may record it again
-	claimed bool
-	// gone is set when the call's caller went away while a page of its
-	// thread was streaming: the call is kept for that page, and dropped
-	// when the thread's last stream closes.
-	gone bool
-	// finished is set once the call has an outcome or timed out; the entry
-	// stays a while so late claims and results get 409, not 404.
-	finished time.Time
+	timeout time.Duration // the Run's, for writing the call back to a relay that lost it
+	offered bool          // recorded in the relay: a write-back may record it again
+	gone    bool          // its caller went away while a page of its thread streamed
+	// finished is set once the call has an outcome or timed out, when it
+	// stops counting against the limits.
+	finished bool
 	// done gets the call's ending from whoever finishes it other than its
 	// own Run: a page's outcome, or ErrCallerGone.
 	done chan ending
@@ -124,17 +120,11 @@ type ending struct {
 	err error
 }
 
-// thread is what one Thread holds: its open streams and its calls that
-// wait for a page. It exists while it holds either.
+// thread is what one Thread holds in this process: its open streams and
+// its Runs that wait for a page. It exists while it holds either.
 type thread struct {
 	streams map[*Stream]struct{}
 	waiting map[string]*pending // by call id
-}
-
-// ended is a finished call in the order calls finished.
-type ended struct {
-	k callKey
-	p *pending
 }
 
 // Stream is an open event stream of one page.
@@ -145,15 +135,15 @@ type Stream struct {
 	b     *Bridge
 	tk    Thread
 	token string
-	// With Redis, offers that arrive while Open reads the waiting calls
+	// Offers that arrive while Open asks the relay for the waiting calls
 	// are held in early, then sent after those if later than since, the
-	// last offer's number when they were read; so are the ones after.
+	// last offer's number when they were listed; so are the ones after.
 	opening bool
 	early   []numbered
 	since   uint64
 }
 
-// numbered is an offer and its number in Redis.
+// numbered is an offer and its number in the relay.
 type numbered struct {
 	Offer
 	seq uint64
@@ -235,56 +225,64 @@ func (e *LimitError) Unwrap() error { return e.Err }
 // to hold its place until the timeout for a page that may never come.
 var ErrCallerGone = errors.New("the caller went away while no page of the thread was open to run the call")
 
-// Bridge holds the client calls in flight and the pages' open streams.
+// Bridge runs client tool calls in the user's page. It is a view with its
+// own Limits on what one process holds: the views of one bridge
+// (WithLimits) share its calls and streams, so a config that loads gets
+// its limits without changing those of the config still serving.
 type Bridge struct {
+	*hub
+	limits Limits
+}
+
+// hub is what the views of a bridge share: this process's Runs in flight
+// and open streams, counted against the limits, and the relay.
+type hub struct {
+	relay Relay
+	// after is the clock's timer; tests replace it.
+	after func(time.Duration) <-chan time.Time
+
 	mu      sync.Mutex
-	seq     uint64
-	limits  Limits
-	calls   map[callKey]*pending // waiting, and finished for keepFinished
+	calls   map[callKey]*pending // the Runs that wait
 	threads map[Thread]*thread
 	owners  map[owner]int  // calls that wait for a page, by user
 	waiting int            // calls that wait for a page
 	streams int            // open streams
 	tokens  map[string]int // open streams by page token
-	// ended holds the finished calls oldest first: they expire from its
-	// front, so no operation scans every call.
-	ended []ended
-	// stale holds the threads whose stream count in Redis may be too
-	// high: closing a stream could not reach it. They are written back
-	// when the subscription comes back.
-	stale map[Thread]struct{}
-
-	// relay shares the bridge through Redis; nil for one instance.
-	relay *relay
-
-	// After is the clock's timer, replaceable in tests.
-	After func(time.Duration) <-chan time.Time
-	// Clock tells the time; tests replace it.
-	Clock clock.Clock
 }
 
-// keepFinished is how long a finished call answers 409 rather than 404.
-const keepFinished = 10 * time.Minute
+// NewBridge returns a bridge of one gateway instance: its relay is
+// in-process (NewLocalRelay). It has the default limits.
+func NewBridge() *Bridge { return NewBridgeOn(NewLocalRelay()) }
 
-// NewBridge returns an empty bridge with the default limits.
-func NewBridge() *Bridge {
-	b := &Bridge{
+// NewBridgeOn returns a bridge over r, with the default limits. r serves
+// this bridge alone; whoever made it closes it (for the gateway, the
+// store).
+func NewBridgeOn(r Relay) *Bridge {
+	h := &hub{
+		relay:   r,
+		after:   time.After,
 		calls:   map[callKey]*pending{},
 		threads: map[Thread]*thread{},
 		owners:  map[owner]int{},
 		tokens:  map[string]int{},
-		stale:   map[Thread]struct{}{},
-		After:   time.After,
-		Clock:   clock.Real,
 	}
-	b.SetLimits(Limits{})
-	return b
+	r.attach(h)
+	return &Bridge{hub: h, limits: Limits{}.withDefaults()}
 }
 
-// SetLimits sets the limits for what comes next; what the bridge holds
-// already stays. One bridge outlives config reloads: the config loaded
-// last sets them.
-func (b *Bridge) SetLimits(l Limits) {
+// WithLimits returns a view of b with limits l for what comes next; what
+// b holds stays, and b's own limits do not change. One bridge outlives
+// config reloads: each config serves through its own view.
+func (b *Bridge) WithLimits(l Limits) *Bridge {
+	return &Bridge{hub: b.hub, limits: l.withDefaults()}
+}
+
+// Limits returns the limits b admits calls and streams by, defaults
+// filled in.
+func (b *Bridge) Limits() Limits { return b.limits }
+
+// withDefaults fills l's zero fields with the defaults.
+func (l Limits) withDefaults() Limits {
 	for _, f := range []struct {
 		v   *int
 		def int
@@ -300,9 +298,7 @@ func (b *Bridge) SetLimits(l Limits) {
 			*f.v = f.def
 		}
 	}
-	b.mu.Lock()
-	b.limits = l
-	b.mu.Unlock()
+	return l
 }
 
 // Waiting reports how many calls wait for a page and how many streams are
@@ -319,7 +315,6 @@ func (b *Bridge) Waiting() (calls, streams int) {
 func (b *Bridge) Admit(th Thread) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.expire()
 	return b.admit(th)
 }
 
@@ -340,6 +335,16 @@ func (b *Bridge) admit(th Thread) error {
 // ErrTimeout is Run's error when no page answered in time.
 var ErrTimeout = errors.New("client tool timed out")
 
+// opTimeout bounds one step of the bridge in its relay; the Redis
+// client's own dial, read and write timeouts are shorter.
+const opTimeout = 5 * time.Second
+
+// relayContext is the context of one step in the relay: it outlives the
+// caller's (a step half made in Redis is worse than a late one).
+func relayContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
+}
+
 // Run offers a call to the pages of its thread and waits for the outcome,
 // at most timeout. Over a limit it returns a LimitError at once.
 //
@@ -352,8 +357,7 @@ func (b *Bridge) Run(ctx context.Context, th Thread, offer Offer, timeout time.D
 	k := callKey{th, offer.CallID}
 	p := &pending{offer: offer, timeout: timeout, done: make(chan ending, 1)}
 	b.mu.Lock()
-	b.expire()
-	if old, ok := b.calls[k]; ok && old.finished.IsZero() {
+	if b.calls[k] != nil {
 		b.mu.Unlock()
 		return Outcome{}, errors.New("this client call is already waiting for its page")
 	}
@@ -362,38 +366,30 @@ func (b *Bridge) Run(ctx context.Context, th Thread, offer Offer, timeout time.D
 		return Outcome{}, err
 	}
 	t := b.thread(th)
-	b.seq++
-	p.seq = b.seq
 	b.calls[k] = p
 	t.waiting[k.callID] = p
 	b.waiting++
 	b.owners[th.owner()]++
-	if b.relay == nil {
-		for s := range t.streams {
-			s.send(offer)
-		}
-	}
 	b.mu.Unlock()
-	if b.relay != nil {
-		// Every instance's streams, this one's too, get the offer from
-		// the channel, after Redis has it: a claim never races it. A
-		// caller gone meanwhile is seen once the call is recorded.
-		octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisOpTimeout)
-		_, _, err := b.relay.offer(octx, k, offer, timeout, "new")
-		cancel()
-		b.mu.Lock()
-		if err != nil {
-			if p.finished.IsZero() {
-				b.finish(k, p)
-			}
-			b.mu.Unlock()
-			return Outcome{}, err
-		}
-		p.offered = true
-		b.mu.Unlock()
-	}
 
-	timer, gone := b.After(timeout), ctx.Done()
+	// Every stream, this process's too, gets the offer from the relay,
+	// after the relay has it: a claim never races it. A caller gone
+	// meanwhile is seen once the call is recorded.
+	octx, cancel := relayContext(ctx)
+	_, _, err := b.relay.offer(octx, k, offer, timeout, false)
+	cancel()
+	b.mu.Lock()
+	if err != nil {
+		if !p.finished {
+			b.finish(k, p)
+		}
+		b.mu.Unlock()
+		return Outcome{}, err
+	}
+	p.offered = true
+	b.mu.Unlock()
+
+	timer, gone := b.after(timeout), ctx.Done()
 	for {
 		select {
 		case e := <-p.done:
@@ -409,32 +405,16 @@ func (b *Bridge) Run(ctx context.Context, th Thread, offer Offer, timeout time.D
 	}
 }
 
-// end ends a Run that timed out, unless the page answered as the timer
-// fired: its answer wins.
+// end ends a Run that timed out, unless a result was posted first (on any
+// instance that shares the relay): that result wins. When the relay
+// cannot be reached the call ends here; the relay lets it expire.
 func (b *Bridge) end(k callKey, p *pending) (Outcome, error) {
-	if b.relay != nil {
-		return b.endInRedis(k, p)
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if !p.finished.IsZero() {
-		e := <-p.done
-		return e.out, e.err
-	}
-	b.finish(k, p)
-	return Outcome{}, ErrTimeout
-}
-
-// endInRedis ends a Run that timed out in Redis, unless a result was
-// posted first on any instance: that result wins. When Redis cannot be
-// reached the call ends here; its key in Redis expires.
-func (b *Bridge) endInRedis(k callKey, p *pending) (Outcome, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), redisOpTimeout)
+	ctx, cancel := relayContext(context.Background())
 	_, posted, ferr := b.relay.finish(ctx, k, nil)
 	cancel()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if !p.finished.IsZero() {
+	if p.finished {
 		// A result was handed over meanwhile.
 		e := <-p.done
 		return e.out, e.err
@@ -446,37 +426,19 @@ func (b *Bridge) endInRedis(k callKey, p *pending) (Outcome, error) {
 	return Outcome{}, ErrTimeout
 }
 
-// leave is Run's step when its caller went away: it drops the call, unless
-// a page of the thread is streaming, and reports how the Run ends, or
-// false when it waits on.
+// leave is Run's step when its caller went away: the relay drops the
+// call, unless a page of the thread is streaming (on any instance), and
+// leave reports how the Run ends, or false when it waits on. When the
+// relay cannot be reached the call waits on: dropped here only, it could
+// still be claimed and answered there, and the answer lost.
 func (b *Bridge) leave(k callKey, p *pending) (ending, bool) {
-	if b.relay != nil {
-		return b.leaveInRedis(k, p)
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	switch t := b.threads[k.Thread]; {
-	case !p.finished.IsZero():
-		return <-p.done, true
-	case t != nil && len(t.streams) > 0:
-		p.gone = true
-		return ending{}, false
-	}
-	b.finish(k, p)
-	return ending{err: ErrCallerGone}, true
-}
-
-// leaveInRedis is leave where the streams are counted in Redis, on every
-// instance. When Redis cannot be reached the call waits on: dropped here
-// only, it could still be claimed and answered there, and the answer lost.
-func (b *Bridge) leaveInRedis(k callKey, p *pending) (ending, bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), redisOpTimeout)
+	ctx, cancel := relayContext(context.Background())
 	kept, posted, err := b.relay.leave(ctx, k)
 	cancel()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
-	case !p.finished.IsZero():
+	case p.finished:
 		return <-p.done, true
 	case err != nil || kept:
 		p.gone = true
@@ -489,12 +451,12 @@ func (b *Bridge) leaveInRedis(k callKey, p *pending) (ending, bool) {
 	return ending{err: ErrCallerGone}, true
 }
 
-// deliver hands an offer from the channel to this instance's streams of
-// its thread that did not list it when they opened.
-func (b *Bridge) deliver(tk Thread, o Offer, seq uint64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	th := b.threads[tk]
+// deliver hands an offer from the relay to this process's streams of its
+// thread that did not list it when they opened.
+func (h *hub) deliver(tk Thread, o Offer, seq uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	th := h.threads[tk]
 	if th == nil {
 		return
 	}
@@ -508,27 +470,26 @@ func (b *Bridge) deliver(tk Thread, o Offer, seq uint64) {
 	}
 }
 
-// runs reports whether a Run of this instance waits for k.
-func (b *Bridge) runs(k callKey) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	p := b.calls[k]
-	return p != nil && p.finished.IsZero()
+// runs reports whether a Run of this process waits for k.
+func (h *hub) runs(k callKey) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.calls[k] != nil
 }
 
-// answer ends the Run of this instance that waits for k, if any still
-// does: with a page's outcome, or with ErrCallerGone when Redis dropped
-// the call.
-func (b *Bridge) answer(k callKey, e ending) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if p := b.calls[k]; p != nil && p.finished.IsZero() {
-		b.finish(k, p)
+// answer ends the Run of this process that waits for k, if any still
+// does: with a page's outcome, or with ErrCallerGone when the relay
+// dropped the call.
+func (h *hub) answer(k callKey, e ending) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if p := h.calls[k]; p != nil {
+		h.finish(k, p)
 		p.done <- e
 	}
 }
 
-// heldCall is a call a Run of this instance waits for.
+// heldCall is a call a Run of this process waits for.
 type heldCall struct {
 	k       callKey
 	offer   Offer
@@ -536,129 +497,84 @@ type heldCall struct {
 	gone    bool
 }
 
-// held returns what this instance holds, to write back to Redis: its open
-// streams by thread (zero for a thread whose count in Redis may be stale)
-// and the calls its Runs wait for.
-func (b *Bridge) held() (map[Thread]int, []heldCall) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	streams := make(map[Thread]int, len(b.threads)+len(b.stale))
-	for tk := range b.stale {
-		streams[tk] = 0
-	}
+// held returns the calls this process's Runs wait for that the relay has
+// recorded, to write back to a relay that lost them.
+func (h *hub) held() []heldCall {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	var calls []heldCall
-	for tk, th := range b.threads {
-		if len(th.streams) > 0 {
-			streams[tk] = len(th.streams)
-		}
-		for id, p := range th.waiting {
-			// One not yet offered is its Run's to record: recorded
-			// here first, the Run would find it waiting already.
-			if p.offered {
-				calls = append(calls, heldCall{callKey{tk, id}, p.offer, p.timeout, p.gone})
-			}
+	for k, p := range h.calls {
+		// One not yet offered is its Run's to record: recorded here
+		// first, the Run would find it waiting already.
+		if p.offered {
+			calls = append(calls, heldCall{k, p.offer, p.timeout, p.gone})
 		}
 	}
-	return streams, calls
+	return calls
 }
 
-// recounted forgets that tk's count in Redis may be stale: it was written
-// back.
-func (b *Bridge) recounted(tk Thread) {
-	b.mu.Lock()
-	delete(b.stale, tk)
-	b.mu.Unlock()
-}
-
-// thread returns tk's thread, made if need be. Callers hold b.mu.
-func (b *Bridge) thread(tk Thread) *thread {
-	th := b.threads[tk]
+// thread returns tk's thread, made if need be. Callers hold h.mu.
+func (h *hub) thread(tk Thread) *thread {
+	th := h.threads[tk]
 	if th == nil {
 		th = &thread{streams: map[*Stream]struct{}{}, waiting: map[string]*pending{}}
-		b.threads[tk] = th
+		h.threads[tk] = th
 	}
 	return th
 }
 
-// finish ends a waiting call: it stops counting against the limits and is
-// remembered, without its input, for keepFinished. Callers hold b.mu.
-func (b *Bridge) finish(k callKey, p *pending) {
-	p.finished = b.Clock.Now()
-	p.offer.Input = nil
-	b.waiting--
-	if o := k.owner(); b.owners[o] <= 1 {
-		delete(b.owners, o)
+// finish ends a waiting call here: it stops counting against the limits,
+// and its id may run again. Callers hold h.mu.
+func (h *hub) finish(k callKey, p *pending) {
+	p.finished = true
+	delete(h.calls, k)
+	h.waiting--
+	if o := k.owner(); h.owners[o] <= 1 {
+		delete(h.owners, o)
 	} else {
-		b.owners[o]--
+		h.owners[o]--
 	}
-	if th := b.threads[k.Thread]; th != nil {
+	if th := h.threads[k.Thread]; th != nil {
 		delete(th.waiting, k.callID)
 		if len(th.waiting) == 0 && len(th.streams) == 0 {
-			delete(b.threads, k.Thread)
-		}
-	}
-	b.ended = append(b.ended, ended{k, p})
-	b.expire()
-}
-
-// expire forgets the finished calls past keepFinished, and the oldest
-// beyond Pending of them (those answer 404 rather than 409 sooner). It
-// looks only at the front of b.ended. Callers hold b.mu.
-func (b *Bridge) expire() {
-	now := b.Clock.Now()
-	for len(b.ended) > 0 {
-		e := b.ended[0]
-		if now.Sub(e.p.finished) <= keepFinished && len(b.ended) <= b.limits.Pending {
-			return
-		}
-		b.ended[0] = ended{} // let the call go before the array does
-		b.ended = b.ended[1:]
-		// The id may have run again since: forget only this run.
-		if b.calls[e.k] == e.p {
-			delete(b.calls, e.k)
+			delete(h.threads, k.Thread)
 		}
 	}
 }
 
 // Open opens a stream for a page of th, counted against the page token it
 // was opened with (token is any key of it, e.g. a digest). It returns the
-// calls waiting now that no open stream has claimed, or a LimitError.
+// calls waiting now that no open stream has claimed, oldest first, or a
+// LimitError.
 func (b *Bridge) Open(th Thread, token string) (*Stream, []Offer, error) {
-	if b.relay != nil {
-		// A write-back of the stream counts waits until this stream
-		// is counted both here and in Redis.
-		b.relay.counting.RLock()
-		defer b.relay.counting.RUnlock()
-	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if err := b.admitStream(th, token); err != nil {
+		b.mu.Unlock()
 		return nil, nil, err
 	}
 	b.tokens[token]++
 	b.streams++
 	c := make(chan Offer, 64)
-	s := &Stream{C: c, c: c, b: b, tk: th, token: token}
-	t := b.thread(th)
-	t.streams[s] = struct{}{}
-	if b.relay != nil {
-		s.opening = true
-		b.mu.Unlock()
-		offers, err := b.openInRedis(s)
-		b.mu.Lock()
-		return s, offers, err
+	s := &Stream{C: c, c: c, b: b, tk: th, token: token, opening: true}
+	b.thread(th).streams[s] = struct{}{}
+	b.mu.Unlock()
+
+	ctx, cancel := relayContext(context.Background())
+	offers, since, err := b.relay.open(ctx, th)
+	cancel()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err != nil {
+		// Never counted in the relay.
+		b.closeHere(s)
+		return nil, nil, err
 	}
-	waiting := make([]*pending, 0, len(t.waiting))
-	for _, p := range t.waiting {
-		if !p.claimed {
-			waiting = append(waiting, p)
+	for _, o := range s.early {
+		if o.seq > since {
+			offers = append(offers, o.Offer)
 		}
 	}
-	sort.Slice(waiting, func(i, j int) bool { return waiting[i].seq < waiting[j].seq })
-	offers := make([]Offer, len(waiting))
-	for i, p := range waiting {
-		offers[i] = p.offer
-	}
+	s.opening, s.early, s.since = false, nil, since
 	return s, offers, nil
 }
 
@@ -676,28 +592,6 @@ func (b *Bridge) admitStream(th Thread, token string) error {
 	return nil
 }
 
-// openInRedis counts s open in Redis and returns the waiting calls there,
-// then the ones offered later that came on the channel meanwhile. On
-// failure s is closed here (never counted in Redis).
-func (b *Bridge) openInRedis(s *Stream) ([]Offer, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), redisOpTimeout)
-	offers, since, err := b.relay.open(ctx, s.tk)
-	cancel()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if err != nil {
-		b.closeHere(s)
-		return nil, err
-	}
-	for _, o := range s.early {
-		if o.seq > since {
-			offers = append(offers, o.Offer)
-		}
-	}
-	s.opening, s.early, s.since = false, nil, since
-	return offers, nil
-}
-
 // send offers a call without blocking; a page too slow to read gets the
 // call again when it reconnects.
 func (s *Stream) send(o Offer) {
@@ -708,35 +602,29 @@ func (s *Stream) send(o Offer) {
 }
 
 // Close closes the stream; closing it again does nothing. When it was the
-// thread's last, claims without a result lapse: the calls are offered
-// again to the next stream; and the calls whose caller went away are
-// dropped (ErrCallerGone), as no page is left to run them.
+// thread's last (on every instance that shares the relay), claims without
+// a result lapse: the calls are offered again to the next stream; and the
+// calls whose caller went away are dropped (ErrCallerGone), as no page is
+// left to run them.
 func (s *Stream) Close() {
 	b := s.b
-	if b.relay != nil {
-		b.relay.counting.RLock()
-		defer b.relay.counting.RUnlock()
-	}
 	b.mu.Lock()
 	closed := b.closeHere(s)
 	b.mu.Unlock()
-	if !closed || b.relay == nil {
+	if !closed {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), redisOpTimeout)
+	ctx, cancel := relayContext(context.Background())
 	defer cancel()
-	if b.relay.closeStream(ctx, s.tk) != nil {
-		b.mu.Lock()
-		b.stale[s.tk] = struct{}{}
-		b.mu.Unlock()
-	}
+	// A relay that cannot count the close now writes it back later.
+	_ = b.relay.closeStream(ctx, s.tk)
 }
 
-// closeHere closes s in this instance and reports whether it was open.
-// With Redis, the claims and the calls of a gone caller are Redis's to
-// lapse and drop. Callers hold b.mu.
-func (b *Bridge) closeHere(s *Stream) bool {
-	th := b.threads[s.tk]
+// closeHere closes s in this process and reports whether it was open. The
+// claims and the calls of a gone caller are the relay's to lapse and
+// drop. Callers hold h.mu.
+func (h *hub) closeHere(s *Stream) bool {
+	th := h.threads[s.tk]
 	if th == nil {
 		return false
 	}
@@ -744,24 +632,12 @@ func (b *Bridge) closeHere(s *Stream) bool {
 		return false
 	}
 	delete(th.streams, s)
-	b.streams--
-	if b.tokens[s.token]--; b.tokens[s.token] <= 0 {
-		delete(b.tokens, s.token)
+	h.streams--
+	if h.tokens[s.token]--; h.tokens[s.token] <= 0 {
+		delete(h.tokens, s.token)
 	}
-	if len(th.streams) > 0 {
-		return true
-	}
-	if b.relay == nil {
-		for id, p := range th.waiting {
-			p.claimed = false
-			if p.gone {
-				b.finish(callKey{s.tk, id}, p)
-				p.done <- ending{err: ErrCallerGone}
-			}
-		}
-	}
-	if len(th.waiting) == 0 {
-		delete(b.threads, s.tk)
+	if len(th.streams) == 0 && len(th.waiting) == 0 {
+		delete(h.threads, s.tk)
 	}
 	return true
 }
@@ -769,63 +645,24 @@ func (b *Bridge) closeHere(s *Stream) bool {
 // Claim claims a call for a page of th before it runs it; the first claim
 // wins.
 func (b *Bridge) Claim(th Thread, callID string) error {
-	if b.relay != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), redisOpTimeout)
-		defer cancel()
-		return b.relay.claim(ctx, callKey{th, callID})
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	p, err := b.unfinished(callKey{th, callID})
-	if err != nil {
-		return err
-	}
-	if p.claimed {
-		return ErrConflict
-	}
-	p.claimed = true
-	return nil
+	ctx, cancel := relayContext(context.Background())
+	defer cancel()
+	return b.relay.claim(ctx, callKey{th, callID})
 }
 
 // Post delivers a call's outcome from a page of th; only the first counts.
 func (b *Bridge) Post(th Thread, callID string, o Outcome) error {
 	k := callKey{th, callID}
-	if b.relay != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), redisOpTimeout)
-		defer cancel()
-		won, _, err := b.relay.finish(ctx, k, &o)
-		switch {
-		case err != nil:
-			return err
-		case !won:
-			return ErrConflict
-		}
-		// A Run here needs no message to come back from the server.
-		b.answer(k, ending{out: o})
-		return nil
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	p, err := b.unfinished(k)
-	if err != nil {
-		return err
-	}
-	b.finish(k, p)
-	p.done <- ending{out: o}
-	return nil
-}
-
-// unfinished finds a call of the page's thread that has no outcome yet:
-// ErrNotFound if there is no such call, ErrConflict if it has finished.
-// Callers hold b.mu.
-func (b *Bridge) unfinished(k callKey) (*pending, error) {
-	b.expire()
-	p, ok := b.calls[k]
+	ctx, cancel := relayContext(context.Background())
+	defer cancel()
+	won, _, err := b.relay.finish(ctx, k, &o)
 	switch {
-	case !ok:
-		return nil, ErrNotFound
-	case !p.finished.IsZero():
-		return nil, ErrConflict
+	case err != nil:
+		return err
+	case !won:
+		return ErrConflict
 	}
-	return p, nil
+	// A Run here needs nothing to come back from the relay.
+	b.answer(k, ending{out: o})
+	return nil
 }

@@ -3,7 +3,9 @@ package clienttools
 import (
 	"bytes"
 	"context"
-	"encoding/json"
+	stdjson "encoding/json"
+	"strconv"
+
 	"errors"
 	"fmt"
 	"sort"
@@ -12,6 +14,9 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/toolgate/toolgate/internal/clock"
 )
@@ -27,10 +32,15 @@ type fakeClock struct {
 
 func newFakeClock(b *Bridge) *fakeClock {
 	c := &fakeClock{Manual: clock.NewManual(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)), armed: make(chan time.Duration, 64)}
-	b.After = c.after
-	b.Clock = c
+	b.after = c.after
+	if r, ok := b.relay.(*localRelay); ok {
+		r.clock = c
+	}
 	return c
 }
+
+// local is b's in-process relay.
+func local(b *Bridge) *localRelay { return b.relay.(*localRelay) }
 
 func (c *fakeClock) after(d time.Duration) <-chan time.Time {
 	ch := make(chan time.Time, 1)
@@ -81,7 +91,7 @@ func startIn(t *testing.T, ctx context.Context, b *Bridge, clk *fakeClock, threa
 	t.Helper()
 	done := make(chan runResult, 1)
 	go func() {
-		out, err := b.Run(ctx, thread, Offer{CallID: id, Name: "where", Input: json.RawMessage(`{"q":"x"}`)}, 3*time.Second)
+		out, err := b.Run(ctx, thread, Offer{CallID: id, Name: "where", Input: jsontext.Value(`{"q":"x"}`)}, 3*time.Second)
 		done <- runResult{out, err}
 	}()
 	if d := clk.waitArmed(t); d != 3*time.Second {
@@ -119,7 +129,7 @@ func answerKept(t *testing.T, b *Bridge, id, result string, done <-chan runResul
 	if err := b.Claim(th("u_1", "th_1"), id); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Post(th("u_1", "th_1"), id, Outcome{Result: json.RawMessage(result)}); err != nil {
+	if err := b.Post(th("u_1", "th_1"), id, Outcome{Result: jsontext.Value(result)}); err != nil {
 		t.Fatal(err)
 	}
 	if r := wait(t, done); r.err != nil || string(r.out.Result) != result {
@@ -140,9 +150,7 @@ func open(t *testing.T, b *Bridge, user, thread string) (*Stream, []Offer) {
 	return s, offers
 }
 
-func TestTimeout(t *testing.T) {
-	b := NewBridge()
-	clk := newFakeClock(b)
+func relayTimeout(t *testing.T, b *Bridge, clk *fakeClock) {
 	done := start(t, context.Background(), b, clk, "u_1", "th_1", "c1")
 	notYet(t, done)
 	clk.fireAll()
@@ -154,7 +162,7 @@ func TestTimeout(t *testing.T) {
 	if err := b.Claim(th("u_1", "th_1"), "c1"); !errors.Is(err, ErrConflict) {
 		t.Errorf("late claim: %v, want ErrConflict", err)
 	}
-	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: json.RawMessage(`1`)}); !errors.Is(err, ErrConflict) {
+	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: jsontext.Value(`1`)}); !errors.Is(err, ErrConflict) {
 		t.Errorf("late post: %v, want ErrConflict", err)
 	}
 	// Nor is it offered to a page that opens now.
@@ -165,9 +173,7 @@ func TestTimeout(t *testing.T) {
 	}
 }
 
-func TestClaimAndPost(t *testing.T) {
-	b := NewBridge()
-	clk := newFakeClock(b)
+func relayClaimAndPost(t *testing.T, b *Bridge, clk *fakeClock) {
 	done := start(t, context.Background(), b, clk, "u_1", "th_1", "c1")
 
 	// Another user or another thread does not see the call.
@@ -175,7 +181,7 @@ func TestClaimAndPost(t *testing.T) {
 		if err := b.Claim(th(who[0], who[1]), "c1"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("claim as %v: %v, want ErrNotFound", who, err)
 		}
-		if err := b.Post(th(who[0], who[1]), "c1", Outcome{Result: json.RawMessage(`"stolen"`)}); !errors.Is(err, ErrNotFound) {
+		if err := b.Post(th(who[0], who[1]), "c1", Outcome{Result: jsontext.Value(`"stolen"`)}); !errors.Is(err, ErrNotFound) {
 			t.Errorf("post as %v: %v, want ErrNotFound", who, err)
 		}
 	}
@@ -193,10 +199,10 @@ func TestClaimAndPost(t *testing.T) {
 	notYet(t, done)
 
 	// Two results: the first is the outcome.
-	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: json.RawMessage(`"first"`)}); err != nil {
+	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: jsontext.Value(`"first"`)}); err != nil {
 		t.Fatalf("first post: %v", err)
 	}
-	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: json.RawMessage(`"second"`)}); !errors.Is(err, ErrConflict) {
+	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: jsontext.Value(`"second"`)}); !errors.Is(err, ErrConflict) {
 		t.Errorf("second post: %v, want ErrConflict", err)
 	}
 	r := wait(t, done)
@@ -213,9 +219,7 @@ func TestClaimAndPost(t *testing.T) {
 	}
 }
 
-func TestPostWithoutClaim(t *testing.T) {
-	b := NewBridge()
-	clk := newFakeClock(b)
+func relayPostWithoutClaim(t *testing.T, b *Bridge, clk *fakeClock) {
 	done := start(t, context.Background(), b, clk, "u_1", "th_1", "c1")
 	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Error: strp("boom")}); err != nil {
 		t.Fatal(err)
@@ -247,9 +251,7 @@ func equal(a, b []string) bool {
 	return true
 }
 
-func TestOpenOffersWaitingUnclaimed(t *testing.T) {
-	b := NewBridge()
-	clk := newFakeClock(b)
+func relayOpenOffersWaitingUnclaimed(t *testing.T, b *Bridge, clk *fakeClock) {
 	ctx := context.Background()
 	start(t, ctx, b, clk, "u_1", "th_1", "c1")
 	start(t, ctx, b, clk, "u_1", "th_1", "c2")
@@ -279,6 +281,24 @@ func TestOpenOffersWaitingUnclaimed(t *testing.T) {
 	}
 }
 
+// await reads n offers from a stream, or what came within 5s, then what
+// else it got so far: a relay may hand offers over after Run has them.
+func await(s *Stream, n int) []string {
+	var ids []string
+	deadline := time.After(5 * time.Second)
+	for len(ids) < n {
+		select {
+		case o := <-s.C:
+			ids = append(ids, o.CallID)
+		case <-deadline:
+			return append(ids, drain(s)...)
+		}
+	}
+	ids = append(ids, drain(s)...)
+	sort.Strings(ids)
+	return ids
+}
+
 // drain reads what a stream got so far.
 func drain(s *Stream) []string {
 	var ids []string
@@ -293,9 +313,7 @@ func drain(s *Stream) []string {
 	}
 }
 
-func TestPushToThreadStreams(t *testing.T) {
-	b := NewBridge()
-	clk := newFakeClock(b)
+func relayPushToThreadStreams(t *testing.T, b *Bridge, clk *fakeClock) {
 	defer clk.fireAll()
 	a1, _ := open(t, b, "u_1", "th_1")
 	a2, _ := open(t, b, "u_1", "th_1")
@@ -308,10 +326,10 @@ func TestPushToThreadStreams(t *testing.T) {
 	}
 
 	start(t, context.Background(), b, clk, "u_1", "th_1", "c1")
-	if got := drain(a1); !equal(got, []string{"c1"}) {
+	if got := await(a1, 1); !equal(got, []string{"c1"}) {
 		t.Errorf("first stream got %v", got)
 	}
-	if got := drain(a2); !equal(got, []string{"c1"}) {
+	if got := await(a2, 1); !equal(got, []string{"c1"}) {
 		t.Errorf("second stream got %v", got)
 	}
 	if got := drain(other); len(got) != 0 {
@@ -325,14 +343,12 @@ func TestPushToThreadStreams(t *testing.T) {
 	}
 }
 
-func TestClaimLapse(t *testing.T) {
-	b := NewBridge()
-	clk := newFakeClock(b)
+func relayClaimLapse(t *testing.T, b *Bridge, clk *fakeClock) {
 	defer clk.fireAll()
 
 	a, _ := open(t, b, "u_1", "th_1")
 	done := start(t, context.Background(), b, clk, "u_1", "th_1", "c1")
-	if got := drain(a); !equal(got, []string{"c1"}) {
+	if got := await(a, 1); !equal(got, []string{"c1"}) {
 		t.Fatalf("stream got %v", got)
 	}
 	if err := b.Claim(th("u_1", "th_1"), "c1"); err != nil {
@@ -366,7 +382,7 @@ func TestClaimLapse(t *testing.T) {
 	if err := b.Claim(th("u_1", "th_1"), "c1"); err != nil {
 		t.Fatalf("claim after the lapse: %v", err)
 	}
-	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: json.RawMessage(`"from b"`)}); err != nil {
+	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: jsontext.Value(`"from b"`)}); err != nil {
 		t.Fatal(err)
 	}
 	if r := wait(t, done); r.err != nil || string(r.out.Result) != `"from b"` {
@@ -381,13 +397,11 @@ func TestClaimLapse(t *testing.T) {
 	}
 }
 
-// TestCallerGoneNoPage: a call whose caller goes away while no page of
+// relayCallerGoneNoPage: a call whose caller goes away while no page of
 // its thread streams is dropped at once: Run ends with ErrCallerGone, its
 // place is free, a page that opens later never sees it, and late claims
 // and results are 409.
-func TestCallerGoneNoPage(t *testing.T) {
-	b := NewBridge()
-	clk := newFakeClock(b)
+func relayCallerGoneNoPage(t *testing.T, b *Bridge, clk *fakeClock) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := start(t, ctx, b, clk, "u_1", "th_1", "c1")
 	notYet(t, done)
@@ -410,7 +424,7 @@ func TestCallerGoneNoPage(t *testing.T) {
 	}
 	// The id may run again once finished.
 	done = start(t, context.Background(), b, clk, "u_1", "th_1", "c1")
-	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: json.RawMessage(`2`)}); err != nil {
+	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: jsontext.Value(`2`)}); err != nil {
 		t.Fatal(err)
 	}
 	if r := wait(t, done); r.err != nil || string(r.out.Result) != `2` {
@@ -418,12 +432,10 @@ func TestCallerGoneNoPage(t *testing.T) {
 	}
 }
 
-// TestCallerGoneWhilePageStreams: while a page of the thread streams, a
+// relayCallerGoneWhilePageStreams: while a page of the thread streams, a
 // call whose caller went away is kept for it and answered as usual; when
 // the thread's last stream closes first, claimed or not, it is dropped.
-func TestCallerGoneWhilePageStreams(t *testing.T) {
-	b := NewBridge()
-	clk := newFakeClock(b)
+func relayCallerGoneWhilePageStreams(t *testing.T, b *Bridge, clk *fakeClock) {
 	defer clk.fireAll()
 	page, _ := open(t, b, "u_1", "th_1")
 	other, _ := open(t, b, "u_1", "th_2") // another thread's stream keeps nothing
@@ -472,8 +484,7 @@ func TestCallerGoneWhilePageStreams(t *testing.T) {
 // passed, rather than after the client tool timeout.
 func TestCallerGoneFreesItsPlace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := NewBridge()
-		b.SetLimits(Limits{PendingPerUser: 1})
+		b := NewBridge().WithLimits(Limits{PendingPerUser: 1})
 		alice := Thread{User: "alice", Install: "in_1", ID: "th_1"}
 		begin := time.Now()
 		ctx, cancel := context.WithCancel(t.Context())
@@ -512,16 +523,14 @@ func TestCallerGoneFreesItsPlace(t *testing.T) {
 	})
 }
 
-func TestSameIDWhileWaiting(t *testing.T) {
-	b := NewBridge()
-	clk := newFakeClock(b)
+func relaySameIDWhileWaiting(t *testing.T, b *Bridge, clk *fakeClock) {
 	done := start(t, context.Background(), b, clk, "u_1", "th_1", "c1")
 	_, err := b.Run(context.Background(), th("u_1", "th_1"), Offer{CallID: "c1"}, time.Second)
 	if err == nil || errors.Is(err, ErrTimeout) {
 		t.Errorf("a second Run of a waiting id: %v", err)
 	}
 	// The first is untouched.
-	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: json.RawMessage(`"ok"`)}); err != nil {
+	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: jsontext.Value(`"ok"`)}); err != nil {
 		t.Fatal(err)
 	}
 	if r := wait(t, done); r.err != nil || string(r.out.Result) != `"ok"` {
@@ -529,23 +538,22 @@ func TestSameIDWhileWaiting(t *testing.T) {
 	}
 }
 
-// TestPostRacesTimer has the page's answer land just before the timer
+// relayPostRacesTimer has the page's answer land just before the timer
 // fires, so that both are ready when Run looks: the answer wins either way
 // select picks.
-func TestPostRacesTimer(t *testing.T) {
+func relayPostRacesTimer(t *testing.T, b *Bridge, _ *fakeClock) {
 	for i := 0; i < 200; i++ {
-		b := NewBridge()
-		b.Clock = clock.Real
-		b.After = func(time.Duration) <-chan time.Time {
+		id := "c" + strconv.Itoa(i)
+		b.after = func(time.Duration) <-chan time.Time {
 			// The call is registered before the timer is armed.
-			if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: json.RawMessage(`"page"`)}); err != nil {
+			if err := b.Post(th("u_1", "th_1"), id, Outcome{Result: jsontext.Value(`"page"`)}); err != nil {
 				t.Errorf("post: %v", err)
 			}
 			ch := make(chan time.Time, 1)
 			ch <- time.Now()
 			return ch
 		}
-		out, err := b.Run(context.Background(), th("u_1", "th_1"), Offer{CallID: "c1"}, time.Second)
+		out, err := b.Run(context.Background(), th("u_1", "th_1"), Offer{CallID: id}, time.Second)
 		if err != nil || string(out.Result) != `"page"` {
 			t.Fatalf("round %d: %s, %v; the page's answer must win", i, out.Result, err)
 		}
@@ -579,9 +587,10 @@ func TestForgetFinished(t *testing.T) {
 			t.Errorf("post of %s past keepFinished: %v, want ErrNotFound", id, err)
 		}
 	}
-	b.mu.Lock()
-	n := len(b.calls)
-	b.mu.Unlock()
+	r := local(b)
+	r.mu.Lock()
+	n := len(r.calls)
+	r.mu.Unlock()
 	if n != 0 {
 		t.Errorf("%d calls kept past keepFinished", n)
 	}
@@ -592,7 +601,7 @@ func TestForgetFinished(t *testing.T) {
 	if err := b.Claim(th("u_1", "th_1"), "c3"); err != nil {
 		t.Errorf("claim of a call waiting an hour: %v", err)
 	}
-	if err := b.Post(th("u_1", "th_1"), "c3", Outcome{Result: json.RawMessage(`"late"`)}); err != nil {
+	if err := b.Post(th("u_1", "th_1"), "c3", Outcome{Result: jsontext.Value(`"late"`)}); err != nil {
 		t.Errorf("post: %v", err)
 	}
 	if r := wait(t, done); r.err != nil {
@@ -607,20 +616,20 @@ func TestToolResult(t *testing.T) {
 		content string
 		isError bool
 	}{
-		{"string", Outcome{Result: json.RawMessage(`"at 1:23"`)}, "at 1:23", false},
-		{"string with escapes", Outcome{Result: json.RawMessage(` "a\"b\u00e9\n" `)}, "a\"bé\n", false},
-		{"empty string", Outcome{Result: json.RawMessage(`""`)}, "", false},
-		{"number", Outcome{Result: json.RawMessage(`83.5`)}, "83.5", false},
-		{"big number kept", Outcome{Result: json.RawMessage(`12345678901234567890`)}, "12345678901234567890", false},
-		{"bool", Outcome{Result: json.RawMessage(`true`)}, "true", false},
-		{"object compacted, key order kept", Outcome{Result: json.RawMessage(`{"b": 1, "a": [ 2 ]}`)}, `{"b":1,"a":[2]}`, false},
-		{"array", Outcome{Result: json.RawMessage("[ \"x\",\n {\"z\" : null} ]")}, `["x",{"z":null}]`, false},
-		{"html kept", Outcome{Result: json.RawMessage(`{"h":"<b>&</b>"}`)}, `{"h":"<b>&</b>"}`, false},
-		{"null", Outcome{Result: json.RawMessage(`null`)}, "null", false},
-		{"null with space", Outcome{Result: json.RawMessage(` null `)}, "null", false},
+		{"string", Outcome{Result: jsontext.Value(`"at 1:23"`)}, "at 1:23", false},
+		{"string with escapes", Outcome{Result: jsontext.Value(` "a\"b\u00e9\n" `)}, "a\"bé\n", false},
+		{"empty string", Outcome{Result: jsontext.Value(`""`)}, "", false},
+		{"number", Outcome{Result: jsontext.Value(`83.5`)}, "83.5", false},
+		{"big number kept", Outcome{Result: jsontext.Value(`12345678901234567890`)}, "12345678901234567890", false},
+		{"bool", Outcome{Result: jsontext.Value(`true`)}, "true", false},
+		{"object compacted, key order kept", Outcome{Result: jsontext.Value(`{"b": 1, "a": [ 2 ]}`)}, `{"b":1,"a":[2]}`, false},
+		{"array", Outcome{Result: jsontext.Value("[ \"x\",\n {\"z\" : null} ]")}, `["x",{"z":null}]`, false},
+		{"html kept", Outcome{Result: jsontext.Value(`{"h":"<b>&</b>"}`)}, `{"h":"<b>&</b>"}`, false},
+		{"null", Outcome{Result: jsontext.Value(`null`)}, "null", false},
+		{"null with space", Outcome{Result: jsontext.Value(` null `)}, "null", false},
 		{"undefined", Outcome{}, "", false},
 		{"error", Outcome{Error: strp("boom")}, "boom", true},
-		{"error wins over a result", Outcome{Error: strp("bad"), Result: json.RawMessage(`1`)}, "bad", true},
+		{"error wins over a result", Outcome{Error: strp("bad"), Result: jsontext.Value(`1`)}, "bad", true},
 		{"empty error", Outcome{Error: strp("")}, "", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -631,21 +640,22 @@ func TestToolResult(t *testing.T) {
 		})
 	}
 	for _, bad := range []string{`{"a":`, `nul`, `"open`, `1 2`, "\"s\"\f", "\f1", `"s" "t"`} {
-		r := Outcome{Result: json.RawMessage(bad)}.ToolResult()
+		r := Outcome{Result: jsontext.Value(bad)}.ToolResult()
 		if !r.IsError || r.Content == "" {
 			t.Errorf("invalid JSON %q: %+v, want an error result", bad, r)
 		}
 	}
 }
 
-// toolResultV1 is ToolResult as it was written on encoding/json.
+// toolResultV1 is ToolResult as it was written on encoding/json (stdjson:
+// the reference the test holds ToolResult to).
 func toolResultV1(o Outcome) (content string, isError bool) {
 	var s string
-	if t := bytes.TrimLeft(o.Result, " \t\r\n"); len(t) > 0 && t[0] == '"' && json.Unmarshal(o.Result, &s) == nil {
+	if t := bytes.TrimLeft(o.Result, " \t\r\n"); len(t) > 0 && t[0] == '"' && stdjson.Unmarshal(o.Result, &s) == nil {
 		return s, false
 	}
 	var buf bytes.Buffer
-	if err := json.Compact(&buf, o.Result); err != nil {
+	if err := stdjson.Compact(&buf, o.Result); err != nil {
 		return "", true
 	}
 	return buf.String(), false
@@ -659,7 +669,7 @@ func TestToolResultReadsAsEncodingJSON(t *testing.T) {
 		"{\"a\" : \"\xff\\ud800\\u003c\", \"a\": 1.0e2 , \"b\":[ true ,null ]}", ` [ 1 , 2.50 , -0 , 1E+2 ] `,
 		`"unterminated`, `"a" "b"`, `"a"x`, "\f\"a\"", `{"a":1,}`, `tru`,
 	} {
-		o := Outcome{Result: json.RawMessage(v)}
+		o := Outcome{Result: jsontext.Value(v)}
 		before := bytes.Clone(o.Result)
 		got := o.ToolResult()
 		content, isError := toolResultV1(o)
@@ -694,17 +704,18 @@ func TestOutcomeJSON(t *testing.T) {
 func TestOpenOffersOldestFirst(t *testing.T) {
 	b := NewBridge()
 	never := make(chan time.Time)
-	b.After = func(time.Duration) <-chan time.Time { return never }
+	b.after = func(time.Duration) <-chan time.Time { return never }
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ids := []string{"c5", "c1", "c9", "c3", "c7", "c2"}
 	for _, id := range ids {
 		go func() { _, _ = b.Run(ctx, th("u", "t"), Offer{CallID: id, Name: "n"}, time.Hour) }()
-		// Wait until it is registered, so the arrival order is known.
+		// Wait until the relay has it, so the arrival order is known.
 		for {
-			b.mu.Lock()
-			_, ok := b.calls[callKey{th("u", "t"), id}]
-			b.mu.Unlock()
+			r := local(b)
+			r.mu.Lock()
+			_, ok := r.calls[callKey{th("u", "t"), id}]
+			r.mu.Unlock()
 			if ok {
 				break
 			}
@@ -739,8 +750,7 @@ func counts(t *testing.T, b *Bridge, calls, streams int) {
 }
 
 func TestPendingPerThreadLimit(t *testing.T) {
-	b := NewBridge()
-	b.SetLimits(Limits{PendingPerThread: 2})
+	b := NewBridge().WithLimits(Limits{PendingPerThread: 2})
 	clk := newFakeClock(b)
 	defer clk.fireAll()
 	s, _ := open(t, b, "u_1", "th_1")
@@ -776,8 +786,7 @@ func TestPendingPerThreadLimit(t *testing.T) {
 }
 
 func TestPendingLimit(t *testing.T) {
-	b := NewBridge()
-	b.SetLimits(Limits{Pending: 3})
+	b := NewBridge().WithLimits(Limits{Pending: 3})
 	clk := newFakeClock(b)
 	ctx := context.Background()
 	var runs []<-chan runResult
@@ -802,8 +811,7 @@ func TestPendingLimit(t *testing.T) {
 }
 
 func TestStreamsPerTokenLimit(t *testing.T) {
-	b := NewBridge()
-	b.SetLimits(Limits{StreamsPerToken: 2})
+	b := NewBridge().WithLimits(Limits{StreamsPerToken: 2})
 	s1, _, err1 := b.Open(th("u_1", "th_1"), "tokA")
 	s2, _, err2 := b.Open(th("u_1", "th_1"), "tokA")
 	if err1 != nil || err2 != nil {
@@ -849,8 +857,7 @@ func limitError(t *testing.T, err, want error, option string) {
 }
 
 func TestPendingPerUserLimit(t *testing.T) {
-	b := NewBridge()
-	b.SetLimits(Limits{PendingPerUser: 2})
+	b := NewBridge().WithLimits(Limits{PendingPerUser: 2})
 	clk := newFakeClock(b)
 	defer clk.fireAll()
 	ctx := context.Background()
@@ -870,7 +877,7 @@ func TestPendingPerUserLimit(t *testing.T) {
 	bob := startIn(t, ctx, b, clk, Thread{User: "bob", Install: "in_1", ID: "th_1"}, "c1")
 	startIn(t, ctx, b, clk, Thread{User: "alice", Install: "in_2", ID: "th_1"}, "c1")
 	counts(t, b, 4, 0)
-	if err := b.Post(Thread{User: "bob", Install: "in_1", ID: "th_1"}, "c1", Outcome{Result: json.RawMessage(`"bob"`)}); err != nil {
+	if err := b.Post(Thread{User: "bob", Install: "in_1", ID: "th_1"}, "c1", Outcome{Result: jsontext.Value(`"bob"`)}); err != nil {
 		t.Fatal(err)
 	}
 	if r := wait(t, bob); r.err != nil || string(r.out.Result) != `"bob"` {
@@ -924,8 +931,7 @@ func TestStreamsPerThreadLimit(t *testing.T) {
 }
 
 func TestStreamsLimit(t *testing.T) {
-	b := NewBridge()
-	b.SetLimits(Limits{Streams: 3})
+	b := NewBridge().WithLimits(Limits{Streams: 3})
 	var streams []*Stream
 	for i := range 3 {
 		s, _, err := b.Open(th(fmt.Sprint("u_", i), "th_1"), fmt.Sprint("tok", i))
@@ -948,14 +954,12 @@ func TestStreamsLimit(t *testing.T) {
 	counts(t, b, 0, 0)
 }
 
-// TestInstallsApart: two installations with the same user id and thread
+// relayInstallsApart: two installations with the same user id and thread
 // id are two threads. A page of one lists and gets none of the other's
 // calls, and cannot claim or answer them (ErrNotFound, as for a call that
 // does not exist); a page whose token names no installation sees only
 // calls of none.
-func TestInstallsApart(t *testing.T) {
-	b := NewBridge()
-	clk := newFakeClock(b)
+func relayInstallsApart(t *testing.T, b *Bridge, clk *fakeClock) {
 	defer clk.fireAll()
 	inA := Thread{User: "u_1", Install: "in_a", ID: "th_1"}
 	inB := Thread{User: "u_1", Install: "in_b", ID: "th_1"}
@@ -975,7 +979,7 @@ func TestInstallsApart(t *testing.T) {
 		if err := b.Claim(who, "c1"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("claim as %+v: %v, want ErrNotFound", who, err)
 		}
-		if err := b.Post(who, "c1", Outcome{Result: json.RawMessage(`"stolen"`)}); !errors.Is(err, ErrNotFound) {
+		if err := b.Post(who, "c1", Outcome{Result: jsontext.Value(`"stolen"`)}); !errors.Is(err, ErrNotFound) {
 			t.Errorf("post as %+v: %v, want ErrNotFound", who, err)
 		}
 	}
@@ -990,7 +994,7 @@ func TestInstallsApart(t *testing.T) {
 	if err := b.Claim(inA, "c1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Post(inA, "c1", Outcome{Result: json.RawMessage(`"a"`)}); err != nil {
+	if err := b.Post(inA, "c1", Outcome{Result: jsontext.Value(`"a"`)}); err != nil {
 		t.Fatal(err)
 	}
 	if r := wait(t, done); r.err != nil || string(r.out.Result) != `"a"` {
@@ -1015,10 +1019,13 @@ func TestFinishedForgotten(t *testing.T) {
 	if err := b.Claim(th("u_1", "th_1"), "c1"); !errors.Is(err, ErrConflict) {
 		t.Errorf("claim after the timeout: %v, want ErrConflict", err)
 	}
+	r := local(b)
 	b.mu.Lock()
-	if len(b.threads) != 0 || b.calls[callKey{th("u_1", "th_1"), "c1"}].offer.Input != nil {
+	r.mu.Lock()
+	if len(b.threads) != 0 || len(r.threads) != 0 || r.calls[callKey{th("u_1", "th_1"), "c1"}].offer.Input != nil {
 		t.Error("a finished call still holds its thread or its input")
 	}
+	r.mu.Unlock()
 	b.mu.Unlock()
 
 	clk.Add(keepFinished + time.Second)
@@ -1027,16 +1034,19 @@ func TestFinishedForgotten(t *testing.T) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.calls) != 0 || len(b.ended) != 0 || len(b.threads) != 0 || b.waiting != 0 {
-		t.Errorf("left: %d calls, %d ended, %d threads, %d waiting", len(b.calls), len(b.ended), len(b.threads), b.waiting)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(b.calls) != 0 || len(r.calls) != 0 || len(r.ended) != 0 || len(b.threads) != 0 || len(r.threads) != 0 || b.waiting != 0 {
+		t.Errorf("left: %d calls (%d in the relay), %d ended, %d threads (%d in the relay), %d waiting",
+			len(b.calls), len(r.calls), len(r.ended), len(b.threads), len(r.threads), b.waiting)
 	}
 }
 
-// TestForgetFinishedBeyondPending: the finished calls remembered for 409
-// are bounded by Pending, oldest forgotten first.
+// TestForgetFinishedBeyondPending: the finished calls the in-process
+// relay remembers for 409 are bounded (by DefaultPending), oldest
+// forgotten first.
 func TestForgetFinishedBeyondPending(t *testing.T) {
-	b := NewBridge()
-	b.SetLimits(Limits{Pending: 2})
+	b := NewBridgeOn(newLocalRelay(clock.Real, 2))
 	clk := newFakeClock(b)
 	for _, id := range []string{"c1", "c2", "c3"} {
 		done := start(t, context.Background(), b, clk, "u_1", "th_1", id)

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -14,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
@@ -97,10 +98,6 @@ const (
 // streamBeat is how often an instance renews its heartbeat; it lapses
 // after three missed beats.
 const streamBeat = 10 * time.Second
-
-// redisOpTimeout bounds one bridge step in Redis; the client's own dial,
-// read and write timeouts are shorter.
-const redisOpTimeout = 5 * time.Second
 
 // ErrUnavailable: Redis could not be reached to offer, open, claim or post
 // a call. The cause is in the gateway's log.
@@ -315,9 +312,9 @@ if dead then lapse() end
 return {3}
 `)
 
-// relay is the bridge's part in Redis.
-type relay struct {
-	b       *Bridge
+// redisRelay is NewRedisRelay's relay.
+type redisRelay struct {
+	h       receiver
 	client  *redis.Client
 	prefix  string // P ct:
 	channel string
@@ -332,11 +329,24 @@ type relay struct {
 	cancel context.CancelFunc
 	done   sync.WaitGroup
 	// counting is held for writing by a write-back of the stream counts,
-	// for reading by Open and Close: the counts written back are never
-	// those of a stream counted here and not yet in Redis, or the reverse.
-	counting  sync.RWMutex
+	// for reading by open and closeStream: the counts written back are
+	// never those of a stream counted here and not yet in Redis, or the
+	// reverse.
+	counting sync.RWMutex
+	countMu  sync.Mutex
+	// streams counts this instance's open streams by thread, as Redis
+	// has them; stale holds the threads whose count in Redis may be too
+	// high: closing a stream could not reach it. Both are written back
+	// when the subscription comes back.
+	streams   map[Thread]int
+	stale     map[Thread]struct{}
 	closeOnce sync.Once
 }
+
+// messageOptions read and write the offers and messages in Redis as
+// encoding/json did: a call's input, as the gateway took it, or a user or
+// thread id may hold invalid UTF-8.
+var messageOptions = jsontext.AllowInvalidUTF8(true)
 
 // message is what travels on the channel: an offer ("o") for the streams
 // of a Thread, or a call finished by another instance ("d": a posted
@@ -350,16 +360,16 @@ type message struct {
 	Offer   *Offer `json:"o,omitempty"`
 }
 
-// NewRedisBridge returns a bridge whose calls are shared, through Redis,
-// with the bridges of every instance on the same server and prefix (the
+// NewRedisRelay returns a relay that shares the calls, through Redis, with
+// the bridges of every instance on the same server and prefix (the
 // ledger's). It subscribes now and fails if Redis cannot be reached; then
 // it rides out Redis going away, failing operations with ErrUnavailable
 // meanwhile. Close it before closing the client.
-func NewRedisBridge(ctx context.Context, client *redis.Client, prefix string, logger *zap.Logger) (*Bridge, error) {
-	return newRedisBridge(ctx, client, prefix, logger, streamBeat)
+func NewRedisRelay(ctx context.Context, client *redis.Client, prefix string, logger *zap.Logger) (Relay, error) {
+	return newRedisRelay(ctx, client, prefix, logger, streamBeat)
 }
 
-func newRedisBridge(ctx context.Context, client *redis.Client, prefix string, logger *zap.Logger, beat time.Duration) (*Bridge, error) {
+func newRedisRelay(ctx context.Context, client *redis.Client, prefix string, logger *zap.Logger, beat time.Duration) (*redisRelay, error) {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
@@ -367,10 +377,10 @@ func newRedisBridge(ctx context.Context, client *redis.Client, prefix string, lo
 	if _, err := rand.Read(id[:]); err != nil {
 		return nil, err
 	}
-	b := NewBridge()
-	r := &relay{
-		b: b, client: client, prefix: prefix + "ct:", channel: prefix + "ct",
+	r := &redisRelay{
+		client: client, prefix: prefix + "ct:", channel: prefix + "ct",
 		id: hex.EncodeToString(id[:]), beat: beat, logger: logger,
+		streams: map[Thread]int{}, stale: map[Thread]struct{}{},
 	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	if err := r.heartbeat(ctx); err != nil {
@@ -378,13 +388,20 @@ func newRedisBridge(ctx context.Context, client *redis.Client, prefix string, lo
 		return nil, fmt.Errorf("client tool bridge: %w", err)
 	}
 	// The first confirmation is read here so that no offer published
-	// after NewRedisBridge returns can be missed.
+	// after NewRedisRelay returns can be missed: the messages wait in the
+	// subscription until attach starts reading them.
 	var err error
 	if r.pubsub, err = ledger.Subscribe(ctx, client, r.channel); err != nil {
 		r.cancel()
 		return nil, fmt.Errorf("client tool bridge: subscribing to %s: %w", r.channel, err)
 	}
-	b.relay = r
+	return r, nil
+}
+
+// attach starts handing the channel's messages to h, and the heartbeat:
+// messages published since the subscription wait for it.
+func (r *redisRelay) attach(h receiver) {
+	r.h = h
 	r.done.Add(2)
 	go r.receive(r.pubsub.ChannelWithSubscriptions(
 		redis.WithChannelHealthCheckInterval(3*time.Second),
@@ -392,20 +409,11 @@ func newRedisBridge(ctx context.Context, client *redis.Client, prefix string, lo
 		redis.WithChannelReconnectTimeout(time.Second),
 	))
 	go r.beating()
-	return b, nil
 }
 
-// Close ends the bridge's subscription and heartbeat; the calls and
-// streams it holds are left to expire. A bridge without Redis has nothing
-// to close.
-func (b *Bridge) Close() error {
-	if b.relay == nil {
-		return nil
-	}
-	return b.relay.close()
-}
-
-func (r *relay) close() error {
+// Close ends the relay's subscription and heartbeat; the calls and
+// streams it holds are left to expire.
+func (r *redisRelay) Close() error {
 	var err error
 	r.closeOnce.Do(func() {
 		r.cancel()
@@ -420,13 +428,13 @@ func (r *relay) close() error {
 	return err
 }
 
-func (r *relay) liveKey() string { return r.prefix + "live:" + r.id }
+func (r *redisRelay) liveKey() string { return r.prefix + "live:" + r.id }
 
-func (r *relay) heartbeat(ctx context.Context) error {
+func (r *redisRelay) heartbeat(ctx context.Context) error {
 	return r.client.Set(ctx, r.liveKey(), "1", 3*r.beat).Err()
 }
 
-func (r *relay) beating() {
+func (r *redisRelay) beating() {
 	defer r.done.Done()
 	t := time.NewTicker(r.beat)
 	defer t.Stop()
@@ -435,7 +443,7 @@ func (r *relay) beating() {
 		case <-r.ctx.Done():
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(r.ctx, redisOpTimeout)
+			ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
 			if err := r.heartbeat(ctx); err != nil {
 				r.logger.Warn("client tool bridge: renewing the heartbeat in redis", zap.Error(err))
 			}
@@ -447,7 +455,7 @@ func (r *relay) beating() {
 // receive hands the channel's messages to the bridge, and writes back what
 // this instance holds on each new subscription: messages published while
 // the connection was down were lost, and Redis may have lost its state.
-func (r *relay) receive(msgs <-chan any) {
+func (r *redisRelay) receive(msgs <-chan any) {
 	defer r.done.Done()
 	for m := range msgs {
 		switch m := m.(type) {
@@ -465,7 +473,7 @@ func (r *relay) receive(msgs <-chan any) {
 
 // handle reads a message: the offer's sequence number (0 for a result), a
 // space, the message's JSON.
-func (r *relay) handle(payload string) {
+func (r *redisRelay) handle(payload string) {
 	if len(payload) > maxMessage+4096 {
 		r.logger.Warn("client tool bridge: dropped an oversized message", zap.Int("bytes", len(payload)))
 		return
@@ -474,7 +482,7 @@ func (r *relay) handle(payload string) {
 	num, text, _ := strings.Cut(payload, " ")
 	seq, err := strconv.ParseUint(num, 10, 64)
 	if err == nil {
-		err = json.Unmarshal([]byte(text), &m)
+		err = json.Unmarshal([]byte(text), &m, messageOptions)
 	}
 	if err != nil {
 		r.logger.Warn("client tool bridge: dropped a malformed message", zap.Error(err))
@@ -483,7 +491,7 @@ func (r *relay) handle(payload string) {
 	tk := Thread{m.User, m.Install, m.Thread}
 	switch {
 	case m.Kind == "o" && m.Offer != nil:
-		r.b.deliver(tk, *m.Offer, seq)
+		r.h.deliver(tk, *m.Offer, seq)
 	case m.Kind == "d":
 		r.fetch(callKey{tk, m.Call})
 	}
@@ -492,11 +500,11 @@ func (r *relay) handle(payload string) {
 // fetch reads the outcome of a call this instance runs, when another
 // instance posted it, and hands it to the waiting Run; or ends the Run
 // with ErrCallerGone when the call was dropped.
-func (r *relay) fetch(k callKey) {
-	if !r.b.runs(k) {
+func (r *redisRelay) fetch(k callKey) {
+	if !r.h.runs(k) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.ctx, redisOpTimeout)
+	ctx, cancel := context.WithTimeout(r.ctx, opTimeout)
 	defer cancel()
 	v, err := r.client.HMGet(ctx, r.callKey(k), "s", "r").Result()
 	if err != nil {
@@ -509,24 +517,24 @@ func (r *relay) fetch(k callKey) {
 	switch {
 	case posted:
 		if o, err := decodeOutcome(result); err == nil {
-			r.b.answer(k, ending{out: o})
+			r.h.answer(k, ending{out: o})
 		}
 	case state == "d":
 		// Finished without an outcome by another instance: only a drop
 		// does that (a timeout is the running instance's own).
-		r.b.answer(k, ending{err: ErrCallerGone})
+		r.h.answer(k, ending{err: ErrCallerGone})
 	}
 }
 
 // resync writes back this instance's heartbeat, stream counts and waiting
 // calls, and takes the outcomes posted while it could not hear them.
-func (r *relay) resync() {
-	ctx, cancel := context.WithTimeout(r.ctx, 4*redisOpTimeout)
+func (r *redisRelay) resync() {
+	ctx, cancel := context.WithTimeout(r.ctx, 4*opTimeout)
 	defer cancel()
 	// Opens and closes wait while the counts are written back; the calls
 	// need no lock (recording one again is idempotent).
 	r.counting.Lock()
-	streams, calls := r.b.held()
+	streams, calls := r.counts(), r.h.held()
 	err := r.heartbeat(ctx)
 	for tk, n := range streams {
 		if err != nil {
@@ -534,12 +542,14 @@ func (r *relay) resync() {
 		}
 		var offers []Offer
 		if offers, err = r.recount(ctx, tk, n); err == nil {
-			r.b.recounted(tk)
+			r.countMu.Lock()
+			delete(r.stale, tk)
+			r.countMu.Unlock()
 		}
 		// Sent whatever their number: these are the ones whose message
 		// may have been lost.
 		for _, o := range offers {
-			r.b.deliver(tk, o, math.MaxUint64)
+			r.h.deliver(tk, o, math.MaxUint64)
 		}
 	}
 	r.counting.Unlock()
@@ -549,15 +559,15 @@ func (r *relay) resync() {
 		}
 		var finished bool
 		var o *Outcome
-		finished, o, err = r.offer(ctx, c.k, c.offer, c.timeout, "again")
+		finished, o, err = r.offer(ctx, c.k, c.offer, c.timeout, true)
 		switch {
 		case err != nil || !finished:
 		case o != nil:
-			r.b.answer(c.k, ending{out: *o})
+			r.h.answer(c.k, ending{out: *o})
 		case c.gone:
 			// Finished without an outcome while this instance could
 			// not hear it: dropped when the thread's last stream closed.
-			r.b.answer(c.k, ending{err: ErrCallerGone})
+			r.h.answer(c.k, ending{err: ErrCallerGone})
 		}
 	}
 	if err != nil {
@@ -565,8 +575,32 @@ func (r *relay) resync() {
 	}
 }
 
+// counts returns this instance's open streams by thread, to write back:
+// zero for a thread whose count in Redis may be stale.
+func (r *redisRelay) counts() map[Thread]int {
+	r.countMu.Lock()
+	defer r.countMu.Unlock()
+	streams := make(map[Thread]int, len(r.streams)+len(r.stale))
+	for tk := range r.stale {
+		streams[tk] = 0
+	}
+	for tk, n := range r.streams {
+		streams[tk] = n
+	}
+	return streams
+}
+
+// count adds d to this instance's open streams of tk.
+func (r *redisRelay) count(tk Thread, d int) {
+	r.countMu.Lock()
+	defer r.countMu.Unlock()
+	if r.streams[tk] += d; r.streams[tk] <= 0 {
+		delete(r.streams, tk)
+	}
+}
+
 // threadKey is P ct:T.
-func (r *relay) threadKey(tk Thread) string {
+func (r *redisRelay) threadKey(tk Thread) string {
 	h := sha256.New()
 	// Lengths first: ("ab", "c") and ("a", "bc") differ. A thread of no
 	// installation hashes as before installations were in the key, so
@@ -580,19 +614,19 @@ func (r *relay) threadKey(tk Thread) string {
 	return r.prefix + hex.EncodeToString(h.Sum(nil))
 }
 
-func (r *relay) callKey(k callKey) string { return r.threadKey(k.Thread) + ":c:" + k.callID }
+func (r *redisRelay) callKey(k callKey) string { return r.threadKey(k.Thread) + ":c:" + k.callID }
 
 // streamArgs are the arguments every stream script begins with (liveLua's).
-func (r *relay) streamArgs(tkey string, more ...any) []any {
+func (r *redisRelay) streamArgs(tkey string, more ...any) []any {
 	return append([]any{r.id, r.prefix + "live:", tkey + ":c:", r.channel, ms(keepFinished)}, more...)
 }
 
 // dropMessage is the message that announces k dropped.
 func dropMessage(k callKey) ([]byte, error) {
-	return json.Marshal(message{Kind: "d", User: k.User, Install: k.Install, Thread: k.ID, Call: k.callID})
+	return json.Marshal(message{Kind: "d", User: k.User, Install: k.Install, Thread: k.ID, Call: k.callID}, messageOptions)
 }
 
-func (r *relay) unavailable(what string, err error) error {
+func (r *redisRelay) unavailable(what string, err error) error {
 	r.logger.Error("client tool bridge: "+what, zap.Error(err))
 	return ErrUnavailable
 }
@@ -600,15 +634,19 @@ func (r *relay) unavailable(what string, err error) error {
 // offer records a call in Redis and announces it to every instance's
 // streams. In mode "again" it reports a call that finished, and its
 // outcome if it has one.
-func (r *relay) offer(ctx context.Context, k callKey, o Offer, ttl time.Duration, mode string) (finished bool, out *Outcome, err error) {
-	data, err := json.Marshal(o)
+func (r *redisRelay) offer(ctx context.Context, k callKey, o Offer, ttl time.Duration, again bool) (finished bool, out *Outcome, err error) {
+	mode := "new"
+	if again {
+		mode = "again"
+	}
+	data, err := json.Marshal(o, messageOptions)
 	if err != nil {
 		return false, nil, err
 	}
 	if len(data) > maxMessage {
 		return false, nil, fmt.Errorf("the call's input is larger than %d bytes", maxMessage)
 	}
-	msg, err := json.Marshal(message{Kind: "o", User: k.User, Install: k.Install, Thread: k.ID, Offer: &o})
+	msg, err := json.Marshal(message{Kind: "o", User: k.User, Install: k.Install, Thread: k.ID, Offer: &o}, messageOptions)
 	if err != nil {
 		return false, nil, err
 	}
@@ -637,7 +675,7 @@ func (r *relay) offer(ctx context.Context, k callKey, o Offer, ttl time.Duration
 // finish ends a call in Redis with the page's outcome, or without one when
 // it timed out (o nil). It reports whether this finish won, and when it did
 // not and the call had a result, that result.
-func (r *relay) finish(ctx context.Context, k callKey, o *Outcome) (bool, *Outcome, error) {
+func (r *redisRelay) finish(ctx context.Context, k callKey, o *Outcome) (bool, *Outcome, error) {
 	var data string
 	var msg []byte
 	if o != nil {
@@ -671,7 +709,7 @@ func (r *relay) finish(ctx context.Context, k callKey, o *Outcome) (bool, *Outco
 	return false, nil, nil
 }
 
-func (r *relay) claim(ctx context.Context, k callKey) error {
+func (r *redisRelay) claim(ctx context.Context, k callKey) error {
 	n, err := claimScript.Run(ctx, r.client, []string{r.callKey(k)}).Int()
 	switch {
 	case err != nil:
@@ -686,20 +724,23 @@ func (r *relay) claim(ctx context.Context, k callKey) error {
 
 // open counts a stream of tk open and returns the calls waiting unclaimed,
 // and the last offer's number then.
-func (r *relay) open(ctx context.Context, tk Thread) ([]Offer, uint64, error) {
+func (r *redisRelay) open(ctx context.Context, tk Thread) ([]Offer, uint64, error) {
+	r.counting.RLock()
+	defer r.counting.RUnlock()
 	tkey := r.threadKey(tk)
 	v, err := openScript.Run(ctx, r.client, []string{tkey + ":w", tkey + ":s", r.prefix + "seq"},
 		r.streamArgs(tkey, maxOpenOffers, maxOpenBytes)...).StringSlice()
 	if err != nil {
 		return nil, 0, r.unavailable("opening a stream", err)
 	}
+	r.count(tk, 1)
 	offers, since := decodeList(v)
 	return offers, since, nil
 }
 
 // recount writes back this instance's count of open streams of tk and
 // returns the calls waiting unclaimed for them.
-func (r *relay) recount(ctx context.Context, tk Thread, n int) ([]Offer, error) {
+func (r *redisRelay) recount(ctx context.Context, tk Thread, n int) ([]Offer, error) {
 	tkey := r.threadKey(tk)
 	v, err := recountScript.Run(ctx, r.client, []string{tkey + ":w", tkey + ":s", r.prefix + "seq"},
 		r.streamArgs(tkey, maxOpenOffers, maxOpenBytes, n)...).StringSlice()
@@ -719,7 +760,7 @@ func decodeList(v []string) ([]Offer, uint64) {
 	offers := make([]Offer, 0, len(v)-1)
 	for _, s := range v[1:] {
 		var o Offer
-		if len(s) > maxMessage || json.Unmarshal([]byte(s), &o) != nil {
+		if len(s) > maxMessage || json.Unmarshal([]byte(s), &o, messageOptions) != nil {
 			continue // not one of ours: never shown to a page
 		}
 		offers = append(offers, o)
@@ -727,10 +768,18 @@ func decodeList(v []string) ([]Offer, uint64) {
 	return offers, since
 }
 
-func (r *relay) closeStream(ctx context.Context, tk Thread) error {
+// closeStream counts a stream of tk closed, here and in Redis; when Redis
+// cannot be reached, its count there is written back later.
+func (r *redisRelay) closeStream(ctx context.Context, tk Thread) error {
+	r.counting.RLock()
+	defer r.counting.RUnlock()
+	r.count(tk, -1)
 	tkey := r.threadKey(tk)
 	err := closeScript.Run(ctx, r.client, []string{tkey + ":w", tkey + ":s"}, r.streamArgs(tkey)...).Err()
 	if err != nil {
+		r.countMu.Lock()
+		r.stale[tk] = struct{}{}
+		r.countMu.Unlock()
 		return r.unavailable("closing a stream", err)
 	}
 	return nil
@@ -740,7 +789,7 @@ func (r *relay) closeStream(ctx context.Context, tk Thread) error {
 // stream of its thread: then it reports kept, and the call is dropped when
 // the thread's last stream closes. posted is the outcome of a call that
 // had one already.
-func (r *relay) leave(ctx context.Context, k callKey) (kept bool, posted *Outcome, err error) {
+func (r *redisRelay) leave(ctx context.Context, k callKey) (kept bool, posted *Outcome, err error) {
 	msg, err := dropMessage(k)
 	if err != nil {
 		return false, nil, err
@@ -790,7 +839,7 @@ func decodeOutcome(s string) (Outcome, error) {
 		msg := s[1:]
 		return Outcome{Error: &msg}, nil
 	case len(s) > 0 && s[0] == 'r':
-		return Outcome{Result: json.RawMessage(s[1:])}, nil
+		return Outcome{Result: jsontext.Value(s[1:])}, nil
 	}
 	return Outcome{}, errors.New("a result in redis is not one the bridge wrote")
 }

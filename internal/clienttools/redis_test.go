@@ -2,11 +2,13 @@ package clienttools
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/redis/go-redis/v9"
 
@@ -26,14 +28,18 @@ func redisClient(t *testing.T, addr string) *redis.Client {
 	return c
 }
 
+// redisOf is b's Redis relay.
+func redisOf(b *Bridge) *redisRelay { return b.relay.(*redisRelay) }
+
 // instance is a bridge on Redis with a fake timer, as one gateway instance.
 func instance(t *testing.T, addr, prefix string, beat time.Duration) (*Bridge, *fakeClock) {
 	t.Helper()
-	b, err := newRedisBridge(context.Background(), redisClient(t, addr), prefix, nil, beat)
+	r, err := newRedisRelay(context.Background(), redisClient(t, addr), prefix, nil, beat)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { b.Close() })
+	b := NewBridgeOn(r)
+	t.Cleanup(func() { r.Close() })
 	return b, newFakeClock(b)
 }
 
@@ -93,7 +99,7 @@ func TestRedisCallAcrossInstances(t *testing.T) {
 	}
 
 	// The result posted on B wakes Run on A, its text as the page wrote it.
-	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: json.RawMessage(`{"a": "<b>&"}`)}); err != nil {
+	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: jsontext.Value(`{"a": "<b>&"}`)}); err != nil {
 		t.Fatalf("post on B: %v", err)
 	}
 	r := wait(t, done)
@@ -126,7 +132,7 @@ func TestRedisCallAcrossInstances(t *testing.T) {
 func TestRedisPostOnTheRunningInstance(t *testing.T) {
 	a, _, clkA, _ := twoInstances(t)
 	done := start(t, context.Background(), a, clkA, "u_1", "th_1", "c1")
-	if err := a.Post(th("u_1", "th_1"), "c1", Outcome{Result: json.RawMessage(`7`)}); err != nil {
+	if err := a.Post(th("u_1", "th_1"), "c1", Outcome{Result: jsontext.Value(`7`)}); err != nil {
 		t.Fatal(err)
 	}
 	if r := wait(t, done); r.err != nil || string(r.out.Result) != "7" {
@@ -162,7 +168,7 @@ func TestRedisResultBeatsTimer(t *testing.T) {
 	// The result is in Redis but A does not hear of it: its message is
 	// dropped as another instance's would be while A's link was down.
 	k := callKey{th("u_1", "th_1"), "c1"}
-	won, _, err := b.relay.finish(context.Background(), k, &Outcome{Result: json.RawMessage(`"late"`)})
+	won, _, err := b.relay.finish(context.Background(), k, &Outcome{Result: jsontext.Value(`"late"`)})
 	if err != nil || !won {
 		t.Fatalf("finish on B: %v %v", won, err)
 	}
@@ -247,14 +253,14 @@ func TestRedisDeadInstanceLapses(t *testing.T) {
 	s, offers := open(t, a, "u_1", "th_1")
 	s.Close()
 	if len(offers) != 0 {
-		rb := b.relay
+		rb := redisOf(b)
 		counts, _ := rb.client.HGetAll(context.Background(), rb.threadKey(th("u_1", "th_1"))+":s").Result()
 		live, _ := rb.client.PTTL(context.Background(), rb.liveKey()).Result()
 		t.Fatalf("listed while B's stream is open: %+v (counts %v, B is %s, its heartbeat's ttl %v)", offers, counts, rb.id, live)
 	}
 
 	// B dies: its heartbeat stops, its stream is never closed.
-	r := b.relay
+	r := redisOf(b)
 	r.closeOnce.Do(func() {
 		r.cancel()
 		r.pubsub.Close()
@@ -351,7 +357,7 @@ func TestRedisInstallsApart(t *testing.T) {
 		if err := b.Claim(who, "c1"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("claim as %+v: %v, want ErrNotFound", who, err)
 		}
-		if err := b.Post(who, "c1", Outcome{Result: json.RawMessage(`"stolen"`)}); !errors.Is(err, ErrNotFound) {
+		if err := b.Post(who, "c1", Outcome{Result: jsontext.Value(`"stolen"`)}); !errors.Is(err, ErrNotFound) {
 			t.Errorf("post as %+v: %v, want ErrNotFound", who, err)
 		}
 		s, offers, err := b.Open(who, "late"+who.Install)
@@ -370,7 +376,7 @@ func TestRedisInstallsApart(t *testing.T) {
 	if err := b.Claim(inA, "c1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Post(inA, "c1", Outcome{Result: json.RawMessage(`"a"`)}); err != nil {
+	if err := b.Post(inA, "c1", Outcome{Result: jsontext.Value(`"a"`)}); err != nil {
 		t.Fatal(err)
 	}
 	if r := wait(t, done); r.err != nil || string(r.out.Result) != `"a"` {
@@ -383,7 +389,7 @@ func TestRedisInstallsApart(t *testing.T) {
 		{User: "ab", Install: "c", ID: "t"}, {User: "a", Install: "bc", ID: "t"},
 		{User: "a", Install: "b", ID: "ct"}, {User: "a", ID: "bct"}, {User: "a", Install: "1:b", ID: "t"},
 	} {
-		k := a.relay.threadKey(tk)
+		k := redisOf(a).threadKey(tk)
 		if other, dup := keys[k]; dup {
 			t.Errorf("%+v and %+v share the key %s", tk, other, k)
 		}
@@ -488,7 +494,7 @@ func TestRedisRestart(t *testing.T) {
 	}
 	// B writes its stream count back once its own subscription is back;
 	// then closing another stream lapses nothing.
-	rb := b.relay
+	rb := redisOf(b)
 	streams := rb.threadKey(th("u_1", "th_1")) + ":s"
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if n, _ := rb.client.HGet(context.Background(), streams, rb.id).Int(); n == 1 {
@@ -500,7 +506,7 @@ func TestRedisRestart(t *testing.T) {
 	if err := a.Claim(th("u_1", "th_1"), "c1"); !errors.Is(err, ErrConflict) {
 		t.Errorf("the claim lapsed while B's first stream is open: %v", err)
 	}
-	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: json.RawMessage(`"back"`)}); err != nil {
+	if err := b.Post(th("u_1", "th_1"), "c1", Outcome{Result: jsontext.Value(`"back"`)}); err != nil {
 		t.Fatal(err)
 	}
 	if r := wait(t, done); r.err != nil || string(r.out.Result) != `"back"` {
@@ -509,7 +515,7 @@ func TestRedisRestart(t *testing.T) {
 }
 
 func TestRedisOutcomeEncoding(t *testing.T) {
-	for _, o := range []Outcome{{}, {Result: json.RawMessage(`null`)}, {Result: json.RawMessage(` [1, "\u003c"] `)}, {Error: strp("")}, {Error: strp("e\xff")}} {
+	for _, o := range []Outcome{{}, {Result: jsontext.Value(`null`)}, {Result: jsontext.Value(` [1, "\u003c"] `)}, {Error: strp("")}, {Error: strp("e\xff")}} {
 		got, err := decodeOutcome(encodeOutcome(o))
 		if err != nil || string(got.Result) != string(o.Result) || (got.Error == nil) != (o.Error == nil) || (o.Error != nil && *got.Error != *o.Error) {
 			t.Errorf("%+v came back as %+v, %v", o, got, err)
@@ -531,7 +537,7 @@ func TestRedisResyncDeliversMissedOffers(t *testing.T) {
 	defer onB.Close()
 	// A call recorded as A's offer records it, its message lost.
 	k := callKey{th("u_1", "th_1"), "c1"}
-	r := a.relay
+	r := redisOf(a)
 	data, _ := json.Marshal(Offer{CallID: "c1", Name: "where"})
 	tkey := r.threadKey(k.Thread)
 	err := offerScript.Run(context.Background(), r.client, []string{r.callKey(k), tkey + ":w", r.prefix + "seq"},
@@ -544,7 +550,7 @@ func TestRedisResyncDeliversMissedOffers(t *testing.T) {
 		t.Fatalf("offer without a message reached the stream: %+v", o)
 	case <-time.After(50 * time.Millisecond):
 	}
-	b.relay.resync()
+	redisOf(b).resync()
 	if o := next(t, onB); o.CallID != "c1" {
 		t.Fatalf("after the resync B's stream got %+v", o)
 	}
@@ -628,14 +634,14 @@ func BenchmarkClientCallRoundTrip(b *testing.B) {
 		go func() {
 			for o := range s.C {
 				if page.Claim(th("u_1", "th_1"), o.CallID) == nil {
-					_ = page.Post(th("u_1", "th_1"), o.CallID, Outcome{Result: json.RawMessage(`1`)})
+					_ = page.Post(th("u_1", "th_1"), o.CallID, Outcome{Result: jsontext.Value(`1`)})
 				}
 			}
 		}()
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := range b.N {
-			if _, err := on.Run(context.Background(), th("u_1", "th_1"), Offer{CallID: strconv.Itoa(i), Name: "n", Input: json.RawMessage(`{}`)}, time.Minute); err != nil {
+			if _, err := on.Run(context.Background(), th("u_1", "th_1"), Offer{CallID: strconv.Itoa(i), Name: "n", Input: jsontext.Value(`{}`)}, time.Minute); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -649,11 +655,12 @@ func BenchmarkClientCallRoundTrip(b *testing.B) {
 		newOne := func() *Bridge {
 			c := redis.NewClient(&redis.Options{Addr: rs.Addr})
 			b.Cleanup(func() { c.Close() })
-			br, err := NewRedisBridge(context.Background(), c, "tg:", nil)
+			r, err := NewRedisRelay(context.Background(), c, "tg:", nil)
 			if err != nil {
 				b.Fatal(err)
 			}
-			b.Cleanup(func() { br.Close() })
+			b.Cleanup(func() { r.Close() })
+			br := NewBridgeOn(r)
 			return br
 		}
 		run(b, newOne(), newOne())

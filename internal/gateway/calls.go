@@ -27,7 +27,7 @@ func answerOf(c *ledger.Call) *Answer {
 			a.Result = *c.Result
 		}
 	case ledger.ActionRequired:
-		a.Card = jsontext.Value(c.Card)
+		a.Card = c.Card
 	}
 	return a
 }

@@ -232,7 +232,7 @@ func TestRecordedCardCheckedAtResume(t *testing.T) {
 		if _, created, err := rig.gw.ledger.Create(ctx, c); err != nil || !created {
 			t.Fatalf("create: %v", err)
 		}
-		c.State, c.Card = ledger.ActionRequired, []byte(card)
+		c.State, c.Card = ledger.ActionRequired, jsontext.Value(card)
 		if _, err := rig.gw.ledger.Update(ctx, c, ledger.Running); err != nil {
 			t.Fatal(err)
 		}
@@ -303,7 +303,7 @@ func TestClientToolCardShaped(t *testing.T) {
 		if err := rig.gw.bridge.Claim(clienttools.Thread{User: rig.me.User, Install: rig.me.Install, ID: "th_1"}, o.CallID); err != nil {
 			t.Error(err)
 		}
-		_ = rig.gw.bridge.Post(clienttools.Thread{User: rig.me.User, Install: rig.me.Install, ID: "th_1"}, o.CallID, clienttools.Outcome{Result: []byte(rig.cards["admin"])})
+		_ = rig.gw.bridge.Post(clienttools.Thread{User: rig.me.User, Install: rig.me.Install, ID: "th_1"}, o.CallID, clienttools.Outcome{Result: jsontext.Value(rig.cards["admin"])})
 	}()
 	a, err := rig.gw.Invoke(context.Background(), Call{Tool: "client", CallID: "k1", Input: jsontext.Value(`{}`), Origin: rig.thread, Identity: rig.me})
 	if err != nil || a.Status != StatusDone || a.IsError || a.Card != nil || a.Content != string(rig.cards["admin"]) {

@@ -119,7 +119,8 @@ func (l *countingLedger) Wait(context.Context, string, ledger.State) (*ledger.Ca
 
 func (l *countingLedger) Spend(context.Context, string, time.Time) (bool, error) { return true, nil }
 
-func (l *countingLedger) Close() error { return nil }
+func (l *countingLedger) Close() error  { return nil }
+func (l *countingLedger) Records() bool { return true }
 
 // TestBoundsBeforeLedger: a bad identity or call id is refused by Invoke,
 // Status and Resume before the ledger is asked anything and before the

@@ -37,8 +37,8 @@ type Config struct {
 	Tools  *manifest.Set
 	Issuer *identity.Issuer
 	Client *dispatch.Client
-	// Ledger records calls; ledger.Off (or nil) records nothing, which
-	// turns at-most-once execution and cards off.
+	// Ledger records calls; one whose Records is false (ledger.Off, which
+	// nil means) turns at-most-once execution and cards off.
 	Ledger ledger.Ledger
 	Logger *zap.Logger
 	// Instance names this gateway process in the ledger.
@@ -203,7 +203,7 @@ func (g *Gateway) Invoke(ctx context.Context, call Call) (ans *Answer, err error
 	if err := g.admitClientCall(ctx, tool, call); err != nil {
 		return nil, g.refused(tool, call, observe.RefusedLimits, err)
 	}
-	off := g.ledger == ledger.Off
+	off := !g.ledger.Records()
 	digest := ""
 	if !off {
 		// Off keeps no call to compare a repeat's input with.
@@ -254,7 +254,7 @@ func (g *Gateway) Invoke(ctx context.Context, call Call) (ans *Answer, err error
 	g.logCall(tool, call, out, start)
 	if out.card != nil {
 		g.obs.Card(observe.CardOpened)
-		rec.State, rec.Card = ledger.ActionRequired, []byte(out.card)
+		rec.State, rec.Card = ledger.ActionRequired, out.card
 	} else {
 		rec.State, rec.Result = ledger.Done, &out.res
 	}

@@ -192,7 +192,7 @@ func TestClientTools(t *testing.T) {
 		if err := gw.bridge.Claim(clienttools.Thread{User: "u_1", ID: "th_1"}, o.CallID); err != nil {
 			t.Error(err)
 		}
-		_ = gw.bridge.Post(clienttools.Thread{User: "u_1", ID: "th_1"}, o.CallID, clienttools.Outcome{Result: []byte(`{"b":1, "a":[2]}`)})
+		_ = gw.bridge.Post(clienttools.Thread{User: "u_1", ID: "th_1"}, o.CallID, clienttools.Outcome{Result: jsontext.Value(`{"b":1, "a":[2]}`)})
 	}()
 	a, err := gw.Invoke(ctx, Call{Tool: "client", CallID: "k1", Input: jsontext.Value(`{ "id": "x" }`), Origin: thread, Identity: me})
 	if err != nil || a.IsError || a.Content != `{"b":1,"a":[2]}` {

@@ -82,10 +82,10 @@ func endResume(span trace.Span, a *Answer, err error) {
 // operation's context. It sets no attribute: a key holds the user.
 type tracedLedger struct{ ledger.Ledger }
 
-// traceLedger wraps l in a tracedLedger, but for ledger.Off, which the
-// gateway recognizes by identity and which does nothing worth a span.
+// traceLedger wraps l in a tracedLedger, but for a ledger that records
+// nothing (ledger.Off), whose operations are worth no span.
 func traceLedger(l ledger.Ledger) ledger.Ledger {
-	if l == ledger.Off {
+	if !l.Records() {
 		return l
 	}
 	return tracedLedger{l}

@@ -248,7 +248,7 @@ func TestClientOfferTraceparent(t *testing.T) {
 			if err := rig.gw.bridge.Claim(clienttools.Thread{User: secretUser, Install: secretInstall, ID: secretThread}, o.CallID); err != nil {
 				t.Error(err)
 			}
-			_ = rig.gw.bridge.Post(clienttools.Thread{User: secretUser, Install: secretInstall, ID: secretThread}, o.CallID, clienttools.Outcome{Result: []byte(`"` + secretResult + `"`)})
+			_ = rig.gw.bridge.Post(clienttools.Thread{User: secretUser, Install: secretInstall, ID: secretThread}, o.CallID, clienttools.Outcome{Result: jsontext.Value(`"` + secretResult + `"`)})
 		}
 	}()
 

@@ -276,7 +276,7 @@ func startServer(t *testing.T, o options) *server {
 	if s.bridge == nil {
 		s.bridge = clienttools.NewBridge()
 	}
-	s.bridge.SetLimits(o.limits)
+	s.bridge = s.bridge.WithLimits(o.limits)
 	gw := gateway.New(gateway.Config{
 		Tools: tools, Issuer: issuer,
 		Client: dispatch.NewClient(o.upstreamTimeout, o.maxResponseSize),

@@ -61,12 +61,12 @@ func startRedisPages(t *testing.T, opts *redis.Options) *server {
 	t.Helper()
 	client := redis.NewClient(opts)
 	t.Cleanup(func() { client.Close() })
-	bridge, err := clienttools.NewRedisBridge(context.Background(), client, "tg:", nil)
+	relay, err := clienttools.NewRedisRelay(context.Background(), client, "tg:", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { bridge.Close() })
+	t.Cleanup(func() { relay.Close() })
 	o := pagesOptions(t)
-	o.bridge = bridge
+	o.bridge = clienttools.NewBridgeOn(relay)
 	return startServer(t, o)
 }

@@ -1084,6 +1084,9 @@ func (b *Bolt) checkpointEvery() {
 
 // Close stops the sweeper, puts the log's changes in the B+tree, releases
 // every Wait and closes the file.
+// Records implements Ledger: the bolt ledger keeps every call.
+func (b *Bolt) Records() bool { return true }
+
 func (b *Bolt) Close() error {
 	b.closeOnce.Do(func() {
 		close(b.stop)

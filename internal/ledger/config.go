@@ -198,11 +198,18 @@ func (c *Config) Open(logger *zap.Logger) (Ledger, error) {
 	if err != nil {
 		return nil, err
 	}
+	return c.Limit(l), nil
+}
+
+// Limit returns l keeping results up to c's MaxResultSize (LimitResults),
+// as Open does: for the ledger of a back end opened on its own
+// (OpenRedis).
+func (c *Config) Limit(l Ledger) Ledger {
 	max := c.MaxResultSize
 	if max == 0 {
 		max = DefaultMaxResultSize
 	}
-	return LimitResults(l, max), nil
+	return LimitResults(l, max)
 }
 
 func (c *Config) open(logger *zap.Logger) (Ledger, error) {
@@ -229,34 +236,49 @@ func (c *Config) open(logger *zap.Logger) (Ledger, error) {
 		}
 		return l, err
 	case "redis":
-		addr, useTLS, err := c.redisAddr()
+		r, err := c.OpenRedis(logger)
 		if err != nil {
 			return nil, err
 		}
-		var tlsConfig *tls.Config
-		if useTLS {
-			if tlsConfig, err = c.redisTLS(); err != nil {
-				return nil, err
-			}
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), redisOpenTimeout)
-		defer cancel()
-		l, err := OpenRedis(ctx, RedisOptions{
-			Addr: addr, TLS: tlsConfig, Password: c.Password, DB: c.DB, Prefix: c.Prefix, Retention: c.Retention,
-			AllowEviction: c.AllowEviction, Replicas: c.Replicas, Logger: logger,
-		})
-		if refused := (*EvictionError)(nil); errors.As(err, &refused) {
-			return nil, fmt.Errorf("ledger redis %s: %w", c.Addr, refused)
-		}
-		if err != nil {
-			if !useTLS && errors.Is(err, io.EOF) {
-				// A TLS server closes a plain connection at its first
-				// command, which says only EOF.
-				return nil, fmt.Errorf("ledger redis %s: %w (if the server speaks TLS, use rediss:// or tls)", c.Addr, err)
-			}
-			return nil, fmt.Errorf("ledger redis %s: %w", c.Addr, err)
-		}
-		return l, nil
+		return r, nil
 	}
 	return nil, fmt.Errorf("ledger: unknown backend %q (want bolt, redis or off)", c.Backend)
+}
+
+// OpenRedis opens the Redis ledger of c, whose Backend is "redis", once
+// Check passed, without the result limit Open adds (Limit): for a caller
+// that shares its client (the Redis relay of client tools). logger may be
+// nil.
+func (c *Config) OpenRedis(logger *zap.Logger) (*Redis, error) {
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	addr, useTLS, err := c.redisAddr()
+	if err != nil {
+		return nil, err
+	}
+	var tlsConfig *tls.Config
+	if useTLS {
+		if tlsConfig, err = c.redisTLS(); err != nil {
+			return nil, err
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), redisOpenTimeout)
+	defer cancel()
+	l, err := OpenRedis(ctx, RedisOptions{
+		Addr: addr, TLS: tlsConfig, Password: c.Password, DB: c.DB, Prefix: c.Prefix, Retention: c.Retention,
+		AllowEviction: c.AllowEviction, Replicas: c.Replicas, Logger: logger,
+	})
+	if refused := (*EvictionError)(nil); errors.As(err, &refused) {
+		return nil, fmt.Errorf("ledger redis %s: %w", c.Addr, refused)
+	}
+	if err != nil {
+		if !useTLS && errors.Is(err, io.EOF) {
+			// A TLS server closes a plain connection at its first
+			// command, which says only EOF.
+			return nil, fmt.Errorf("ledger redis %s: %w (if the server speaks TLS, use rediss:// or tls)", c.Addr, err)
+		}
+		return nil, fmt.Errorf("ledger redis %s: %w", c.Addr, err)
+	}
+	return l, nil
 }

@@ -132,6 +132,9 @@ func (l *Later) Spend(ctx context.Context, id string, until time.Time) (bool, er
 }
 
 // Close stops trying and closes the ledger if it was opened.
+// Records implements Ledger: the bolt ledger it opens keeps every call.
+func (l *Later) Records() bool { return true }
+
 func (l *Later) Close() error {
 	l.mu.Lock()
 	if l.closed {

@@ -10,7 +10,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	stdjson "encoding/json"
 	"errors"
 	"time"
 
@@ -85,7 +84,7 @@ type Call struct {
 	// Result is set when State is Done.
 	Result *result.Result `json:"result,omitempty"`
 	// Card is the action-required card, set from ActionRequired on.
-	Card stdjson.RawMessage `json:"card,omitempty"`
+	Card jsontext.Value `json:"card,omitempty"`
 	// Resume records how the card was answered.
 	Resume *Resume `json:"resume,omitzero"`
 	// Owner is the instance running the call; Deadline is when a call
@@ -126,6 +125,12 @@ type Ledger interface {
 	// ErrUnavailable fails closed (the caller must refuse the token).
 	Spend(ctx context.Context, id string, until time.Time) (fresh bool, err error)
 
+	// Records reports whether the ledger keeps calls: false for Off,
+	// whose Create always creates and whose Get finds nothing. A ledger
+	// that keeps nothing cannot hold a call on a card, nor tell a repeat
+	// from a first call; a wrapper that embeds a Ledger passes it on.
+	Records() bool
+
 	// Close releases the back end.
 	Close() error
 }
@@ -142,7 +147,7 @@ func Key(user, install, callID string) string {
 // it, which must stay equal for equal inputs (a repeat whose digest changed
 // would be refused as another call under the same call id):
 //
-//   - numbers stay as written (input holds json.Number, each number's
+//   - numbers stay as written (input holds inputNumber, each number's
 //     text): RFC 8785 writes them as IEEE doubles, so 1.0 and 1 would
 //     match and, worse, 1234567890123456789 and 1234567890123456788;
 //   - <, >, &, U+2028 and U+2029 in strings are escaped (\u003c …), as
@@ -180,9 +185,9 @@ func RawInputDigest(raw []byte) (string, error) {
 }
 
 var (
-	// digestMarshal writes a json.Number as the number it holds.
+	// digestMarshal writes an inputNumber as the number it holds.
 	digestMarshal = json.JoinOptions(
-		json.WithMarshalers(json.MarshalToFunc(func(enc *jsontext.Encoder, n stdjson.Number) error {
+		json.WithMarshalers(json.MarshalToFunc(func(enc *jsontext.Encoder, n inputNumber) error {
 			return enc.WriteValue(jsontext.Value(n))
 		})),
 		// The text of an input that is not JSON, hashed as a string.

@@ -8,8 +8,8 @@ import (
 // Off is the ledger of "ledger off": it records nothing. Every Create
 // creates, so a repeated call id runs again; Get and Wait find nothing
 // (ErrNotKept); Update succeeds and stores nothing; Spend remembers spent
-// ids in this process only. Compare a Ledger with
-// Off to learn that it keeps nothing: a call cannot pause on a card in it.
+// ids in this process only. Its Records is false: a call cannot pause on a
+// card in it.
 var Off Ledger = off{}
 
 // ErrNotKept is what Off's Get and Wait return: an ErrNotFound that says
@@ -30,5 +30,7 @@ func (off) Get(context.Context, string) (*Call, error) { return nil, ErrNotKept 
 func (off) Update(_ context.Context, c *Call, _ State) (*Call, error) { return c, nil }
 
 func (off) Wait(context.Context, string, State) (*Call, error) { return nil, ErrNotKept }
+
+func (off) Records() bool { return false }
 
 func (off) Close() error { return nil }

@@ -140,12 +140,8 @@ const MinMaxResultSize = 1 << 10
 // error result in its place ("result too large to replay", naming both
 // sizes): a repeat, a waiter or a read of the call gets that, while the
 // caller of the run has the whole result from memory. The call still ran
-// once and is never run again. Off, which keeps nothing, is returned as
-// it is.
+// once and is never run again.
 func LimitResults(l Ledger, max int64) Ledger {
-	if l == Off {
-		return l
-	}
 	return &resultLimit{Ledger: l, max: max}
 }
 
@@ -158,8 +154,9 @@ type resultLimit struct {
 func (r *resultLimit) Unwrap() Ledger { return r.Ledger }
 
 // Backend returns the back end under l's wrappers (those with an Unwrap
-// method, as LimitResults'), for a caller that needs what only it offers:
-// the Redis ledger's client, to share client tool calls through.
+// method, as LimitResults'): for tests that check what Open built. Code
+// that needs a back end's own parts opens it on its own (OpenRedis), as
+// the store does.
 func Backend(l Ledger) Ledger {
 	for {
 		w, ok := l.(interface{ Unwrap() Ledger })

@@ -4,21 +4,23 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
+	stdjson "encoding/json"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/toolgate/toolgate/internal/result"
 )
 
-// reflectEncode is encoding/json from the struct tags, HTML escaping off:
-// how calls have always been stored, which encodeCall keeps.
+// reflectEncode is encoding/json (stdjson: the reference these tests hold
+// the ledger to) from the struct tags, HTML escaping off: how calls have
+// always been stored, which encodeCall keeps.
 func reflectEncode(t *testing.T, c *Call) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
+	enc := stdjson.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(c); err != nil {
 		t.Fatal(err)
@@ -41,7 +43,7 @@ func TestEncodeCall(t *testing.T) {
 		{"done, every channel", Call{Key: "k", CallID: "c", Tool: "t", Digest: "d", State: Done,
 			Result: &result.Result{Content: tricky, Markdown: tricky, EmbedURL: "https://a.example/?a=1&b=<2>", Card: "embed"}}},
 		{"error result", Call{Key: "k", State: Done, Result: &result.Result{IsError: true, Content: "failed"}}},
-		{"card and resume", Call{Key: "k", State: Done, Card: json.RawMessage(` {"type": "action_required", "title": "<ok>"} `),
+		{"card and resume", Call{Key: "k", State: Done, Card: jsontext.Value(` {"type": "action_required", "title": "<ok>"} `),
 			Resume: &Resume{ButtonID: "yes", Device: "pc-1"}, Result: &result.Result{Content: "approved"}}},
 		{"resume action only", Call{Key: "k", State: Done, Resume: &Resume{Action: "skip"}}},
 		{"empty resume", Call{Key: "k", State: ActionRequired, Resume: &Resume{}}},
@@ -68,7 +70,7 @@ func TestEncodeCall(t *testing.T) {
 			}
 		})
 	}
-	if _, err := encodeCall(&Call{Key: "k", Card: json.RawMessage(`{"a":`)}); err == nil {
+	if _, err := encodeCall(&Call{Key: "k", Card: jsontext.Value(`{"a":`)}); err == nil {
 		t.Error("encodeCall with a broken card: want an error")
 	}
 	if _, err := encodeCall(&Call{Key: "k", Created: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}); err == nil {
@@ -79,7 +81,7 @@ func TestEncodeCall(t *testing.T) {
 // oldInputDigest is InputDigest as it was before RFC 8785: the SHA-256 of
 // encoding/json's text of the input. Digests it made are in ledgers now.
 func oldInputDigest(input any) string {
-	b, _ := json.Marshal(input)
+	b, _ := stdjson.Marshal(input)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
@@ -87,7 +89,7 @@ func oldInputDigest(input any) string {
 // decodeInput decodes as the gateway does: json.Number for numbers.
 func decodeInput(t testing.TB, raw string) any {
 	t.Helper()
-	d := json.NewDecoder(strings.NewReader(raw))
+	d := stdjson.NewDecoder(strings.NewReader(raw))
 	d.UseNumber()
 	var v any
 	if err := d.Decode(&v); err != nil {
@@ -168,7 +170,7 @@ func FuzzInputDigest(f *testing.F) {
 	f.Add(`{"a":1.0,"b":["<&>",{"c":-0}],"é":"\u2028"}`)
 	f.Add(`[1e400,"\ud800",{"":null}]`)
 	f.Fuzz(func(t *testing.T, in string) {
-		d := json.NewDecoder(strings.NewReader(in))
+		d := stdjson.NewDecoder(strings.NewReader(in))
 		d.UseNumber()
 		var v any
 		if d.Decode(&v) != nil || d.More() {

@@ -663,6 +663,9 @@ func (r *Redis) Wait(ctx context.Context, key string, state State) (*Call, error
 }
 
 // Close ends the subscription, releases every Wait and closes the client.
+// Records implements Ledger: the Redis ledger keeps every call.
+func (r *Redis) Records() bool { return true }
+
 func (r *Redis) Close() error {
 	r.closeOnce.Do(func() {
 		err := r.pubsub.Close()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-json-experiment/json"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/toolgate/toolgate/internal/ledger"
@@ -151,8 +151,8 @@ func TestRedisTwoInstances(t *testing.T) {
 			if _, err := writer.Update(ctx, d, ledger.Running); err != nil {
 				t.Fatal(err)
 			}
-			if r := receive(t, ch); r.err != nil || r.call.Result == nil || r.call.Result.Content != d.Result.Content {
-				t.Fatalf("Wait = %+v, %v; want the other's update", r.call, r.err)
+			if r := receive(t, ch); r.Err != nil || r.Call.Result == nil || r.Call.Result.Content != d.Result.Content {
+				t.Fatalf("Wait = %+v, %v; want the other's update", r.Call, r.Err)
 			}
 		}
 	})
@@ -172,8 +172,8 @@ func TestRedisTwoInstances(t *testing.T) {
 		if _, err := a.Update(ctx, done(c, "x"), ledger.Running); err != nil {
 			t.Fatal(err)
 		}
-		if r := receive(t, ch); r.err != nil {
-			t.Fatal(r.err)
+		if r := receive(t, ch); r.Err != nil {
+			t.Fatal(r.Err)
 		}
 	})
 }
@@ -217,8 +217,8 @@ func TestRedisPublishOnlyWhenWaited(t *testing.T) {
 	if _, err := a.Update(ctx, done(c, "x"), ledger.Running); err != nil {
 		t.Fatal(err)
 	}
-	if r := receive(t, ch); r.err != nil || r.call.State != ledger.Done {
-		t.Fatalf("Wait = %+v, %v; want done", r.call, r.err)
+	if r := receive(t, ch); r.Err != nil || r.Call.State != ledger.Done {
+		t.Fatalf("Wait = %+v, %v; want done", r.Call, r.Err)
 	}
 	if n := commandCalls(t, rdb, "publish") - before; n != 1 {
 		t.Fatalf("%d PUBLISH for a call b waited for; want 1", n)
@@ -261,8 +261,8 @@ func TestRedisWaitRacesUpdate(t *testing.T) {
 			}
 			select {
 			case r := <-ch:
-				if r.err != nil || r.call.State != ledger.Done {
-					t.Errorf("Wait = %+v, %v; want done", r.call, r.err)
+				if r.Err != nil || r.Call.State != ledger.Done {
+					t.Errorf("Wait = %+v, %v; want done", r.Call, r.Err)
 				}
 			case <-time.After(patience):
 				t.Errorf("Wait on call %d missed the update", i)
@@ -349,8 +349,8 @@ func TestRedisFault(t *testing.T) {
 	// The waiter from before the outage reads again once the subscription
 	// is back (an Update in the gap would not have reached it). The
 	// restarted server kept nothing, so it finds the call gone.
-	if w := receive(t, earlyWait); !errors.Is(w.err, ledger.ErrNotFound) {
-		t.Fatalf("Wait from before the outage = %+v, %v; want ErrNotFound after the restart", w.call, w.err)
+	if w := receive(t, earlyWait); !errors.Is(w.Err, ledger.ErrNotFound) {
+		t.Fatalf("Wait from before the outage = %+v, %v; want ErrNotFound after the restart", w.Call, w.Err)
 	}
 
 	// The same *Redis works again, and its subscription too: a Wait
@@ -366,8 +366,8 @@ func TestRedisFault(t *testing.T) {
 	if _, err := other.Update(ctx, done(after, "after the restart"), ledger.Running); err != nil {
 		t.Fatal(err)
 	}
-	if w := receive(t, ch); w.err != nil || w.call.State != ledger.Done {
-		t.Fatalf("Wait registered after the restart = %+v, %v; want done", w.call, w.err)
+	if w := receive(t, ch); w.Err != nil || w.Call.State != ledger.Done {
+		t.Fatalf("Wait registered after the restart = %+v, %v; want done", w.Call, w.Err)
 	}
 }
 

@@ -35,10 +35,10 @@ var (
 	ledgerResults = []string{ResultOK, ResultNotFound, ResultConflict, ResultUnavailable, ResultTimeout, ResultError}
 )
 
-// ObservedLedger counts the operations of a ledger. ledger.Off is returned
-// as it is: the gateway tells it by identity, and it does nothing to count.
+// ObservedLedger counts the operations of a ledger. One that records
+// nothing (ledger.Off) is returned as it is: it does nothing to count.
 func ObservedLedger(l ledger.Ledger, backend string, o Observer) ledger.Ledger {
-	if l == nil || l == ledger.Off || o == nil || o == Nop {
+	if l == nil || !l.Records() || o == nil || o == Nop {
 		return l
 	}
 	return &observedLedger{Ledger: l, backend: backend, o: o}

@@ -106,6 +106,7 @@ func (f faultLedger) Create(context.Context, *ledger.Call) (*ledger.Call, bool, 
 	return nil, false, f.err
 }
 func (f faultLedger) Get(context.Context, string) (*ledger.Call, error) { return nil, f.err }
+func (faultLedger) Records() bool                                       { return true }
 func (f faultLedger) Wait(ctx context.Context, _ string, _ ledger.State) (*ledger.Call, error) {
 	<-ctx.Done()
 	return nil, ctx.Err()
@@ -114,8 +115,8 @@ func (f faultLedger) Wait(ctx context.Context, _ string, _ ledger.State) (*ledge
 func TestObservedLedger(t *testing.T) {
 	c := NewCollectors()
 	m := c.Observer("redis", nil)
-	if ObservedLedger(ledger.Off, "off", m) != ledger.Off {
-		t.Error("ledger.Off was wrapped: the gateway tells it by identity")
+	if l := ObservedLedger(ledger.Off, "off", m); l.Records() {
+		t.Error("ledger.Off, observed, records")
 	}
 	down := ObservedLedger(faultLedger{err: ledger.ErrUnavailable}, "redis", m)
 	_, _, _ = down.Create(context.Background(), &ledger.Call{})
