@@ -432,32 +432,43 @@ func unmarshalTool(d *caddyfile.Dispenser) (manifest.Tool, error) {
 	return t, err
 }
 
+// A targetLine is the Caddyfile spelling of one target kind: what follows
+// "target KIND" on a tool's target line.
+type targetLine struct {
+	usage string // the arguments after the kind, for "want: target KIND …"
+	args  int    // how many arguments follow the kind
+	set   func(s *dispatch.Spec, args []string)
+}
+
+// targetLines spell every target kind (dispatch.Kinds), keyed by its wire
+// name; a test holds the two lists to each other.
+var targetLines = map[string]targetLine{
+	"app": {"<component> <method> <path>", 3, func(s *dispatch.Spec, a []string) {
+		s.Component, s.Method, s.Path = a[0], strings.ToUpper(a[1]), a[2]
+	}},
+	"url": {"<method> <url>", 2, func(s *dispatch.Spec, a []string) {
+		s.Method, s.URL = strings.ToUpper(a[0]), a[1]
+	}},
+	"kazzle": {"<client_tool>", 1, func(s *dispatch.Spec, a []string) {
+		s.Name = a[0]
+	}},
+}
+
 // unmarshalTarget reads the arguments of a tool's target line.
 func unmarshalTarget(d *caddyfile.Dispenser, s *dispatch.Spec) error {
 	args := d.RemainingArgs()
 	if len(args) == 0 {
 		return d.ArgErr()
 	}
-	s.Type = args[0]
-	switch args[0] {
-	case dispatch.TypeApp:
-		if len(args) != 4 {
-			return d.Errf("want: target app <component> <method> <path>")
-		}
-		s.Component, s.Method, s.Path = args[1], strings.ToUpper(args[2]), args[3]
-	case dispatch.TypeURL:
-		if len(args) != 3 {
-			return d.Errf("want: target url <method> <url>")
-		}
-		s.Method, s.URL = strings.ToUpper(args[1]), args[2]
-	case dispatch.TypeClient:
-		if len(args) != 2 {
-			return d.Errf("want: target kazzle <client_tool>")
-		}
-		s.Name = args[1]
-	default:
-		return d.Errf("unknown target type %s (want app, url or kazzle)", args[0])
+	line, ok := targetLines[args[0]]
+	if !ok {
+		return d.Errf("unknown target type %s (want %s)", args[0], dispatch.KindNames())
 	}
+	if len(args)-1 != line.args {
+		return d.Errf("want: target %s %s", args[0], line.usage)
+	}
+	s.Type = args[0]
+	line.set(s, args[1:])
 	return nil
 }
 

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/toolgate/toolgate/internal/dispatch"
 )
 
 // parseToolgate parses a toolgate block holding lines, which start at
@@ -207,5 +209,24 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 				t.Errorf("got  %v\nwant %s", err, c.want)
 			}
 		})
+	}
+}
+
+// TestTargetLinesSpellEveryKind: each target kind has its Caddyfile
+// spelling, and no spelling names a kind that is not one.
+func TestTargetLinesSpellEveryKind(t *testing.T) {
+	kinds := dispatch.Kinds()
+	for _, k := range kinds {
+		if _, ok := targetLines[k.Name()]; !ok {
+			t.Errorf("target kind %q has no Caddyfile spelling in targetLines", k.Name())
+		}
+	}
+	for name := range targetLines {
+		if _, ok := dispatch.KindOf(name); !ok {
+			t.Errorf("targetLines spells %q, which is no target kind", name)
+		}
+	}
+	if len(targetLines) != len(kinds) {
+		t.Errorf("%d spellings for %d kinds", len(targetLines), len(kinds))
 	}
 }

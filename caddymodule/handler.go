@@ -107,6 +107,7 @@ type Handler struct {
 	DisableMetrics bool `json:"disable_metrics,omitempty"`
 
 	api       *httpapi.API
+	gw        *gateway.Gateway
 	client    *dispatch.Client
 	logger    *zap.Logger
 	ledgerKey string
@@ -336,14 +337,14 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) error {
 		return err
 	}
 	h.client = dispatch.NewClient(time.Duration(h.UpstreamTimeout), h.MaxResponseSize)
-	gw := gateway.New(gateway.Config{
+	h.gw = gateway.New(gateway.Config{
 		Tools: tools, Issuer: issuer, Client: h.client,
 		Ledger: led, Logger: h.logger,
 		Bridge: bridge, ClientTimeout: time.Duration(h.ClientToolTimeout),
 		Observer: obs, EmbedOrigins: embeds,
 	})
 	cfg := httpapi.Config{
-		Gateway: gw, Bridge: bridge, Callers: callers, Pages: pages,
+		Gateway: h.gw, Bridge: bridge, Callers: callers, Pages: pages,
 		AllowedHosts: h.AllowedHosts, OriginalPath: originalPath,
 		LocalIdentity: h.localIdentity(), MCPSessions: h.MCP.sessionLimits(),
 		JWKS: issuer.JWKS(), StateSeed: key.Private.Seed(),
@@ -377,7 +378,7 @@ func (h *Handler) observer(ctx caddy.Context, lc *Ledger, tools *manifest.Set) (
 	list := tools.List()
 	labelled := make([]observe.Tool, len(list))
 	for i, t := range list {
-		labelled[i] = observe.Tool{Name: t.Name, TargetType: t.Target.Spec.Type}
+		labelled[i] = observe.Tool{Name: t.Name, TargetType: t.Target.Kind().Name()}
 	}
 	return metrics.Observer(lc.backend(), labelled), nil
 }
@@ -402,9 +403,15 @@ func (h *Handler) Validate() error {
 	return nil
 }
 
-// Cleanup releases idle upstream connections and this config's hold on
-// the ledger and its bridge.
+// Cleanup stops the gateway's background work, then releases idle
+// upstream connections and this config's hold on the ledger and its
+// bridge: the gateway's retries write to that ledger, so they end first.
 func (h *Handler) Cleanup() error {
+	if h.gw != nil {
+		if err := h.gw.Close(); err != nil {
+			h.logger.Error("closing the gateway", zap.Error(err))
+		}
+	}
 	if h.client != nil {
 		h.client.CloseIdleConnections()
 	}

@@ -63,8 +63,11 @@ func compileButton(s Spec, owner *Component) (*Target, error) {
 	if owner == nil {
 		return nil, result.ErrCardNotFromApp
 	}
+	// A card comes from a kind that answers cards, and its buttons run
+	// that kind's targets on the component that answered it.
+	k, ok := KindOf(s.Type)
 	switch {
-	case s.Type != TypeApp:
+	case !ok || !k.AnswersCards():
 		return nil, fmt.Errorf("target: a button runs an app target on component %q, the one that answered the card; not a %q target", owner.Name, s.Type)
 	case s.Result != "":
 		return nil, errors.New("target: a button has no result mapping; its component answers the channels itself")

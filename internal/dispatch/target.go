@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 
@@ -20,17 +21,11 @@ import (
 	"github.com/toolgate/toolgate/internal/result"
 )
 
-// Target types.
-const (
-	TypeApp    = "app"
-	TypeURL    = "url"
-	TypeClient = "kazzle" // a client tool, run in the user's page; "kazzle" on the wire
-)
-
 // Spec is a target as an author writes it, in a manifest or the Caddyfile.
 type Spec struct {
-	// Type is "app" (one of the app's components), "url" (an external
-	// endpoint) or "kazzle" (a client tool run in the user's page).
+	// Type names the target's Kind: "app" (one of the app's components),
+	// "url" (an external endpoint) or "kazzle" (a client tool run in the
+	// user's page).
 	Type string `json:"type"`
 
 	// Component names the component an app target runs on. A url target
@@ -117,6 +112,7 @@ var (
 // Target is a compiled Spec: every reference parsed, every rule checked.
 type Target struct {
 	Spec Spec
+	kind Kind
 	// Component is the app target's component, or a url target's env owner.
 	Component *Component
 
@@ -154,105 +150,81 @@ func Compile(s Spec, components map[string]*Component) (*Target, error) {
 // compile is Compile but for the env references, which the caller checks:
 // a tool's must be declared by its component, a button may hold none.
 func compile(s Spec, components map[string]*Component) (*Target, error) {
-	t := &Target{Spec: s}
-	switch s.Type {
-	case TypeClient:
-		if s.Name == "" {
-			return nil, fmt.Errorf("kazzle target: name is required")
-		}
-		if s.Component != "" || s.Method != "" || s.Path != "" || s.URL != "" || s.Query != nil || s.Headers != nil || s.Body != nil || s.Result != "" {
-			return nil, fmt.Errorf("kazzle target: only name may be set")
-		}
-		return t, nil
-	case TypeApp, TypeURL:
-	case "":
-		return nil, fmt.Errorf("target type is required (app, url or kazzle)")
-	default:
-		return nil, fmt.Errorf("unknown target type %q (want app, url or kazzle)", s.Type)
+	k, err := lookupKind(s.Type)
+	if err != nil {
+		return nil, err
 	}
+	t := &Target{Spec: s, kind: k}
+	if err := k.compile(t, components); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Kind returns the target's kind.
+func (t *Target) Kind() Kind { return t.kind }
+
+// Describe names the target in logs and errors (Kind.Describe).
+func (t *Target) Describe() string { return t.kind.Describe(t) }
+
+// compileHTTP checks what every target sent over HTTP shares: no client
+// tool name, a method, and a declared component if one is named.
+func (t *Target) compileHTTP(components map[string]*Component) error {
+	s := t.Spec
 	if s.Name != "" {
-		return nil, fmt.Errorf("%s target: name is only for kazzle targets", s.Type)
+		return fmt.Errorf("%s target: name is only for kazzle targets", s.Type)
 	}
 	if !methods[s.Method] {
-		return nil, fmt.Errorf("%s target: method %q is not one of GET, POST, PUT, PATCH, DELETE", s.Type, s.Method)
+		return fmt.Errorf("%s target: method %q is not one of GET, POST, PUT, PATCH, DELETE", s.Type, s.Method)
 	}
 	if s.Component != "" {
 		c, ok := components[s.Component]
 		if !ok {
-			return nil, fmt.Errorf("%s target: component %q is not declared", s.Type, s.Component)
+			return fmt.Errorf("%s target: component %q is not declared", s.Type, s.Component)
 		}
 		t.Component = c
 	}
+	return nil
+}
 
-	var err error
-	switch s.Type {
-	case TypeApp:
-		if t.Component == nil {
-			return nil, fmt.Errorf("app target: component is required")
-		}
-		if s.URL != "" {
-			return nil, fmt.Errorf("app target: url is for url targets; use path")
-		}
-		if err = t.compileAppPath(); err != nil {
-			return nil, err
-		}
-	case TypeURL:
-		if s.Path != "" {
-			return nil, fmt.Errorf("url target: path is for app targets; put it in url")
-		}
-		if err = t.compileURL(); err != nil {
-			return nil, err
-		}
-	}
-
-	keys := sortedKeys(s.Query)
-	for _, k := range keys {
+// compileParams parses the query, the headers and the body; reserved are
+// headers the target may not set, which the gateway sets itself.
+func (t *Target) compileParams(reserved []string) error {
+	s := t.Spec
+	for _, k := range sortedKeys(s.Query) {
 		v, err := refs.Parse(s.Query[k])
 		if err != nil {
-			return nil, fmt.Errorf("%s target: query %q: %w", s.Type, k, err)
+			return fmt.Errorf("%s target: query %q: %w", s.Type, k, err)
 		}
 		t.query = append(t.query, param{k, v})
 	}
 	for _, k := range sortedKeys(s.Headers) {
 		if !httpguts.ValidHeaderFieldName(k) {
-			return nil, fmt.Errorf("%s target: %q is not a valid header name", s.Type, k)
+			return fmt.Errorf("%s target: %q is not a valid header name", s.Type, k)
 		}
 		canon := http.CanonicalHeaderKey(k)
-		for _, h := range transportHeaders {
-			if canon == h {
-				return nil, fmt.Errorf("%s target: header %q is set by the transport", s.Type, k)
-			}
+		if slices.Contains(transportHeaders, canon) {
+			return fmt.Errorf("%s target: header %q is set by the transport", s.Type, k)
 		}
-		if s.Type == TypeApp {
-			for _, h := range gatewayHeaders {
-				if canon == h {
-					return nil, fmt.Errorf("app target: header %q belongs to the gateway", k)
-				}
-			}
+		if slices.Contains(reserved, canon) {
+			return fmt.Errorf("%s target: header %q belongs to the gateway", s.Type, k)
 		}
 		v, err := refs.Parse(s.Headers[k])
 		if err != nil {
-			return nil, fmt.Errorf("%s target: header %q: %w", s.Type, k, err)
+			return fmt.Errorf("%s target: header %q: %w", s.Type, k, err)
 		}
 		if lit, ok := v.Literal(); ok && !httpguts.ValidHeaderFieldValue(lit) {
-			return nil, fmt.Errorf("%s target: header %q has an invalid value", s.Type, k)
+			return fmt.Errorf("%s target: header %q has an invalid value", s.Type, k)
 		}
 		t.headers = append(t.headers, param{canon, v})
 	}
 	if len(s.Body) > 0 {
+		var err error
 		if t.body, err = refs.ParseJSON(s.Body); err != nil {
-			return nil, fmt.Errorf("%s target: body: %w", s.Type, err)
+			return fmt.Errorf("%s target: body: %w", s.Type, err)
 		}
 	}
-	if s.Result != "" {
-		if s.Type != TypeURL {
-			return nil, fmt.Errorf("%s target: result mappings are for url targets; an app component answers the channels itself", s.Type)
-		}
-		if t.Mapping, err = result.CompileMapping(s.Result); err != nil {
-			return nil, fmt.Errorf("url target: %w", err)
-		}
-	}
-	return t, nil
+	return nil
 }
 
 // checkEnv checks that every env reference is declared by the target's
@@ -263,10 +235,10 @@ func (t *Target) checkEnv() error {
 			continue
 		}
 		if t.Component == nil {
-			return fmt.Errorf("%s target: %s needs a component whose env declares it; name one with component", t.Spec.Type, r)
+			return fmt.Errorf("%s target: %s needs a component whose env declares it; name one with component", t.kind.Name(), r)
 		}
 		if _, ok := t.Component.Env[r.Path[0]]; !ok {
-			return fmt.Errorf("%s target: %s: component %q declares no env %s", t.Spec.Type, r, t.Component.Name, r.Path[0])
+			return fmt.Errorf("%s target: %s: component %q declares no env %s", t.kind.Name(), r, t.Component.Name, r.Path[0])
 		}
 	}
 	return nil
@@ -431,8 +403,8 @@ func (t *Target) Env() map[string]string {
 // *refs.MissingError when a reference has no value, and with a plain error
 // when a resolved value breaks a rule (a CR/LF in a header, a dot segment).
 func (t *Target) Request(ctx context.Context, input any) (*http.Request, error) {
-	if t.Spec.Type == TypeClient {
-		return nil, fmt.Errorf("client tools run in the page, not over HTTP")
+	if t.url == nil {
+		return nil, fmt.Errorf("%s targets are not sent over HTTP", t.kind.Name())
 	}
 	scope := refs.Scope{Input: input, Env: t.Env()}
 	raw, err := t.url.ExpandEach(scope, t.urlEncs)

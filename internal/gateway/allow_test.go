@@ -2,10 +2,11 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/manifest"
@@ -19,8 +20,8 @@ func TestAllowComparesWhatTheTargetGets(t *testing.T) {
 	limited := func(name, allow string) manifest.Tool {
 		return manifest.Tool{
 			Name: name, Description: "d", Allow: allow,
-			InputSchema: json.RawMessage(`{"type":"object","properties":{"amount":{"type":"number"}},"required":["amount"]}`),
-			Target:      dispatch.Spec{Type: "app", Component: "api", Method: "POST", Path: "/pay", Body: json.RawMessage(`"${input}"`)},
+			InputSchema: []byte(`{"type":"object","properties":{"amount":{"type":"number"}},"required":["amount"]}`),
+			Target:      dispatch.Spec{Type: "app", Component: "api", Method: "POST", Path: "/pay", Body: []byte(`"${input}"`)},
 		}
 	}
 	gw, ch := newGateway(t,
@@ -50,7 +51,7 @@ func TestAllowComparesWhatTheTargetGets(t *testing.T) {
 	} {
 		t.Run(c.tool+" "+c.amount, func(t *testing.T) {
 			input := `{"amount":` + c.amount + `}`
-			a, err := gw.Invoke(context.Background(), Call{Tool: c.tool, Input: json.RawMessage(input), Identity: me})
+			a, err := gw.Invoke(context.Background(), Call{Tool: c.tool, Input: jsontext.Value(input), Identity: me})
 			if !c.allowed {
 				var re *RequestError
 				if !errors.As(err, &re) || !errors.Is(err, ErrForbidden) {
@@ -78,11 +79,11 @@ func TestAllowComparesWhatTheTargetGets(t *testing.T) {
 func TestAllowInexactMessage(t *testing.T) {
 	gw, _ := newGateway(t, manifest.Tool{
 		Name: "pay", Description: "d", Allow: `input.amount <= 100`,
-		InputSchema: json.RawMessage(`{"type":"object"}`),
+		InputSchema: []byte(`{"type":"object"}`),
 		Target:      dispatch.Spec{Type: "app", Component: "api", Method: "POST", Path: "/pay"},
 	})
 	tool, _ := gw.tools.Lookup("pay")
-	ok, err := gw.Allowed(tool, Call{Tool: "pay"}, map[string]any{"amount": json.Number("100.0000000000000001")})
+	ok, err := gw.Allowed(tool, Call{Tool: "pay"}, map[string]any{"amount": schemaNumber("100.0000000000000001")})
 	if ok || err == nil {
 		t.Fatalf("Allowed = %v, %v; want a denial with an error", ok, err)
 	}
@@ -91,7 +92,7 @@ func TestAllowInexactMessage(t *testing.T) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
 	}
-	_, err = gw.Invoke(context.Background(), Call{Tool: "pay", Input: json.RawMessage(`{"amount":100.0000000000000001}`), Identity: Identity{User: "u_1"}})
+	_, err = gw.Invoke(context.Background(), Call{Tool: "pay", Input: jsontext.Value(`{"amount":100.0000000000000001}`), Identity: Identity{User: "u_1"}})
 	if err == nil || !strings.Contains(err.Error(), "the policy could not be evaluated") {
 		t.Errorf("Invoke error %v; want forbidden saying the policy could not be evaluated", err)
 	}

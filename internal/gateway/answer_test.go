@@ -2,14 +2,14 @@ package gateway
 
 import (
 	"bytes"
-	"encoding/json"
+	stdjson "encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
-	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/toolgate/toolgate/internal/result"
@@ -28,11 +28,11 @@ func reflected(a *Answer) any {
 		}{a.CallID, a.Tool, a.Status, a.Result}
 	case StatusActionRequired:
 		return struct {
-			CallID string          `json:"callId"`
-			Tool   string          `json:"tool"`
-			Status string          `json:"status"`
-			Card   json.RawMessage `json:"card"`
-		}{a.CallID, a.Tool, a.Status, a.Card}
+			CallID string             `json:"callId"`
+			Tool   string             `json:"tool"`
+			Status string             `json:"status"`
+			Card   stdjson.RawMessage `json:"card"`
+		}{a.CallID, a.Tool, a.Status, stdjson.RawMessage(a.Card)}
 	}
 	return struct {
 		CallID string `json:"callId"`
@@ -53,7 +53,7 @@ func TestAnswerJSON(t *testing.T) {
 		{"error", Answer{CallID: "c", Tool: "t", Status: StatusDone, Result: result.Failure("failed: %s", tricky)}},
 		{"tricky strings", Answer{CallID: tricky, Tool: tricky, Status: StatusDone, Result: result.Result{Content: tricky, Markdown: tricky}}},
 		{"empty content", Answer{CallID: "c", Tool: "t", Status: StatusDone}},
-		{"card", Answer{CallID: "c", Tool: "t", Status: StatusActionRequired, Card: json.RawMessage(`{"type":"action_required","title":"<ok>"}`)}},
+		{"card", Answer{CallID: "c", Tool: "t", Status: StatusActionRequired, Card: jsontext.Value(`{"type":"action_required","title":"<ok>"}`)}},
 		{"running", Answer{CallID: "c", Tool: "t", Status: StatusRunning, Result: result.Result{Content: "not shown"}}},
 		{"awaiting client", Answer{CallID: "c", Tool: "t", Status: StatusAwaitingClient}},
 	} {
@@ -62,7 +62,7 @@ func TestAnswerJSON(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !json.Valid(got) {
+			if !stdjson.Valid(got) {
 				t.Fatalf("invalid JSON: %s", got)
 			}
 			if want, same := reflectedJSON(t, &c.a, got); !same {
@@ -80,15 +80,15 @@ func TestAnswerJSON(t *testing.T) {
 // whether got holds the same JSON value.
 func reflectedJSON(t *testing.T, a *Answer, got []byte) (want []byte, same bool) {
 	t.Helper()
-	want, err := json.Marshal(reflected(a))
+	want, err := stdjson.Marshal(reflected(a))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var g, w any
-	if err := json.Unmarshal(got, &g); err != nil {
+	if err := stdjson.Unmarshal(got, &g); err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(want, &w); err != nil {
+	if err := stdjson.Unmarshal(want, &w); err != nil {
 		t.Fatal(err)
 	}
 	return want, reflect.DeepEqual(g, w)
@@ -111,11 +111,11 @@ func FuzzAnswerJSON(f *testing.F) {
 		a := Answer{CallID: callID, Tool: tool, Status: statuses[int(status)%len(statuses)],
 			Result: result.Result{Content: content, Markdown: markdown}, Card: card}
 		got := a.AppendJSON(nil)
-		if !json.Valid(got) || (a.Status != StatusActionRequired && !utf8.Valid(got)) {
+		if !stdjson.Valid(got) || (a.Status != StatusActionRequired && !utf8.Valid(got)) {
 			t.Fatalf("AppendJSON wrote invalid JSON: %q", got)
 		}
-		if !json.Valid(a.Card) {
-			a.Card = json.RawMessage("null")
+		if !stdjson.Valid(a.Card) {
+			a.Card = jsontext.Value("null")
 		}
 		if want, same := reflectedJSON(t, &a, got); !same {
 			t.Fatalf("AppendJSON wrote\n%q\nencoding/json writes\n%q", got, want)
@@ -140,17 +140,17 @@ func TestAnswerJSONBytes(t *testing.T) {
 		{"escapes", Answer{CallID: "c", Tool: "t", Status: StatusDone, Result: result.Result{Content: "\"\\\n\x00\u2028é😀\xff<>&"}},
 			"{\"callId\":\"c\",\"tool\":\"t\",\"status\":\"done\",\"isError\":false,\"content\":\"\\\"\\\\\\n\\u0000\u2028é😀\uFFFD<>&\"}"},
 		{"card", Answer{CallID: "c", Tool: "t", Status: StatusActionRequired, Result: result.Result{Content: "not shown", Card: result.CardMarkdown},
-			Card: json.RawMessage(`{"type":"action_required","title":"\u003cok\u003e \u00e9"}`)},
+			Card: jsontext.Value(`{"type":"action_required","title":"\u003cok\u003e \u00e9"}`)},
 			`{"callId":"c","tool":"t","status":"action_required","card":{"type":"action_required","title":"\u003cok\u003e \u00e9"}}`},
-		{"card with a repeated name", Answer{CallID: "c", Tool: "t", Status: StatusActionRequired, Card: json.RawMessage(`{"title":"a","title":"b"}`)},
+		{"card with a repeated name", Answer{CallID: "c", Tool: "t", Status: StatusActionRequired, Card: jsontext.Value(`{"title":"a","title":"b"}`)},
 			`{"callId":"c","tool":"t","status":"action_required","card":{"title":"a","title":"b"}}`},
-		{"card that is not JSON", Answer{CallID: "c", Tool: "t", Status: StatusActionRequired, Card: json.RawMessage(`{"title":`)},
+		{"card that is not JSON", Answer{CallID: "c", Tool: "t", Status: StatusActionRequired, Card: jsontext.Value(`{"title":`)},
 			`{"callId":"c","tool":"t","status":"action_required","card":null}`},
 		{"no card", Answer{CallID: "c", Tool: "t", Status: StatusActionRequired},
 			`{"callId":"c","tool":"t","status":"action_required","card":null}`},
 		{"running", Answer{CallID: "c", Tool: "t", Status: StatusRunning, Result: result.Result{Content: "not shown"}},
 			`{"callId":"c","tool":"t","status":"running"}`},
-		{"awaiting client", Answer{CallID: "c", Tool: "t", Status: StatusAwaitingClient, Card: json.RawMessage(`{}`)},
+		{"awaiting client", Answer{CallID: "c", Tool: "t", Status: StatusAwaitingClient, Card: jsontext.Value(`{}`)},
 			`{"callId":"c","tool":"t","status":"awaiting_client"}`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -161,7 +161,7 @@ func TestAnswerJSONBytes(t *testing.T) {
 			// options, which refuse invalid UTF-8: the same bytes.
 			var buf bytes.Buffer
 			enc := jsontext.NewEncoder(&buf)
-			if err := jsonv2.MarshalEncode(enc, []*Answer{&c.a}); err != nil {
+			if err := json.MarshalEncode(enc, []*Answer{&c.a}); err != nil {
 				t.Fatal(err)
 			}
 			if got, want := buf.String(), "["+c.want+"]\n"; got != want {
@@ -193,7 +193,7 @@ func TestAnswerWritesEveryResultField(t *testing.T) {
 		Status string `json:"status"`
 		result.Result
 	}
-	if err := jsonv2.Unmarshal(a.AppendJSON(nil), &got, jsonv2.RejectUnknownMembers(true)); err != nil {
+	if err := json.Unmarshal(a.AppendJSON(nil), &got, json.RejectUnknownMembers(true)); err != nil {
 		t.Fatal(err)
 	}
 	if got.Result != want || got.CallID != a.CallID || got.Tool != a.Tool || got.Status != a.Status {
@@ -213,7 +213,7 @@ func TestContextHeader(t *testing.T) {
 		if err := CheckOrigin(&o); err != nil {
 			t.Fatalf("CheckOrigin(%+v): %v", o, err)
 		}
-		want, err := json.Marshal(o)
+		want, err := stdjson.Marshal(o)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,9 +2,12 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/ledger"
@@ -24,16 +27,17 @@ func answerOf(c *ledger.Call) *Answer {
 			a.Result = *c.Result
 		}
 	case ledger.ActionRequired:
-		a.Card = c.Card
+		a.Card = jsontext.Value(c.Card)
 	}
 	return a
 }
 
 // settle answers a recorded call, waiting while it is in flight. A call
-// still in flight past its deadline is closed as "outcome unknown".
+// still in flight past its deadline, on the gateway's clock, is closed as
+// "outcome unknown".
 func (g *Gateway) settle(ctx context.Context, c *ledger.Call) (*Answer, error) {
 	for c.State == ledger.Running || c.State == ledger.AwaitingClient {
-		wctx, cancel := context.WithDeadline(ctx, c.Deadline)
+		wctx, cancel := context.WithTimeout(ctx, c.Deadline.Sub(g.clock.Now()))
 		next, err := g.ledger.Wait(wctx, c.Key, c.State)
 		cancel()
 		switch {
@@ -65,8 +69,10 @@ func (g *Gateway) settle(ctx context.Context, c *ledger.Call) (*Answer, error) {
 
 // checkCard validates a card by the rules of docs/http-api.md ("Cards:
 // pause and resume") and dispatch.CompileButton, with owner the component
-// whose handler answered it, and returns it as compact JSON.
-func checkCard(owner *dispatch.Component, body []byte) (json.RawMessage, error) {
+// whose handler answered it, and returns it as compact JSON, written as
+// encoding/json wrote it (<, > and & escaped): the ledger keeps those bytes
+// and an answer writes them as they are.
+func checkCard(owner *dispatch.Component, body []byte) (jsontext.Value, error) {
 	card, err := result.ParseCard(body)
 	if err != nil {
 		return nil, err
@@ -74,7 +80,7 @@ func checkCard(owner *dispatch.Component, body []byte) (json.RawMessage, error) 
 	if err := checkButtons(owner, card); err != nil {
 		return nil, err
 	}
-	return json.Marshal(card)
+	return json.Marshal(card, jsonv1.DefaultOptionsV1())
 }
 
 // checkButtons checks each button target of a card answered by owner.
@@ -99,7 +105,7 @@ func (g *Gateway) cardOwner(c *ledger.Call) (*dispatch.Component, error) {
 	if !ok {
 		return nil, fmt.Errorf("tool %q is no longer served", c.Tool)
 	}
-	if tool.Target.Spec.Type != dispatch.TypeApp {
+	if !tool.Target.Kind().AnswersCards() {
 		return nil, result.ErrCardNotFromApp
 	}
 	return tool.Target.Component, nil

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/toolgate/toolgate/internal/clienttools"
 	"github.com/toolgate/toolgate/internal/dispatch"
@@ -105,12 +106,12 @@ func newCardRig(t *testing.T) *cardRig {
 		}
 		comps[name] = c
 	}
-	kind := json.RawMessage(`{"type":"object","properties":{"kind":{"type":"string"}},"required":["kind"]}`)
+	kind := []byte(`{"type":"object","properties":{"kind":{"type":"string"}},"required":["kind"]}`)
 	tools := []manifest.Tool{
 		{Name: "a_card", Description: "d", InputSchema: kind, Target: dispatch.Spec{Type: "app", Component: "a", Method: "GET", Path: "/card/${input.kind}"}},
 		{Name: "url_card", Description: "d", InputSchema: kind, Target: dispatch.Spec{Type: "url", Component: "a", Method: "GET", URL: rig.ext.srv.URL + "/card/${input.kind}", Headers: map[string]string{"X-Key": "${env.API_KEY}"}}},
 		{Name: "url_mapped", Description: "d", InputSchema: kind, Target: dispatch.Spec{Type: "url", Method: "GET", URL: rig.ext.srv.URL + "/card/${input.kind}", Result: "body"}},
-		{Name: "client", Description: "d", InputSchema: json.RawMessage(`{"type":"object"}`), Target: dispatch.Spec{Type: "kazzle", Name: "where"}},
+		{Name: "client", Description: "d", InputSchema: []byte(`{"type":"object"}`), Target: dispatch.Spec{Type: "kazzle", Name: "where"}},
 	}
 	set, err := manifest.Compile([]manifest.Source{{Name: "test", Tools: tools}}, comps)
 	if err != nil {
@@ -129,7 +130,7 @@ func newCardRig(t *testing.T) *cardRig {
 
 func (rig *cardRig) invoke(t *testing.T, tool, kind, callID string) *Answer {
 	t.Helper()
-	a, err := rig.gw.Invoke(context.Background(), Call{Tool: tool, CallID: callID, Input: json.RawMessage(`{"kind":"` + kind + `"}`), Origin: rig.thread, Identity: rig.me})
+	a, err := rig.gw.Invoke(context.Background(), Call{Tool: tool, CallID: callID, Input: jsontext.Value(`{"kind":"` + kind + `"}`), Origin: rig.thread, Identity: rig.me})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +183,7 @@ func TestCardsOnlyFromTheApp(t *testing.T) {
 	}
 
 	// A card on an api call is still refused, before its buttons count.
-	a, _ := rig.gw.Invoke(context.Background(), Call{Tool: "url_card", Input: json.RawMessage(`{"kind":"own"}`), Identity: rig.me})
+	a, _ := rig.gw.Invoke(context.Background(), Call{Tool: "url_card", Input: jsontext.Value(`{"kind":"own"}`), Identity: rig.me})
 	if !a.IsError || !strings.Contains(a.Content, "only app components") {
 		t.Errorf("url card on an api call: %+v", a)
 	}
@@ -231,7 +232,7 @@ func TestRecordedCardCheckedAtResume(t *testing.T) {
 		if _, created, err := rig.gw.ledger.Create(ctx, c); err != nil || !created {
 			t.Fatalf("create: %v", err)
 		}
-		c.State, c.Card = ledger.ActionRequired, json.RawMessage(card)
+		c.State, c.Card = ledger.ActionRequired, []byte(card)
 		if _, err := rig.gw.ledger.Update(ctx, c, ledger.Running); err != nil {
 			t.Fatal(err)
 		}
@@ -302,9 +303,9 @@ func TestClientToolCardShaped(t *testing.T) {
 		if err := rig.gw.bridge.Claim(clienttools.Thread{User: rig.me.User, Install: rig.me.Install, ID: "th_1"}, o.CallID); err != nil {
 			t.Error(err)
 		}
-		_ = rig.gw.bridge.Post(clienttools.Thread{User: rig.me.User, Install: rig.me.Install, ID: "th_1"}, o.CallID, clienttools.Outcome{Result: json.RawMessage(rig.cards["admin"])})
+		_ = rig.gw.bridge.Post(clienttools.Thread{User: rig.me.User, Install: rig.me.Install, ID: "th_1"}, o.CallID, clienttools.Outcome{Result: []byte(rig.cards["admin"])})
 	}()
-	a, err := rig.gw.Invoke(context.Background(), Call{Tool: "client", CallID: "k1", Input: json.RawMessage(`{}`), Origin: rig.thread, Identity: rig.me})
+	a, err := rig.gw.Invoke(context.Background(), Call{Tool: "client", CallID: "k1", Input: jsontext.Value(`{}`), Origin: rig.thread, Identity: rig.me})
 	if err != nil || a.Status != StatusDone || a.IsError || a.Card != nil || a.Content != string(rig.cards["admin"]) {
 		t.Errorf("got %+v, %v", a, err)
 	}

@@ -2,12 +2,13 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/ledger"
@@ -143,7 +144,7 @@ func TestBoundsBeforeLedger(t *testing.T) {
 		{"call id of 129 bytes", Call{Tool: "app", Identity: me, CallID: strings.Repeat("c", 129)}, "invalid_call_id"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			c.call.Input = json.RawMessage(`{}`)
+			c.call.Input = jsontext.Value(`{}`)
 			_, err := gw.Invoke(ctx, c.call)
 			var re *RequestError
 			if !errors.As(err, &re) || re.Code != c.code || !errors.Is(err, ErrBadRequest) {
@@ -179,7 +180,7 @@ func TestBoundsBeforeLedger(t *testing.T) {
 	}
 
 	// The bounds are inclusive: the longest user and call id run.
-	if _, err := gw.Invoke(ctx, Call{Tool: "app", Input: json.RawMessage(`{}`), Identity: Identity{User: strings.Repeat("u", MaxIdentityLen)},
+	if _, err := gw.Invoke(ctx, Call{Tool: "app", Input: jsontext.Value(`{}`), Identity: Identity{User: strings.Repeat("u", MaxIdentityLen)},
 		CallID: strings.Repeat("c", MaxCallIDLen)}); err != nil {
 		t.Fatalf("a call at the bounds: %v", err)
 	}

@@ -2,13 +2,14 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/identity"
@@ -29,7 +30,7 @@ func TestURLTargetEmbeds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	schema := json.RawMessage(`{"type":"object","properties":{"embed":{"type":"string"}},"required":["embed"]}`)
+	schema := []byte(`{"type":"object","properties":{"embed":{"type":"string"}},"required":["embed"]}`)
 	tools := []manifest.Tool{
 		{Name: "ext", Description: "d", InputSchema: schema,
 			Target: dispatch.Spec{Type: "url", Method: "GET", URL: up.URL + "/e", Query: map[string]string{"embed": "${input.embed}"}}},
@@ -65,7 +66,7 @@ func TestURLTargetEmbeds(t *testing.T) {
 		{"own", "https://anywhere.example/its/own", ""},
 	} {
 		t.Run(c.tool+" "+c.embed, func(t *testing.T) {
-			a, err := gw.Invoke(context.Background(), Call{Tool: c.tool, Input: json.RawMessage(fmt.Sprintf(`{"embed":%q}`, c.embed)), Identity: me})
+			a, err := gw.Invoke(context.Background(), Call{Tool: c.tool, Input: jsontext.Value(fmt.Sprintf(`{"embed":%q}`, c.embed)), Identity: me})
 			if err != nil {
 				t.Fatal(err)
 			}

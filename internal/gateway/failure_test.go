@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -34,7 +33,7 @@ func TestFailingAnswerForTheModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	set, err := manifest.Compile([]manifest.Source{{Name: "test", Tools: []manifest.Tool{
-		{Name: "db", Description: "d", InputSchema: json.RawMessage(`{"type":"object"}`), Target: dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/db"}},
+		{Name: "db", Description: "d", InputSchema: []byte(`{"type":"object"}`), Target: dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/db"}},
 	}}}, map[string]*dispatch.Component{"api": comp})
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/toolgate/toolgate/internal/clienttools"
 	"github.com/toolgate/toolgate/internal/dispatch"
@@ -86,14 +87,14 @@ func newGateway(t *testing.T, tools ...manifest.Tool) (*Gateway, chan seen) {
 func tool(name string, target dispatch.Spec) manifest.Tool {
 	return manifest.Tool{
 		Name: name, Description: "d",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string","maxLength":3},"big":{"type":"integer"}},"additionalProperties":false}`),
+		InputSchema: []byte(`{"type":"object","properties":{"id":{"type":"string","maxLength":3},"big":{"type":"integer"}},"additionalProperties":false}`),
 		Target:      target,
 	}
 }
 
 func TestInvoke(t *testing.T) {
 	gw, ch := newGateway(t,
-		tool("app", dispatch.Spec{Type: "app", Component: "api", Method: "POST", Path: "/i/${input.id}", Body: json.RawMessage(`"${input}"`)}),
+		tool("app", dispatch.Spec{Type: "app", Component: "api", Method: "POST", Path: "/i/${input.id}", Body: []byte(`"${input}"`)}),
 		tool("client", dispatch.Spec{Type: "kazzle", Name: "where"}),
 	)
 	me := Identity{User: "u_1", Install: "in_1"}
@@ -107,7 +108,7 @@ func TestInvoke(t *testing.T) {
 		code string
 	}{
 		{"unknown tool", Call{Tool: "nope", Identity: me}, ErrUnknownTool, "unknown_tool"},
-		{"no user for an app target", Call{Tool: "app", Input: json.RawMessage(`{"id":"a"}`)}, ErrBadRequest, "identity_required"},
+		{"no user for an app target", Call{Tool: "app", Input: jsontext.Value(`{"id":"a"}`)}, ErrBadRequest, "identity_required"},
 		{"bad context", Call{Tool: "app", Origin: Origin{Source: "thread"}, Identity: me}, ErrBadRequest, "invalid_context"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -130,7 +131,7 @@ func TestInvoke(t *testing.T) {
 		{"path reference leaves its segment", `{"id":"../"}`, "reference ${input.id}: a path segment value may not hold"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			a, err := gw.Invoke(ctx, Call{Tool: "app", Input: json.RawMessage(c.input), Identity: me})
+			a, err := gw.Invoke(ctx, Call{Tool: "app", Input: jsontext.Value(c.input), Identity: me})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -145,7 +146,7 @@ func TestInvoke(t *testing.T) {
 	default:
 	}
 
-	a, err := gw.Invoke(ctx, Call{Tool: "app", CallID: "c1", Input: json.RawMessage(`{"id":"a b","big":12345678901234567890}`),
+	a, err := gw.Invoke(ctx, Call{Tool: "app", CallID: "c1", Input: jsontext.Value(`{"id":"a b","big":12345678901234567890}`),
 		Origin: Origin{Source: "thread", ThreadID: "t"}, Identity: me})
 	if err != nil || a.IsError || a.CallID != "c1" || a.Content != "got /i/a b" {
 		t.Fatalf("got %+v, %v", a, err)
@@ -191,9 +192,9 @@ func TestClientTools(t *testing.T) {
 		if err := gw.bridge.Claim(clienttools.Thread{User: "u_1", ID: "th_1"}, o.CallID); err != nil {
 			t.Error(err)
 		}
-		_ = gw.bridge.Post(clienttools.Thread{User: "u_1", ID: "th_1"}, o.CallID, clienttools.Outcome{Result: json.RawMessage(`{"b":1, "a":[2]}`)})
+		_ = gw.bridge.Post(clienttools.Thread{User: "u_1", ID: "th_1"}, o.CallID, clienttools.Outcome{Result: []byte(`{"b":1, "a":[2]}`)})
 	}()
-	a, err := gw.Invoke(ctx, Call{Tool: "client", CallID: "k1", Input: json.RawMessage(`{ "id": "x" }`), Origin: thread, Identity: me})
+	a, err := gw.Invoke(ctx, Call{Tool: "client", CallID: "k1", Input: jsontext.Value(`{ "id": "x" }`), Origin: thread, Identity: me})
 	if err != nil || a.IsError || a.Content != `{"b":1,"a":[2]}` {
 		t.Errorf("page answer: %+v, %v", a, err)
 	}

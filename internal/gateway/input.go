@@ -2,7 +2,7 @@ package gateway
 
 import (
 	"bytes"
-	"encoding/json"
+	stdjson "encoding/json"
 	"errors"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -10,12 +10,17 @@ import (
 	"github.com/toolgate/toolgate/internal/ledger"
 )
 
+// schemaNumber is encoding/json's Number, the one type of encoding/json the
+// gateway keeps: the JSON Schema validator (santhosh-tekuri/jsonschema),
+// the references and the allow expressions read an exact number as one.
+type schemaNumber = stdjson.Number
+
 // decodeInput decodes a call's input into the values a JSON Schema
 // validator and the references read: map[string]any, []any, string, bool,
-// nil and json.Number, which keeps numbers exact. Absent or null is {}.
+// nil and schemaNumber, which keeps numbers exact. Absent or null is {}.
 // A name repeated in an object is an error: which one the schema checked
 // would be anyone's guess.
-func decodeInput(raw json.RawMessage) (any, error) {
+func decodeInput(raw []byte) (any, error) {
 	trimmed := bytes.TrimSpace(raw)
 	if len(trimmed) == 0 || string(trimmed) == "null" {
 		return map[string]any{}, nil
@@ -44,7 +49,7 @@ func readValue(d *jsontext.Decoder) (any, error) {
 	case '"':
 		return tok.String(), nil
 	case '0':
-		return json.Number(tok.String()), nil
+		return schemaNumber(tok.String()), nil
 	case '{':
 		obj := map[string]any{}
 		for d.PeekKind() != '}' {
@@ -79,7 +84,7 @@ func readValue(d *jsontext.Decoder) (any, error) {
 // inputDigest is the ledger's digest of a call's input: of the value
 // decodeInput gave, canonicalized straight from the input's bytes where
 // they are that value, or of the text when it is no JSON.
-func inputDigest(raw json.RawMessage, input any, inputErr error) string {
+func inputDigest(raw []byte, input any, inputErr error) string {
 	if inputErr != nil {
 		return ledger.InputDigest(string(raw))
 	}

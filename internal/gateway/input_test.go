@@ -2,11 +2,11 @@ package gateway
 
 import (
 	"bytes"
-	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/toolgate/toolgate/internal/ledger"
@@ -21,8 +21,8 @@ func TestDecodeInput(t *testing.T) {
 		{"absent", ``, map[string]any{}, ""},
 		{"null", ` null `, map[string]any{}, ""},
 		{"object", `{"a":"x","n":12345678901234567890123,"f":1.50,"b":true,"z":null,"l":[1,"2",{}]}`, map[string]any{
-			"a": "x", "n": json.Number("12345678901234567890123"), "f": json.Number("1.50"), "b": true, "z": nil,
-			"l": []any{json.Number("1"), "2", map[string]any{}},
+			"a": "x", "n": schemaNumber("12345678901234567890123"), "f": schemaNumber("1.50"), "b": true, "z": nil,
+			"l": []any{schemaNumber("1"), "2", map[string]any{}},
 		}, ""},
 		{"escapes", `{"\u0069d":"a\"b\u00e9"}`, map[string]any{"id": "a\"bé"}, ""},
 		{"invalid UTF-8 mangled", "{\"s\":\"\xff\"}", map[string]any{"s": "\ufffd"}, ""},
@@ -34,7 +34,7 @@ func TestDecodeInput(t *testing.T) {
 		{"missing comma", `[1 2]`, nil, "invalid character"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := decodeInput(json.RawMessage(c.in))
+			got, err := decodeInput(jsontext.Value(c.in))
 			if c.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
 					t.Fatalf("decodeInput(%q) = %#v, %v; want an error with %q", c.in, got, err, c.wantErr)
@@ -82,12 +82,12 @@ func TestInputDigestFromBytes(t *testing.T) {
 		`{"z":{"y":{"x":[true,false,null]}},"é":"x","e":"y"}`, `"just a string"`, `[3,2,1]`,
 		"{\"a\":1}  \n", `{"a":1,"a":2}`, `{"a":`, `not json`,
 	} {
-		input, err := decodeInput(json.RawMessage(in))
+		input, err := decodeInput(jsontext.Value(in))
 		want := ledger.InputDigest(input)
 		if err != nil {
 			want = ledger.InputDigest(in)
 		}
-		if got := inputDigest(json.RawMessage(in), input, err); got != want {
+		if got := inputDigest(jsontext.Value(in), input, err); got != want {
 			t.Errorf("%q: digest %s, want %s", in, got, want)
 		}
 	}

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/identity"
@@ -57,7 +58,7 @@ func TestCallerLeaves(t *testing.T) {
 	defer led.Close()
 	gw := saveGateway(t, up.URL, led)
 
-	call := Call{Tool: "save", CallID: "c1", Input: json.RawMessage(`{}`), Identity: Identity{User: "u_1"}}
+	call := Call{Tool: "save", CallID: "c1", Input: jsontext.Value(`{}`), Identity: Identity{User: "u_1"}}
 	ctx, cancel := context.WithCancel(context.Background())
 	first := make(chan *Answer, 1)
 	go func() {

@@ -12,7 +12,7 @@ import (
 // was recorded, for one of observe's Refused reasons.
 func (g *Gateway) refused(tool *manifest.Compiled, call Call, reason string, err error) error {
 	g.obs.Refused(reason)
-	g.obs.Call(observe.Call{CallID: call.CallID, Tool: tool.Name, TargetType: tool.Target.Spec.Type, Outcome: observe.OutcomeRefused})
+	g.obs.Call(observe.Call{CallID: call.CallID, Tool: tool.Name, TargetType: tool.Target.Kind().Name(), Outcome: observe.OutcomeRefused})
 	if re, ok := err.(*RequestError); ok {
 		observe.LogRefusal(g.logger, reason, re.Code)
 	}
@@ -22,9 +22,9 @@ func (g *Gateway) refused(tool *manifest.Compiled, call Call, reason string, err
 // logCall counts a call that ran here and writes its line.
 func (g *Gateway) logCall(tool *manifest.Compiled, call Call, out outcome, start time.Time) {
 	c := observe.Call{
-		CallID: call.CallID, Tool: call.Tool, TargetType: tool.Target.Spec.Type,
+		CallID: call.CallID, Tool: call.Tool, TargetType: tool.Target.Kind().Name(),
 		Outcome: observe.OutcomeDone, Status: StatusDone, IsError: out.res.IsError,
-		Duration: time.Since(start), UpstreamStatus: out.upstream, Ledger: observe.LedgerNew,
+		Duration: g.clock.Now().Sub(start), UpstreamStatus: out.upstream, Ledger: observe.LedgerNew,
 	}
 	switch {
 	case out.card != nil:
@@ -45,8 +45,8 @@ func (g *Gateway) logRepeat(tool *manifest.Compiled, existing *ledger.Call, ans 
 		how = observe.LedgerJoined
 	}
 	c := observe.Call{
-		CallID: existing.CallID, Tool: existing.Tool, TargetType: tool.Target.Spec.Type,
-		Status: ans.Status, IsError: ans.IsError, Duration: time.Since(start), Ledger: how,
+		CallID: existing.CallID, Tool: existing.Tool, TargetType: tool.Target.Kind().Name(),
+		Status: ans.Status, IsError: ans.IsError, Duration: g.clock.Now().Sub(start), Ledger: how,
 	}
 	observe.LogCall(g.logger, c)
 }

@@ -2,12 +2,13 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/ledger"
@@ -24,7 +25,7 @@ func TestLedgerOff(t *testing.T) {
 	}
 	ctx := context.Background()
 	me := Identity{User: "u_1", Install: "in_1"}
-	call := Call{Tool: "app", CallID: "c1", Input: json.RawMessage(`{"id":"a"}`), Identity: me}
+	call := Call{Tool: "app", CallID: "c1", Input: jsontext.Value(`{"id":"a"}`), Identity: me}
 	for i := range 2 {
 		a, err := gw.Invoke(ctx, call)
 		if err != nil || a.Status != StatusDone || a.IsError || a.Content != "got /i/a" || a.CallID != "c1" {
@@ -37,7 +38,7 @@ func TestLedgerOff(t *testing.T) {
 		}
 	}
 	// Another input under the same call id is no misuse: nothing is kept.
-	if a, err := gw.Invoke(ctx, Call{Tool: "app", CallID: "c1", Input: json.RawMessage(`{"id":"b"}`), Identity: me}); err != nil || a.Content != "got /i/b" {
+	if a, err := gw.Invoke(ctx, Call{Tool: "app", CallID: "c1", Input: jsontext.Value(`{"id":"b"}`), Identity: me}); err != nil || a.Content != "got /i/b" {
 		t.Fatalf("another input under the call id: %+v, %v", a, err)
 	}
 	<-ch
@@ -84,7 +85,7 @@ func TestLedgerOffCallerLeaves(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan *Answer, 1)
 	go func() {
-		a, _ := gw.Invoke(ctx, Call{Tool: "save", Input: json.RawMessage(`{}`), Identity: Identity{User: "u_1"}})
+		a, _ := gw.Invoke(ctx, Call{Tool: "save", Input: jsontext.Value(`{}`), Identity: Identity{User: "u_1"}})
 		done <- a
 	}()
 	<-arrived

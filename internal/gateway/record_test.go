@@ -2,12 +2,13 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/ledger"
@@ -46,7 +47,7 @@ func TestRecordWhenLedgerReturns(t *testing.T) {
 	led := &restartingLedger{Ledger: bolt, failed: make(chan struct{}, 1)}
 	gw.ledger = led
 	ctx := context.Background()
-	call := Call{Tool: "app", CallID: "c1", Input: json.RawMessage(`{"id":"a"}`), Identity: Identity{User: "u_1"}}
+	call := Call{Tool: "app", CallID: "c1", Input: jsontext.Value(`{"id":"a"}`), Identity: Identity{User: "u_1"}}
 
 	led.down.Store(true)
 	first, err := gw.Invoke(ctx, call)

@@ -22,7 +22,7 @@ import (
 func startCall(ctx context.Context, tool *manifest.Compiled) (context.Context, trace.Span) {
 	ctx, span := tracing.Start(ctx, tracing.CallSpan)
 	if span != nil {
-		span.SetAttributes(attribute.String(tracing.AttrTool, tool.Name), attribute.String(tracing.AttrTargetType, tool.Target.Spec.Type))
+		span.SetAttributes(attribute.String(tracing.AttrTool, tool.Name), attribute.String(tracing.AttrTargetType, tool.Target.Kind().Name()))
 	}
 	return ctx, span
 }

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -57,9 +58,9 @@ func newTraceRig(t *testing.T) *traceRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	schema := json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}}}`)
+	schema := []byte(`{"type":"object","properties":{"id":{"type":"string"}}}`)
 	set, err := manifest.Compile([]manifest.Source{{Name: "test", Tools: []manifest.Tool{
-		{Name: "app_tool", Description: "d", InputSchema: schema, Target: dispatch.Spec{Type: "app", Component: "api", Method: "POST", Path: "/items/${input.id}", Body: json.RawMessage(`"${input}"`)}},
+		{Name: "app_tool", Description: "d", InputSchema: schema, Target: dispatch.Spec{Type: "app", Component: "api", Method: "POST", Path: "/items/${input.id}", Body: []byte(`"${input}"`)}},
 		{Name: "url_tool", Description: "d", InputSchema: schema, Target: dispatch.Spec{Type: "url", Method: "GET", URL: up.URL + "/search?q=${input.id}"}},
 		{Name: "fail_tool", Description: "d", InputSchema: schema, Target: dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/fail"}},
 		{Name: "client_tool", Description: "d", InputSchema: schema, Target: dispatch.Spec{Type: "kazzle", Name: "where"}},
@@ -79,7 +80,7 @@ func newTraceRig(t *testing.T) *traceRig {
 }
 
 func traceCall(tool, callID string) Call {
-	return Call{Tool: tool, CallID: callID, Input: json.RawMessage(`{"id":"` + secretInput + `"}`),
+	return Call{Tool: tool, CallID: callID, Input: jsontext.Value(`{"id":"` + secretInput + `"}`),
 		Origin: Origin{Source: SourceThread, ThreadID: secretThread}, Identity: Identity{User: secretUser, Install: secretInstall}}
 }
 
@@ -218,7 +219,7 @@ func TestCallSpanStatus(t *testing.T) {
 	// which names the call id, is not in the span.
 	_, spans = traced(t, func(ctx context.Context) {
 		c := traceCall("fail_tool", "call-fail")
-		c.Input = json.RawMessage(`{"id":"other"}`)
+		c.Input = jsontext.Value(`{"id":"other"}`)
 		if _, err := rig.gw.Invoke(ctx, c); err == nil {
 			t.Fatal("a reused call id was not refused")
 		}
@@ -247,7 +248,7 @@ func TestClientOfferTraceparent(t *testing.T) {
 			if err := rig.gw.bridge.Claim(clienttools.Thread{User: secretUser, Install: secretInstall, ID: secretThread}, o.CallID); err != nil {
 				t.Error(err)
 			}
-			_ = rig.gw.bridge.Post(clienttools.Thread{User: secretUser, Install: secretInstall, ID: secretThread}, o.CallID, clienttools.Outcome{Result: json.RawMessage(`"` + secretResult + `"`)})
+			_ = rig.gw.bridge.Post(clienttools.Thread{User: secretUser, Install: secretInstall, ID: secretThread}, o.CallID, clienttools.Outcome{Result: []byte(`"` + secretResult + `"`)})
 		}
 	}()
 

@@ -181,7 +181,7 @@ func (a *API) serveInvoke(w http.ResponseWriter, r *http.Request, c caller) {
 	if !a.decodeBody(w, r, &env) {
 		return
 	}
-	call := gateway.Call{Tool: r.PathValue("name"), CallID: env.CallID, Input: json.RawMessage(env.Input)}
+	call := gateway.Call{Tool: r.PathValue("name"), CallID: env.CallID, Input: env.Input}
 	if env.Context != nil {
 		call.Origin = *env.Context
 	}

@@ -48,7 +48,8 @@ type Tool struct {
 
 // ShowsUI reports whether the tool's answers show in the MCP Apps view.
 func (t *Tool) ShowsUI() bool {
-	return t.Target.Type == dispatch.TypeApp && (t.UI == nil || *t.UI)
+	k, ok := dispatch.KindOf(t.Target.Type)
+	return ok && k.ShowsUI() && (t.UI == nil || *t.UI)
 }
 
 // CardAnswerTool is the tool the gateway adds for MCP Apps clients, whose
@@ -236,7 +237,7 @@ func CompileTool(t Tool, components map[string]*dispatch.Component) (*Compiled, 
 	}
 	// Only an app's own component answers cards and pages of its own; a
 	// view promised for another target would show nothing it can answer.
-	if t.UI != nil && *t.UI && t.Target.Type != dispatch.TypeApp {
+	if t.UI != nil && *t.UI && !target.Kind().ShowsUI() {
 		return nil, fmt.Errorf(`ui: only an app target shows in the MCP Apps view (this one is %q)`, t.Target.Type)
 	}
 	c := &Compiled{Tool: t, Schema: sch, Target: target}

@@ -371,7 +371,7 @@ func (s *Server) callTool(ctx context.Context, req *sdk.CallToolRequest, caps *s
 		return s.resume(ctx, req, c, caps)
 	}
 
-	call := gateway.Call{Tool: p.Name, Input: p.Arguments, Identity: c.Identity, Claims: c.Claims}
+	call := gateway.Call{Tool: p.Name, Input: []byte(p.Arguments), Identity: c.Identity, Claims: c.Claims}
 	// A malformed call id is a malformed request: a protocol error. An
 	// empty one is none, as in the Tools API.
 	id, isString := p.Meta[MetaCallID].(string)

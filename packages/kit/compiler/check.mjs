@@ -10,7 +10,7 @@
 import { RE2JS } from 're2js';
 
 import { declaredComponents } from './caddyfile.mjs';
-import { fieldPath } from './compile.mjs';
+import { fieldPath, TARGET_KINDS } from './compile.mjs';
 
 // check returns one line per problem the gateway would refuse doc, the
 // manifest compiled from file, for; none when it would load. caddyfile,
@@ -122,7 +122,8 @@ function unknownProperty(pattern) {
 // or env name it does not declare.
 function checkTarget(tool, fail, decl) {
   const target = tool.target;
-  if (target.type === 'kazzle') return;
+  // A target not sent over HTTP (a client tool) holds no references.
+  if (!TARGET_KINDS[target.type]?.http) return;
   if (decl && target.component !== undefined && !decl.components.has(target.component)) {
     const names = [...decl.components.keys()].sort();
     fail('target.component', `${target.type} target: component ${JSON.stringify(target.component)} is not declared in ${decl.caddyfile} ` +

@@ -32,14 +32,47 @@ const RESERVED_NAME = 'toolgate_card_answer';
 const ANNOTATIONS = ['readOnlyHint', 'destructiveHint', 'idempotentHint', 'openWorldHint'];
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
 
-// The fields each kind of target may have (internal/dispatch's Spec). A
-// url target may name a component for its env, and map its answer with a
-// result expression; the gateway checks those deeper rules at load.
-const TARGET_FIELDS = {
-  app: ['type', 'component', 'method', 'path', 'query', 'headers', 'body'],
-  url: ['type', 'component', 'method', 'url', 'query', 'headers', 'body', 'result'],
-  kazzle: ['type', 'name'],
+// The target kinds by their wire names, one entry each, as internal/dispatch
+// has one Kind each (docs/architecture.md, "Adding a target kind"): the
+// fields a target of the kind may have, whether it is sent over HTTP (a
+// method, query, headers and a body), the headers the gateway keeps for
+// itself, and the checks of its own fields. A url target may name a
+// component for its env, and map its answer with a result expression; the
+// gateway checks those deeper rules at load.
+export const TARGET_KINDS = {
+  app: {
+    fields: ['type', 'component', 'method', 'path', 'query', 'headers', 'body'],
+    http: true,
+    // The gateway owns an app target's Authorization (docs/configuration.md, "Targets").
+    ownHeaders: { authorization: 'an app target may not set Authorization: toolgate sends the identity token in it' },
+    check(target, { nonEmpty, fail }) {
+      nonEmpty('component');
+      if (typeof target.path !== 'string' || !target.path.startsWith('/')) fail('target.path', 'required: a string starting with "/"');
+    },
+  },
+  url: {
+    fields: ['type', 'component', 'method', 'url', 'query', 'headers', 'body', 'result'],
+    http: true,
+    check(target, { nonEmpty, fail }) {
+      if (typeof target.url !== 'string' || !/^https?:\/\//i.test(target.url)) fail('target.url', 'required: an absolute http(s) URL');
+      if (target.component !== undefined) nonEmpty('component');
+      if (target.result !== undefined) nonEmpty('result');
+    },
+  },
+  kazzle: {
+    fields: ['type', 'name'],
+    http: false,
+    check(target, { nonEmpty }) {
+      nonEmpty('name');
+    },
+  },
 };
+
+// kindNames lists the kinds' wire names, each written by quote: "a", "b" or "c".
+function kindNames(quote, last) {
+  const names = Object.keys(TARGET_KINDS).map(quote);
+  return names.length === 1 ? names[0] : `${names.slice(0, -1).join(', ')}${last}${names.at(-1)}`;
+}
 
 // The order a target's fields are written in, whatever order the author
 // used: the manifest must not change when tools.ts is only reordered.
@@ -287,35 +320,23 @@ export function fieldPath(jsonPath) {
 // names the tool too when it loads the manifest.
 function checkTarget(target, fail) {
   if (!isPlainObject(target)) {
-    fail('target', target === undefined ? 'required: {type: "app" | "url" | "kazzle", ...}' : 'not an object');
+    fail('target', target === undefined ? `required: {type: ${Object.keys(TARGET_KINDS).map((n) => JSON.stringify(n)).join(' | ')}, ...}` : 'not an object');
     return undefined;
   }
-  const fields = TARGET_FIELDS[target.type];
-  if (fields === undefined) {
-    fail('target.type', `${show(target.type)} is not "app", "url" or "kazzle"`);
+  const kind = Object.hasOwn(TARGET_KINDS, target.type) ? TARGET_KINDS[target.type] : undefined;
+  if (kind === undefined) {
+    fail('target.type', `${show(target.type)} is not ${kindNames((n) => JSON.stringify(n), ' or ')}`);
     return undefined;
   }
+  const fields = kind.fields;
   for (const key of Object.keys(target)) {
     if (!fields.includes(key)) fail(`target.${key}`, `unknown field for a ${target.type} target (it has ${fields.join(', ')})`);
   }
   const nonEmpty = (key) => {
     if (typeof target[key] !== 'string' || target[key] === '') fail(`target.${key}`, 'required: a non-empty string');
   };
-  switch (target.type) {
-    case 'app':
-      nonEmpty('component');
-      if (typeof target.path !== 'string' || !target.path.startsWith('/')) fail('target.path', 'required: a string starting with "/"');
-      break;
-    case 'url':
-      if (typeof target.url !== 'string' || !/^https?:\/\//i.test(target.url)) fail('target.url', 'required: an absolute http(s) URL');
-      if (target.component !== undefined) nonEmpty('component');
-      if (target.result !== undefined) nonEmpty('result');
-      break;
-    case 'kazzle':
-      nonEmpty('name');
-      break;
-  }
-  if (target.type !== 'kazzle') {
+  kind.check(target, { nonEmpty, fail });
+  if (kind.http) {
     if (!METHODS.includes(target.method)) fail('target.method', `${show(target.method)} is not one of ${METHODS.join(', ')}`);
     for (const key of ['query', 'headers']) {
       if (target[key] === undefined) continue;
@@ -327,10 +348,10 @@ function checkTarget(target, fail) {
         if (typeof v !== 'string') fail(`target.${key}.${k}`, 'must be a string');
       }
     }
-    if (target.type === 'app' && isPlainObject(target.headers)) {
+    if (kind.ownHeaders && isPlainObject(target.headers)) {
       for (const k of Object.keys(target.headers)) {
-        // The gateway owns an app target's Authorization (docs/configuration.md, "Targets").
-        if (k.toLowerCase() === 'authorization') fail(`target.headers.${k}`, 'an app target may not set Authorization: toolgate sends the identity token in it');
+        const why = Object.hasOwn(kind.ownHeaders, k.toLowerCase()) ? kind.ownHeaders[k.toLowerCase()] : undefined;
+        if (why !== undefined) fail(`target.headers.${k}`, why);
       }
     }
     if (target.body !== undefined) checkJSON(target.body, 'target.body', fail, new Set());

@@ -1,0 +1,105 @@
+package dispatch_test
+
+import (
+	"testing"
+
+	"github.com/toolgate/toolgate/internal/dispatch"
+)
+
+// recordingExecutor records which way a kind ran a target.
+type recordingExecutor struct {
+	sent   *dispatch.Sending
+	inPage bool
+}
+
+func (x *recordingExecutor) Send(_ *dispatch.Target, how dispatch.Sending) dispatch.Outcome {
+	x.sent = &how
+	return dispatch.Outcome{}
+}
+
+func (x *recordingExecutor) RunInPage(*dispatch.Target) dispatch.Outcome {
+	x.inPage = true
+	return dispatch.Outcome{}
+}
+
+// TestKinds holds each kind to what it says of its targets: what a call
+// needs, where it runs, how it is sent, and how logs name it.
+func TestKinds(t *testing.T) {
+	comps := testComponents(t)
+	for _, c := range []struct {
+		spec                              dispatch.Spec
+		needsUser, inPage, cards, showsUI bool
+		sent                              *dispatch.Sending // nil: run in the page
+		describe                          string
+	}{
+		{dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/x"}, true, false, true, true, &dispatch.Sending{Identity: true}, "api /x"},
+		{dispatch.Spec{Type: "url", Method: "GET", URL: "https://example.com/x"}, false, false, false, false, &dispatch.Sending{CheckEmbeds: true}, "https://example.com/x"},
+		{dispatch.Spec{Type: "kazzle", Name: "where"}, false, true, false, false, nil, "client tool where"},
+	} {
+		t.Run(c.spec.Type, func(t *testing.T) {
+			tgt, err := dispatch.Compile(c.spec, comps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			k := tgt.Kind()
+			if k.Name() != c.spec.Type {
+				t.Errorf("Name = %q", k.Name())
+			}
+			if k.NeedsUser() != c.needsUser || k.InPage() != c.inPage || k.AnswersCards() != c.cards || k.ShowsUI() != c.showsUI {
+				t.Errorf("NeedsUser %v, InPage %v, AnswersCards %v, ShowsUI %v; want %v, %v, %v, %v",
+					k.NeedsUser(), k.InPage(), k.AnswersCards(), k.ShowsUI(), c.needsUser, c.inPage, c.cards, c.showsUI)
+			}
+			var x recordingExecutor
+			k.Execute(tgt, &x)
+			switch {
+			case c.sent == nil && (x.sent != nil || !x.inPage):
+				t.Errorf("Execute sent %+v, ran in the page %v; want it run in the page", x.sent, x.inPage)
+			case c.sent != nil && (x.sent == nil || *x.sent != *c.sent || x.inPage):
+				t.Errorf("Execute sent %+v, ran in the page %v; want it sent %+v", x.sent, x.inPage, *c.sent)
+			}
+			if got := tgt.Describe(); got != c.describe {
+				t.Errorf("Describe = %q, want %q", got, c.describe)
+			}
+		})
+	}
+}
+
+// TestKindTable: one kind for each wire name, and messages list them all.
+func TestKindTable(t *testing.T) {
+	seen := map[string]bool{}
+	for _, k := range dispatch.Kinds() {
+		if seen[k.Name()] {
+			t.Errorf("two kinds named %q", k.Name())
+		}
+		seen[k.Name()] = true
+		if got, ok := dispatch.KindOf(k.Name()); !ok || got.Name() != k.Name() {
+			t.Errorf("KindOf(%q) = %v, %v", k.Name(), got, ok)
+		}
+	}
+	if _, ok := dispatch.KindOf("ftp"); ok {
+		t.Error(`KindOf("ftp") found a kind`)
+	}
+	if got := dispatch.KindNames(); got != "app, url or kazzle" {
+		t.Errorf("KindNames = %q", got)
+	}
+	for _, c := range []struct{ typ, want string }{
+		{"", "target type is required (app, url or kazzle)"},
+		{"ftp", `unknown target type "ftp" (want app, url or kazzle)`},
+	} {
+		if _, err := dispatch.Compile(dispatch.Spec{Type: c.typ}, nil); err == nil || err.Error() != c.want {
+			t.Errorf("Compile of type %q: %v, want %q", c.typ, err, c.want)
+		}
+	}
+}
+
+// TestClientTargetIsNotSent: a target that runs in the page builds no
+// HTTP request.
+func TestClientTargetIsNotSent(t *testing.T) {
+	tgt, err := dispatch.Compile(dispatch.Spec{Type: "kazzle", Name: "where"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req, err := tgt.Request(t.Context(), map[string]any{}); err == nil {
+		t.Fatalf("Request = %v, want an error", req.URL)
+	}
+}
