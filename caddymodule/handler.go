@@ -22,6 +22,7 @@ import (
 	"github.com/toolgate/toolgate/internal/manifest"
 	"github.com/toolgate/toolgate/internal/mcp"
 	"github.com/toolgate/toolgate/internal/observe"
+	"github.com/toolgate/toolgate/internal/outbound"
 	"github.com/toolgate/toolgate/internal/result"
 )
 
@@ -108,7 +109,7 @@ type Handler struct {
 
 	api       *httpapi.API
 	gw        *gateway.Gateway
-	client    *dispatch.Client
+	client    *outbound.Client
 	logger    *zap.Logger
 	ledgerKey string
 }
@@ -336,7 +337,7 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	h.client = dispatch.NewClient(time.Duration(h.UpstreamTimeout), h.MaxResponseSize)
+	h.client = outbound.NewClient(time.Duration(h.UpstreamTimeout), h.MaxResponseSize)
 	h.gw = gateway.New(gateway.Config{
 		Tools: tools, Issuer: issuer, Client: h.client,
 		Ledger: led, Logger: h.logger,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/identity"
+	"github.com/toolgate/toolgate/internal/outbound"
 	"github.com/toolgate/toolgate/internal/result"
 )
 
@@ -69,7 +70,7 @@ const maxLoggedBody = 4 << 10
 // only its first line or its page's text, at most 200 characters
 // (result.ErrorText), and whoever runs the gateway may need the rest, such
 // as the stack trace.
-func (g *Gateway) logFailure(call Call, t *dispatch.Target, resp *dispatch.Response) {
+func (g *Gateway) logFailure(call Call, t *dispatch.Target, resp *outbound.Response) {
 	ce := g.logger.Check(zapcore.InfoLevel, "upstream answered an error")
 	if ce == nil {
 		return

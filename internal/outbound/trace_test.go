@@ -1,4 +1,4 @@
-package dispatch_test
+package outbound_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolgate/toolgate/internal/dispatch"
+	"github.com/toolgate/toolgate/internal/outbound"
 )
 
 // TestUpstreamSpan: under a span, a request is a toolgate.upstream child
@@ -39,7 +40,7 @@ func TestUpstreamSpan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := dispatch.NewClient(time.Second, 1024)
+	client := outbound.NewClient(time.Second, 1024)
 	defer client.CloseIdleConnections()
 	send := func(ctx context.Context) http.Header {
 		t.Helper()
