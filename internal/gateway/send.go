@@ -7,7 +7,6 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/toolgate/toolgate/internal/dispatch"
-	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/outbound"
 	"github.com/toolgate/toolgate/internal/result"
 )
@@ -38,7 +37,7 @@ func (g *Gateway) send(ctx context.Context, t *dispatch.Target, input any, call 
 		// The three values share one array (Header.Set makes a slice for
 		// each); each slice's capacity is its length, so that an append to
 		// one copies it rather than overwriting the next.
-		v := []string{auth, contextHeader(call.Origin), identity.IdempotencyKey(call.Identity.User, call.Identity.Install, call.CallID)}
+		v := []string{auth, contextHeader(call.Origin), dispatch.IdempotencyKey(call.Identity.User, call.Identity.Install, call.CallID)}
 		req.Header["Authorization"] = v[0:1:1]
 		req.Header["Kazzle-Tool-Context"] = v[1:2:2]
 		req.Header["Idempotency-Key"] = v[2:3:3]

@@ -478,7 +478,7 @@ func TestClientTargetRequest(t *testing.T) {
 	defer c.CloseIdleConnections()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tgt, err := dispatch.Compile(tt.spec, comps)
+			tgt, err := dispatch.Compile(tt.spec, dispatch.Env{Components: comps})
 			if err != nil {
 				t.Fatal(err)
 			}

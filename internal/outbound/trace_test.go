@@ -35,8 +35,7 @@ func TestUpstreamSpan(t *testing.T) {
 	}
 	forged := "00-11111111111111111111111111111111-2222222222222222-01"
 	target, err := dispatch.Compile(dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/items/${input.id}",
-		Query: map[string]string{"q": "${input.id}"}, Headers: map[string]string{"Traceparent": forged, "Tracestate": "k=v"}},
-		map[string]*dispatch.Component{"api": comp})
+		Query: map[string]string{"q": "${input.id}"}, Headers: map[string]string{"Traceparent": forged, "Tracestate": "k=v"}}, dispatch.Env{Components: map[string]*dispatch.Component{"api": comp}})
 	if err != nil {
 		t.Fatal(err)
 	}

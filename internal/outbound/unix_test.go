@@ -81,13 +81,13 @@ func TestUnixComponentStaysOnItsSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	comps := map[string]*dispatch.Component{"api": api}
-	app, err := dispatch.Compile(dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/items/${input.id}"}, comps)
+	app, err := dispatch.Compile(dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/items/${input.id}"}, dispatch.Env{Components: comps})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A url target may name a socket component for its env: it still goes
 	// where its URL says.
-	external, err := dispatch.Compile(dispatch.Spec{Type: "url", Component: "api", Method: "GET", URL: tcp.URL + "/x/${env.K}"}, comps)
+	external, err := dispatch.Compile(dispatch.Spec{Type: "url", Component: "api", Method: "GET", URL: tcp.URL + "/x/${env.K}"}, dispatch.Env{Components: comps})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestUnixComponentDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app, err := dispatch.Compile(dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/x"}, map[string]*dispatch.Component{"api": api})
+	app, err := dispatch.Compile(dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/x"}, dispatch.Env{Components: map[string]*dispatch.Component{"api": api}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestUnixComponentKeepsItsConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app, err := dispatch.Compile(dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/x"}, map[string]*dispatch.Component{"api": api})
+	app, err := dispatch.Compile(dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/x"}, dispatch.Env{Components: map[string]*dispatch.Component{"api": api}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +271,7 @@ func BenchmarkDoSocket(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			app, err := dispatch.Compile(dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/items/${input.id}"}, map[string]*dispatch.Component{"api": api})
+			app, err := dispatch.Compile(dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/items/${input.id}"}, dispatch.Env{Components: map[string]*dispatch.Component{"api": api}})
 			if err != nil {
 				b.Fatal(err)
 			}
