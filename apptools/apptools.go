@@ -20,7 +20,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/toolgate/toolgate/internal/identity"
+	"github.com/toolgate/toolgate/internal/dispatch"
 )
 
 // ContextHeader is the request header toolgate sends a call's context in.
@@ -57,7 +57,7 @@ const IdempotencyHeader = "Idempotency-Key"
 // answer to another. A card button's call id is the call's id, "/" and
 // the button's id.
 func IdempotencyKey(user, install, callID string) string {
-	return identity.IdempotencyKey(user, install, callID)
+	return dispatch.IdempotencyKey(user, install, callID)
 }
 
 // Context is where a tool call came from.

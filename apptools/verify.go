@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/identity"
+	"github.com/toolgate/toolgate/internal/verify"
 )
 
 // DefaultIssuer is the iss toolgate signs with unless its identity block
@@ -31,7 +31,7 @@ var (
 // toolgate's JWKS, by toolgate's issuer, for this component, not expired.
 type Verifier struct {
 	audience string
-	tokens   *identity.Verifier
+	tokens   *verify.Verifier
 	err      error // what makes the configuration unusable; see Err
 }
 
@@ -58,16 +58,16 @@ func NewVerifier(jwksURL, issuer, audience string) *Verifier {
 	case audience == "":
 		// Without an audience any component's token would pass here.
 		err = errors.New("apptools: the verifier has no audience: NewVerifier needs this component's name")
-	case identity.CheckSecureURL(jwksURL) != nil:
-		err = fmt.Errorf("apptools: jwks URL: %w", identity.CheckSecureURL(jwksURL))
+	case verify.CheckSecureURL(jwksURL) != nil:
+		err = fmt.Errorf("apptools: jwks URL: %w", verify.CheckSecureURL(jwksURL))
 	}
 	if err != nil {
 		return &Verifier{audience: audience, err: err}
 	}
-	keys := identity.NewRemoteKeySet(jwksURL, nil, nil)
+	keys := verify.NewRemoteKeySet(jwksURL, nil, nil, nil)
 	return &Verifier{
 		audience: audience,
-		tokens: identity.NewJWKSVerifier(keys, identity.VerifyOptions{
+		tokens: verify.NewJWKSVerifier(keys, verify.Options{
 			Issuer: issuer, Audience: audience, Leeway: clockSkew,
 		}),
 	}
@@ -107,8 +107,8 @@ func (v *Verifier) Verify(r *http.Request) (Identity, error) {
 // bearer reads the request's bearer token with the gateway's own parser,
 // its errors told in this package's terms.
 func bearer(r *http.Request) (string, error) {
-	token, err := identity.BearerToken(r.Header)
-	if errors.Is(err, identity.ErrNoBearerToken) {
+	token, err := verify.BearerToken(r.Header)
+	if errors.Is(err, verify.ErrNoBearerToken) {
 		return "", ErrNoToken
 	}
 	if err != nil {

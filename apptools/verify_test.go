@@ -17,7 +17,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/toolgate/toolgate/apptools"
-	"github.com/toolgate/toolgate/internal/identity"
+	"github.com/toolgate/toolgate/internal/verify"
 )
 
 const testKid = "k1"
@@ -322,7 +322,7 @@ func TestVerifierJWKSUnavailable(t *testing.T) {
 	_, err := v.Verify(request([]string{"Bearer " + sign(t, otherKey(t), testKid, claims())}))
 	// The refusal may reach the model through toolgate: it says the
 	// token could not be verified, never what the JWKS fetch met.
-	if !errors.Is(err, apptools.ErrInvalidToken) || !errors.Is(err, identity.ErrKeysUnavailable) || strings.Contains(err.Error(), "503") || strings.Contains(err.Error(), srv.URL) {
+	if !errors.Is(err, apptools.ErrInvalidToken) || !errors.Is(err, verify.ErrKeysUnavailable) || strings.Contains(err.Error(), "503") || strings.Contains(err.Error(), srv.URL) {
 		t.Errorf("error %v, want a refusal for an unavailable key set, without the fetch's error", err)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/toolgate/toolgate/internal/manifest"
 	"github.com/toolgate/toolgate/internal/mcp"
 	"github.com/toolgate/toolgate/internal/observe"
+	"github.com/toolgate/toolgate/internal/outbound"
 	"github.com/toolgate/toolgate/internal/result"
 )
 
@@ -109,7 +110,7 @@ type Handler struct {
 
 	api      *httpapi.API
 	gw       *gateway.Gateway
-	client   *dispatch.Client
+	client   *outbound.Client
 	logger   *zap.Logger
 	storeKey string              // this config's reference in stores, once provisioned
 	pages    *clienttools.Bridge // this config's view of the store's bridge
@@ -349,7 +350,7 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) (err error) {
 		}
 		h.storeKey, h.pages = storeKey, bridge
 	}()
-	h.client = dispatch.NewClient(time.Duration(h.UpstreamTimeout), h.MaxResponseSize)
+	h.client = outbound.NewClient(time.Duration(h.UpstreamTimeout), h.MaxResponseSize)
 	h.gw = gateway.New(gateway.Config{
 		Tools: tools, Issuer: issuer, Client: h.client,
 		Ledger: led, Logger: h.logger,

@@ -9,9 +9,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/toolgate/toolgate/internal/clienttools"
-	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/ledger"
+	"github.com/toolgate/toolgate/internal/outbound"
 	"github.com/toolgate/toolgate/internal/store"
 )
 
@@ -120,7 +120,7 @@ func (c *Ledger) backend() string {
 // flight, given the handler's timeouts (zero or less for their defaults).
 func (c *Ledger) checkRetention(upstream, client time.Duration) error {
 	if upstream <= 0 {
-		upstream = dispatch.DefaultTimeout
+		upstream = outbound.DefaultTimeout
 	}
 	if client <= 0 {
 		client = clienttools.DefaultTimeout

@@ -7,7 +7,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
-	"github.com/toolgate/toolgate/internal/identity"
+	"github.com/toolgate/toolgate/internal/verify"
 )
 
 // resolve fills the Caddy placeholders of a secret, a password, a key
@@ -68,7 +68,7 @@ func serversLoopbackOnly(servers map[string]*caddyhttp.Server, repl *caddy.Repla
 			if err != nil {
 				return fmt.Errorf("server %s: listen address %q: %w", name, l, err)
 			}
-			if !addr.IsUnixNetwork() && (addr.IsFdNetwork() || !identity.IsLoopbackHost(addr.Host)) {
+			if !addr.IsUnixNetwork() && (addr.IsFdNetwork() || !verify.IsLoopbackHost(addr.Host)) {
 				return fmt.Errorf("server %s listens on %s, beyond loopback", name, l)
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // maxReadmeLines keeps the README a landing page; the detail lives in docs/.
@@ -231,6 +232,28 @@ func TestSourceCitesOnlyTheRepository(t *testing.T) {
 		{regexp.MustCompile(`(?i)\bthe seed\b|\bseeds?/|\bseed's\b`), "refers to the seed project, which the reader does not have"},
 		{regexp.MustCompile(`(?i)\bissues?\s+#?\d+`), "cites an issue number the reader cannot look up"},
 	}
+	for _, rel := range sourceFiles(t) {
+		p := readPage(t, rel)
+		for i, l := range p.lines {
+			for _, b := range banned {
+				for _, at := range b.re.FindAllStringIndex(l, -1) {
+					if l[at[0]:at[1]] == "§" && standardRE.MatchString(l[:at[0]]) {
+						continue
+					}
+					if strings.HasPrefix(strings.ToLower(l[at[1]:]), " corpus") {
+						continue // a fuzz test's seed corpus
+					}
+					t.Errorf("%s:%d: %q %s: cite a docs page, a file, a function or a test of the repository, or state the rule", rel, i+1, strings.TrimSpace(l[at[0]:at[1]]), b.why)
+				}
+			}
+		}
+	}
+}
+
+// sourceFiles returns the repository's own source files (not README.md, the
+// guides, or vendored files), by their paths from the repository root.
+func sourceFiles(t *testing.T) []string {
+	t.Helper()
 	root := ".."
 	vendored := map[string]bool{}
 	var files []string
@@ -264,25 +287,82 @@ func TestSourceCitesOnlyTheRepository(t *testing.T) {
 	if len(files) < 100 {
 		t.Fatalf("read %d files: is the test run from docs/?", len(files))
 	}
+	var own []string
 	for _, rel := range files {
-		if vendored[rel] {
+		if !vendored[rel] {
+			own = append(own, rel)
+		}
+	}
+	return own
+}
+
+// A citation of a guide in source: docs/page.md, optionally with an
+// #anchor or followed by the section's title in quotes.
+var citationRE = regexp.MustCompile(`docs/([a-z0-9_-]+\.md)(?:#([a-z0-9-]+))?(?:,? "([^"]+)")?`)
+
+// A comment marker that starts a line continuing a comment.
+var commentLineRE = regexp.MustCompile(`\n[ \t]*(?://|#|\*)[ \t]*`)
+
+// TestSourceCitationsExist checks that every guide a source file cites
+// exists, with the section it names: code points readers at docs/, and a
+// renamed section must not leave them looking for a title that is gone.
+func TestSourceCitationsExist(t *testing.T) {
+	sections := map[string]map[string]bool{} // page → titles and anchors
+	for _, p := range pages(t) {
+		set := map[string]bool{}
+		for _, l := range p.lines {
+			if title, ok := strings.CutPrefix(strings.TrimLeft(l, "#"), " "); ok && strings.HasPrefix(l, "#") {
+				// Cited as read, without the code spans' backquotes.
+				set[strings.ReplaceAll(title, "`", "")] = true
+				set["#"+anchor(title)] = true
+			}
+		}
+		sections[p.path] = set
+	}
+	cited := 0
+	for _, rel := range sourceFiles(t) {
+		if rel == "docs/docs_test.go" {
 			continue
 		}
-		p := readPage(t, rel)
-		for i, l := range p.lines {
-			for _, b := range banned {
-				for _, at := range b.re.FindAllStringIndex(l, -1) {
-					if l[at[0]:at[1]] == "§" && standardRE.MatchString(l[:at[0]]) {
-						continue
-					}
-					if strings.HasPrefix(strings.ToLower(l[at[1]:]), " corpus") {
-						continue // a fuzz test's seed corpus
-					}
-					t.Errorf("%s:%d: %q %s: cite a docs page, a file, a function or a test of the repository, or state the rule", rel, i+1, strings.TrimSpace(l[at[0]:at[1]]), b.why)
-				}
+		data, err := os.ReadFile(filepath.Join("..", filepath.FromSlash(rel)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A citation may run over two lines of a comment.
+		text := commentLineRE.ReplaceAllString(string(data), " ")
+		for _, m := range citationRE.FindAllStringSubmatch(text, -1) {
+			cited++
+			page := "docs/" + m[1]
+			set, ok := sections[page]
+			switch {
+			case !ok:
+				t.Errorf("%s cites %s, which does not exist", rel, page)
+			case m[2] != "" && !set["#"+m[2]]:
+				t.Errorf("%s cites %s#%s: no section has that anchor", rel, page, m[2])
+			case m[3] != "" && !set[m[3]]:
+				t.Errorf("%s cites %s, %q: no section has that title", rel, page, m[3])
 			}
 		}
 	}
+	t.Logf("%d citations of docs/ in source", cited)
+	if cited < 50 {
+		t.Errorf("found %d citations of docs/ in source: is the test run from docs/?", cited)
+	}
+}
+
+// anchor is the #fragment a Markdown renderer gives a heading: lower case,
+// punctuation dropped, spaces as hyphens.
+func anchor(title string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(title) {
+		switch {
+		case r == ' ':
+			b.WriteByte('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // vendoredNames returns the files a VENDORED list names: the last field of

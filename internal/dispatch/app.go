@@ -14,9 +14,9 @@ func (appKind) InPage() bool       { return false }
 func (appKind) AnswersCards() bool { return true }
 func (appKind) ShowsUI() bool      { return true }
 
-func (appKind) compile(t *Target, components map[string]*Component) error {
+func (appKind) compile(t *Target, env Env) error {
 	s := t.Spec
-	if err := t.compileHTTP(components); err != nil {
+	if err := t.compileHTTP(env.Components); err != nil {
 		return err
 	}
 	if t.Component == nil {

@@ -77,7 +77,7 @@ func compileButton(s Spec, owner *Component) (*Target, error) {
 	// Compiled against the owner without its env: a button never reads it,
 	// so no check on the way can look at (or name) a secret value.
 	bare := &Component{Name: owner.Name, BaseURL: owner.BaseURL, Socket: owner.Socket}
-	t, err := compile(s, map[string]*Component{owner.Name: bare})
+	t, err := compile(s, Env{Components: map[string]*Component{owner.Name: bare}})
 	if err != nil {
 		return nil, fmt.Errorf("target: %w", err)
 	}

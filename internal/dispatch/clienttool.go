@@ -15,7 +15,7 @@ func (clientKind) InPage() bool       { return true }
 func (clientKind) AnswersCards() bool { return false }
 func (clientKind) ShowsUI() bool      { return false }
 
-func (clientKind) compile(t *Target, _ map[string]*Component) error {
+func (clientKind) compile(t *Target, _ Env) error {
 	s := t.Spec
 	if s.Name == "" {
 		return fmt.Errorf("kazzle target: name is required")

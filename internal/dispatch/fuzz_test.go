@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/dispatch"
+	"github.com/toolgate/toolgate/internal/mapping"
 	"github.com/toolgate/toolgate/internal/refs"
 )
 
@@ -63,7 +64,7 @@ func FuzzCompile(f *testing.F) {
 			t.Fatalf("CompileButton returned a target and the error %v", err)
 		}
 
-		tgt, err := dispatch.Compile(s, comps)
+		tgt, err := dispatch.Compile(s, dispatch.Env{Components: comps, Results: mapping.Compile})
 		if err != nil {
 			if tgt != nil {
 				t.Fatalf("Compile returned a target and the error %v", err)

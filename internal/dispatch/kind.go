@@ -16,9 +16,9 @@ type Kind interface {
 	Name() string
 
 	// compile checks t.Spec, which names this kind, and fills t: its
-	// references parsed, its component looked up in components. A field the
+	// references parsed, its component looked up in env. A field the
 	// kind does not take must be empty.
-	compile(t *Target, components map[string]*Component) error
+	compile(t *Target, env Env) error
 
 	// NeedsUser reports whether a call must name its user: the target is
 	// sent an identity token signed for them.

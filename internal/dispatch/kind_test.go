@@ -1,9 +1,12 @@
 package dispatch_test
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/dispatch"
+	"github.com/toolgate/toolgate/internal/result"
 )
 
 // recordingExecutor records which way a kind ran a target.
@@ -37,7 +40,7 @@ func TestKinds(t *testing.T) {
 		{dispatch.Spec{Type: "kazzle", Name: "where"}, false, true, false, false, nil, "client tool where"},
 	} {
 		t.Run(c.spec.Type, func(t *testing.T) {
-			tgt, err := dispatch.Compile(c.spec, comps)
+			tgt, err := dispatch.Compile(c.spec, dispatch.Env{Components: comps})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -86,7 +89,7 @@ func TestKindTable(t *testing.T) {
 		{"", "target type is required (app, url or kazzle)"},
 		{"ftp", `unknown target type "ftp" (want app, url or kazzle)`},
 	} {
-		if _, err := dispatch.Compile(dispatch.Spec{Type: c.typ}, nil); err == nil || err.Error() != c.want {
+		if _, err := dispatch.Compile(dispatch.Spec{Type: c.typ}, dispatch.Env{}); err == nil || err.Error() != c.want {
 			t.Errorf("Compile of type %q: %v, want %q", c.typ, err, c.want)
 		}
 	}
@@ -95,11 +98,35 @@ func TestKindTable(t *testing.T) {
 // TestClientTargetIsNotSent: a target that runs in the page builds no
 // HTTP request.
 func TestClientTargetIsNotSent(t *testing.T) {
-	tgt, err := dispatch.Compile(dispatch.Spec{Type: "kazzle", Name: "where"}, nil)
+	tgt, err := dispatch.Compile(dispatch.Spec{Type: "kazzle", Name: "where"}, dispatch.Env{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if req, err := tgt.Request(t.Context(), map[string]any{}); err == nil {
 		t.Fatalf("Request = %v, want an error", req.URL)
+	}
+}
+
+// TestResultNeedsACompiler: a url target's result expression is compiled
+// by the Env's Results; without one the target is refused, never kept
+// with its expression unread (its answers would pass unmapped).
+func TestResultNeedsACompiler(t *testing.T) {
+	spec := dispatch.Spec{Type: "url", Method: "GET", URL: "https://api.example/x", Result: "body.title"}
+	if _, err := dispatch.Compile(spec, dispatch.Env{}); err == nil || !strings.Contains(err.Error(), "cannot be compiled here") {
+		t.Errorf("Compile without Results: %v", err)
+	}
+	var got string
+	tgt, err := dispatch.Compile(spec, dispatch.Env{Results: func(src string) (*result.Mapping, error) {
+		got = src
+		return result.NewMapping(src, func(result.Answer) (any, error) { return "mapped", nil }), nil
+	}})
+	if err != nil || got != "body.title" || tgt.Mapping == nil {
+		t.Fatalf("Compile with Results: %v, compiled %q, mapping %v", err, got, tgt.Mapping)
+	}
+	if res := tgt.Mapping.Apply(200, nil, []byte(`{}`)); res.Content != "mapped" {
+		t.Errorf("the mapping's result = %+v", res)
+	}
+	if _, err := dispatch.Compile(spec, dispatch.Env{Results: func(string) (*result.Mapping, error) { return nil, errors.New("bad expression") }}); err == nil || !strings.Contains(err.Error(), "url target: bad expression") {
+		t.Errorf("Compile with a failing Results: %v", err)
 	}
 }

@@ -132,12 +132,20 @@ type param struct {
 	val *refs.Template
 }
 
+// Env is what targets are compiled against.
+type Env struct {
+	// Components are the declared components, by name.
+	Components map[string]*Component
+	// Results compiles a url target's result expression (mapping.Compile);
+	// nil, a target with one is refused.
+	Results func(src string) (*result.Mapping, error)
+}
+
 // Compile checks a spec against the rules of targets and references
 // (docs/configuration.md, "Targets" and "References") and parses its
-// references.
-// components maps names to the declared components.
-func Compile(s Spec, components map[string]*Component) (*Target, error) {
-	t, err := compile(s, components)
+// references and its result expression.
+func Compile(s Spec, env Env) (*Target, error) {
+	t, err := compile(s, env)
 	if err != nil {
 		return nil, err
 	}
@@ -149,13 +157,13 @@ func Compile(s Spec, components map[string]*Component) (*Target, error) {
 
 // compile is Compile but for the env references, which the caller checks:
 // a tool's must be declared by its component, a button may hold none.
-func compile(s Spec, components map[string]*Component) (*Target, error) {
+func compile(s Spec, env Env) (*Target, error) {
 	k, err := lookupKind(s.Type)
 	if err != nil {
 		return nil, err
 	}
 	t := &Target{Spec: s, kind: k}
-	if err := k.compile(t, components); err != nil {
+	if err := k.compile(t, env); err != nil {
 		return nil, err
 	}
 	return t, nil

@@ -238,7 +238,7 @@ func TestCompile(t *testing.T) {
 	comps := testComponents(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tgt, err := dispatch.Compile(tt.spec, comps)
+			tgt, err := dispatch.Compile(tt.spec, dispatch.Env{Components: comps})
 			if tt.wantErr == "" {
 				if err != nil {
 					t.Fatalf("Compile: %v", err)
@@ -292,7 +292,7 @@ func TestCompileComponentAndRefs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tgt, err := dispatch.Compile(tt.spec, comps)
+			tgt, err := dispatch.Compile(tt.spec, dispatch.Env{Components: comps})
 			if err != nil {
 				t.Fatalf("Compile: %v", err)
 			}
@@ -322,7 +322,7 @@ func TestCompileComponentAndRefs(t *testing.T) {
 
 func mustCompile(t *testing.T, s dispatch.Spec) *dispatch.Target {
 	t.Helper()
-	tgt, err := dispatch.Compile(s, testComponents(t))
+	tgt, err := dispatch.Compile(s, dispatch.Env{Components: testComponents(t)})
 	if err != nil {
 		t.Fatalf("Compile(%+v): %v", s, err)
 	}
@@ -670,7 +670,7 @@ func TestRequestMissing(t *testing.T) {
 
 func TestRequestEnvRemovedAfterCompile(t *testing.T) {
 	comps := testComponents(t)
-	tgt, err := dispatch.Compile(dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/x", Headers: map[string]string{"X-T": "${env.TOKEN}"}}, comps)
+	tgt, err := dispatch.Compile(dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/x", Headers: map[string]string{"X-T": "${env.TOKEN}"}}, dispatch.Env{Components: comps})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -841,7 +841,7 @@ func TestCompileEnvInPath(t *testing.T) {
 		{Type: "app", Component: "api", Method: "GET", Path: "/r/${env.REGION}/x"},
 		{Type: "url", Component: "api", Method: "GET", URL: "https://api.example.com/r/${env.REGION}?q=1"},
 	} {
-		_, err := dispatch.Compile(spec, testComponents(t))
+		_, err := dispatch.Compile(spec, dispatch.Env{Components: testComponents(t)})
 		if err == nil || !strings.Contains(err.Error(), "reference ${env.REGION}") || !strings.Contains(err.Error(), "must stay in its segment") {
 			t.Errorf("Compile(%s %s%s) = %v; want REGION (eu/west) refused in a path segment", spec.Type, spec.Path, spec.URL, err)
 		}
@@ -861,13 +861,13 @@ func TestCompileDotSegments(t *testing.T) {
 			{Type: "app", Component: "api", Method: "GET", Path: path},
 			{Type: "url", Method: "GET", URL: "https://api.example.com" + path},
 		} {
-			if _, err := dispatch.Compile(spec, testComponents(t)); err == nil || !strings.Contains(err.Error(), "dot segments") {
+			if _, err := dispatch.Compile(spec, dispatch.Env{Components: testComponents(t)}); err == nil || !strings.Contains(err.Error(), "dot segments") {
 				t.Errorf("Compile(%s %s%s) = %v; want a dot segment error", spec.Type, spec.Path, spec.URL, err)
 			}
 		}
 	}
 	for _, path := range []string{"/a//b", "/items/", "/.well-known/x", "/a/..b"} {
-		if _, err := dispatch.Compile(dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: path}, testComponents(t)); err != nil {
+		if _, err := dispatch.Compile(dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: path}, dispatch.Env{Components: testComponents(t)}); err != nil {
 			t.Errorf("Compile(%s): %v", path, err)
 		}
 	}

@@ -3,12 +3,9 @@ package dispatch
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/http"
 	"net/url"
 	"path/filepath"
 	"strings"
-	"time"
 	"unicode"
 )
 
@@ -74,40 +71,13 @@ func withSocket(ctx context.Context, socket any) context.Context {
 	return context.WithValue(ctx, socketKey{}, socket)
 }
 
+// Socket returns what a request's context was marked with by
+// Target.Request: the path of the unix socket it goes to, boxed once in an
+// any (a sender keys its transports by it), or nil for TCP.
+func Socket(ctx context.Context) any { return ctx.Value(socketKey{}) }
+
 // socketOf is the socket a request's context was marked for, if any.
 func socketOf(ctx context.Context) string {
 	s, _ := ctx.Value(socketKey{}).(string)
 	return s
-}
-
-// transportFor picks the transport for a request: the shared TCP one, or
-// the one of its unix socket. Each socket has a transport of its own, which
-// dials nothing else: the transports pool idle connections by the URL's
-// host, and every socket's URL says localhost, so a shared pool could hand
-// one component's connection (and with it the identity token meant for it)
-// to another, or to a url target on http://localhost.
-func (c *Client) transportFor(req *http.Request) *http.Transport {
-	key := req.Context().Value(socketKey{})
-	if key == nil {
-		return c.transport
-	}
-	if tr, ok := c.sockets.Load(key); ok {
-		return tr.(*http.Transport)
-	}
-	path := key.(string)
-	tr := c.transport.Clone()
-	d := &net.Dialer{Timeout: 10 * time.Second}
-	tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return d.DialContext(ctx, "unix", path)
-	}
-	got, _ := c.sockets.LoadOrStore(key, tr)
-	return got.(*http.Transport)
-}
-
-// closeIdleSockets closes the idle connections of every socket transport.
-func (c *Client) closeIdleSockets() {
-	c.sockets.Range(func(_, tr any) bool {
-		tr.(*http.Transport).CloseIdleConnections()
-		return true
-	})
 }

@@ -1,10 +1,6 @@
 package dispatch
 
-import (
-	"fmt"
-
-	"github.com/toolgate/toolgate/internal/result"
-)
+import "fmt"
 
 // TypeURL is the wire name of a url target: an external HTTP endpoint,
 // someone else's, sent no identity.
@@ -18,9 +14,9 @@ func (urlKind) InPage() bool       { return false }
 func (urlKind) AnswersCards() bool { return false }
 func (urlKind) ShowsUI() bool      { return false }
 
-func (urlKind) compile(t *Target, components map[string]*Component) error {
+func (urlKind) compile(t *Target, env Env) error {
 	s := t.Spec
-	if err := t.compileHTTP(components); err != nil {
+	if err := t.compileHTTP(env.Components); err != nil {
 		return err
 	}
 	if s.Path != "" {
@@ -33,8 +29,11 @@ func (urlKind) compile(t *Target, components map[string]*Component) error {
 		return err
 	}
 	if s.Result != "" {
+		if env.Results == nil {
+			return fmt.Errorf("url target: a result expression cannot be compiled here")
+		}
 		var err error
-		if t.Mapping, err = result.CompileMapping(s.Result); err != nil {
+		if t.Mapping, err = env.Results(s.Result); err != nil {
 			return fmt.Errorf("url target: %w", err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/manifest"
+	"github.com/toolgate/toolgate/internal/outbound"
 )
 
 // BenchmarkInvoke is one call of an app tool through Invoke, without the
@@ -38,7 +39,7 @@ func BenchmarkInvoke(b *testing.B) {
 		b.Fatal(err)
 	}
 	key, _ := identity.GenerateKey()
-	gw := New(Config{Tools: set, Issuer: identity.NewIssuer("gw", time.Minute, key), Client: dispatch.NewClient(time.Second, 1<<20)})
+	gw := New(Config{Tools: set, Issuer: identity.NewIssuer("gw", time.Minute, key), Client: outbound.NewClient(time.Second, 1<<20)})
 	b.Cleanup(func() { _ = gw.Close() })
 	call := Call{Tool: "get_item", Input: []byte(`{"id":"b1"}`), Identity: Identity{User: "u_1", Install: "in_1"}}
 	ctx := context.Background()

@@ -20,6 +20,7 @@ import (
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/ledger"
 	"github.com/toolgate/toolgate/internal/manifest"
+	"github.com/toolgate/toolgate/internal/outbound"
 )
 
 // hits is a loopback server that counts the requests to each path and
@@ -124,7 +125,7 @@ func newCardRig(t *testing.T) *cardRig {
 	}
 	t.Cleanup(func() { led.Close() })
 	key, _ := identity.GenerateKey()
-	rig.gw = New(Config{Tools: set, Issuer: identity.NewIssuer("gw", time.Minute, key), Client: dispatch.NewClient(time.Second, 1<<20), Ledger: led})
+	rig.gw = New(Config{Tools: set, Issuer: identity.NewIssuer("gw", time.Minute, key), Client: outbound.NewClient(time.Second, 1<<20), Ledger: led})
 	return rig
 }
 

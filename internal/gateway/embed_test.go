@@ -14,6 +14,7 @@ import (
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/manifest"
+	"github.com/toolgate/toolgate/internal/outbound"
 )
 
 // TestURLTargetEmbeds: a url target is someone else's endpoint, and the
@@ -45,7 +46,7 @@ func TestURLTargetEmbeds(t *testing.T) {
 		t.Fatal(err)
 	}
 	key, _ := identity.GenerateKey()
-	gw := New(Config{Tools: set, Issuer: identity.NewIssuer("gw", time.Minute, key), Client: dispatch.NewClient(time.Second, 1<<20),
+	gw := New(Config{Tools: set, Issuer: identity.NewIssuer("gw", time.Minute, key), Client: outbound.NewClient(time.Second, 1<<20),
 		EmbedOrigins: []string{"https://cards.example", "http://127.0.0.1:8080"}})
 	me := Identity{User: "u_1", Install: "in_1"}
 

@@ -15,6 +15,7 @@ import (
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/manifest"
+	"github.com/toolgate/toolgate/internal/outbound"
 )
 
 // TestFailingAnswerForTheModel: an upstream's error page, stack trace
@@ -40,7 +41,7 @@ func TestFailingAnswerForTheModel(t *testing.T) {
 	}
 	core, logs := observer.New(zapcore.InfoLevel)
 	key, _ := identity.GenerateKey()
-	gw := New(Config{Tools: set, Issuer: identity.NewIssuer("gw", time.Minute, key), Client: dispatch.NewClient(time.Second, 1<<20), Logger: zap.New(core)})
+	gw := New(Config{Tools: set, Issuer: identity.NewIssuer("gw", time.Minute, key), Client: outbound.NewClient(time.Second, 1<<20), Logger: zap.New(core)})
 
 	a, err := gw.Invoke(context.Background(), Call{Tool: "db", CallID: "c1", Identity: Identity{User: "u_1"}})
 	if err != nil {

@@ -22,11 +22,11 @@ import (
 
 	"github.com/toolgate/toolgate/internal/clienttools"
 	"github.com/toolgate/toolgate/internal/clock"
-	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/ledger"
 	"github.com/toolgate/toolgate/internal/manifest"
 	"github.com/toolgate/toolgate/internal/observe"
+	"github.com/toolgate/toolgate/internal/outbound"
 	"github.com/toolgate/toolgate/internal/result"
 )
 
@@ -36,7 +36,7 @@ type Config struct {
 	// the tool whose handler answered it, never on another.
 	Tools  *manifest.Set
 	Issuer *identity.Issuer
-	Client *dispatch.Client
+	Client *outbound.Client
 	// Ledger records calls; one whose Records is false (ledger.Off, which
 	// nil means) turns at-most-once execution and cards off.
 	Ledger ledger.Ledger
@@ -62,7 +62,7 @@ type Config struct {
 type Gateway struct {
 	tools      *manifest.Set
 	issuer     *identity.Issuer
-	client     *dispatch.Client
+	client     *outbound.Client
 	ledger     ledger.Ledger
 	logger     *zap.Logger
 	instance   string

@@ -17,6 +17,7 @@ import (
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/manifest"
+	"github.com/toolgate/toolgate/internal/outbound"
 )
 
 func TestCheckContext(t *testing.T) {
@@ -81,7 +82,7 @@ func newGateway(t *testing.T, tools ...manifest.Tool) (*Gateway, chan seen) {
 		t.Fatal(err)
 	}
 	key, _ := identity.GenerateKey()
-	return New(Config{Tools: set, Issuer: identity.NewIssuer("gw", time.Minute, key), Client: dispatch.NewClient(time.Second, 1<<20)}), ch
+	return New(Config{Tools: set, Issuer: identity.NewIssuer("gw", time.Minute, key), Client: outbound.NewClient(time.Second, 1<<20)}), ch
 }
 
 func tool(name string, target dispatch.Spec) manifest.Tool {

@@ -16,6 +16,7 @@ import (
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/ledger"
 	"github.com/toolgate/toolgate/internal/manifest"
+	"github.com/toolgate/toolgate/internal/outbound"
 )
 
 // saveGateway is a gateway with one tool, save (POST /save on component api
@@ -33,7 +34,7 @@ func saveGateway(t *testing.T, upstream string, led ledger.Ledger) *Gateway {
 		t.Fatal(err)
 	}
 	key, _ := identity.GenerateKey()
-	return New(Config{Tools: set, Issuer: identity.NewIssuer("gw", time.Minute, key), Client: dispatch.NewClient(5*time.Second, 1<<20), Ledger: led})
+	return New(Config{Tools: set, Issuer: identity.NewIssuer("gw", time.Minute, key), Client: outbound.NewClient(5*time.Second, 1<<20), Ledger: led})
 }
 
 // TestCallerLeaves: a caller that goes away while its call's target works

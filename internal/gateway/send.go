@@ -7,7 +7,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/toolgate/toolgate/internal/dispatch"
-	"github.com/toolgate/toolgate/internal/identity"
+	"github.com/toolgate/toolgate/internal/outbound"
 	"github.com/toolgate/toolgate/internal/result"
 )
 
@@ -37,7 +37,7 @@ func (g *Gateway) send(ctx context.Context, t *dispatch.Target, input any, call 
 		// The three values share one array (Header.Set makes a slice for
 		// each); each slice's capacity is its length, so that an append to
 		// one copies it rather than overwriting the next.
-		v := []string{auth, contextHeader(call.Origin), identity.IdempotencyKey(call.Identity.User, call.Identity.Install, call.CallID)}
+		v := []string{auth, contextHeader(call.Origin), dispatch.IdempotencyKey(call.Identity.User, call.Identity.Install, call.CallID)}
 		req.Header["Authorization"] = v[0:1:1]
 		req.Header["Kazzle-Tool-Context"] = v[1:2:2]
 		req.Header["Idempotency-Key"] = v[2:3:3]
@@ -69,7 +69,7 @@ const maxLoggedBody = 4 << 10
 // only its first line or its page's text, at most 200 characters
 // (result.ErrorText), and whoever runs the gateway may need the rest, such
 // as the stack trace.
-func (g *Gateway) logFailure(call Call, t *dispatch.Target, resp *dispatch.Response) {
+func (g *Gateway) logFailure(call Call, t *dispatch.Target, resp *outbound.Response) {
 	ce := g.logger.Check(zapcore.InfoLevel, "upstream answered an error")
 	if ce == nil {
 		return

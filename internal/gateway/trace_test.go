@@ -22,6 +22,7 @@ import (
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/ledger"
 	"github.com/toolgate/toolgate/internal/manifest"
+	"github.com/toolgate/toolgate/internal/outbound"
 )
 
 // Values that identify a call or carry its data: no span may hold one.
@@ -74,7 +75,7 @@ func newTraceRig(t *testing.T) *traceRig {
 	}
 	t.Cleanup(func() { led.Close() })
 	key, _ := identity.GenerateKey()
-	rig.gw = New(Config{Tools: set, Issuer: identity.NewIssuer("gw", time.Minute, key), Client: dispatch.NewClient(time.Second, 1<<20), Ledger: led})
+	rig.gw = New(Config{Tools: set, Issuer: identity.NewIssuer("gw", time.Minute, key), Client: outbound.NewClient(time.Second, 1<<20), Ledger: led})
 	rig.gw.clientWait = 5 * time.Second
 	return rig
 }

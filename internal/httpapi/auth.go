@@ -5,6 +5,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -14,10 +15,12 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/exp/zapslog"
 
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/observe"
+	"github.com/toolgate/toolgate/internal/verify"
 )
 
 // DefaultLeeway is the clock skew allowed on bearer tokens.
@@ -69,7 +72,7 @@ type TokenConfig struct {
 type Authenticator struct {
 	kind     string // "callers" or "pages": names config errors
 	realm    string // of the WWW-Authenticate challenge
-	verifier *identity.Verifier
+	verifier *verify.Verifier
 	cfg      TokenConfig
 	leeway   time.Duration // allowed on exp, as the verifier allows it
 	// requireInstall: page tokens without an installation are refused.
@@ -153,7 +156,7 @@ func newAuthenticator(kind, realm string, cfg TokenConfig, refuse []string, logg
 	if cfg.InstallClaim == "" && kind == "callers" {
 		cfg.InstallClaim = "install"
 	}
-	opts := identity.VerifyOptions{Issuer: cfg.Issuer, Audience: cfg.Audience, Leeway: cfg.Leeway}
+	opts := verify.Options{Issuer: cfg.Issuer, Audience: cfg.Audience, Leeway: cfg.Leeway}
 	if opts.Leeway == 0 {
 		opts.Leeway = DefaultLeeway
 	}
@@ -167,16 +170,20 @@ func newAuthenticator(kind, realm string, cfg TokenConfig, refuse []string, logg
 	var err error
 	switch {
 	case cfg.JWKSURL != "":
-		if err = identity.CheckSecureURL(cfg.JWKSURL); err != nil {
+		if err = verify.CheckSecureURL(cfg.JWKSURL); err != nil {
 			return nil, fmt.Errorf("%s: jwks_url: %w", kind, err)
 		}
-		a.verifier = identity.NewJWKSVerifier(identity.NewRemoteKeySet(cfg.JWKSURL, nil, logger), opts)
+		var logs *slog.Logger
+		if logger != nil {
+			logs = slog.New(zapslog.NewHandler(logger.Core(), zapslog.WithName(logger.Name())))
+		}
+		a.verifier = verify.NewJWKSVerifier(verify.NewRemoteKeySet(cfg.JWKSURL, identity.DecodeJWK, nil, logs), opts)
 	case cfg.KeyFile != "":
 		if a.verifier, err = keyFileVerifier(cfg.KeyFile, opts); err != nil {
 			return nil, fmt.Errorf("%s: %w", kind, err)
 		}
 	default:
-		if a.verifier, err = identity.NewSecretVerifier([]byte(cfg.Secret), opts); err != nil {
+		if a.verifier, err = verify.NewSecretVerifier([]byte(cfg.Secret), opts); err != nil {
 			return nil, fmt.Errorf("%s: secret: %w", kind, err)
 		}
 	}
@@ -186,9 +193,9 @@ func newAuthenticator(kind, realm string, cfg TokenConfig, refuse []string, logg
 // Authenticate verifies the request's bearer token. The error is what the
 // caller is told, in the 401 and its challenge.
 func (a *Authenticator) Authenticate(r *http.Request) (Principal, error) {
-	token, err := identity.BearerToken(r.Header)
+	token, err := verify.BearerToken(r.Header)
 	switch {
-	case errors.Is(err, identity.ErrNoBearerToken):
+	case errors.Is(err, verify.ErrNoBearerToken):
 		return Principal{}, err
 	case err != nil:
 		// A malformed header is a token sent and refused.
@@ -433,12 +440,12 @@ func checkResourceServer(kind string, cfg TokenConfig) error {
 		case u.Fragment != "" || strings.Contains(cfg.Resource, "#"):
 			return fmt.Errorf("callers: resource %q must not have a fragment (RFC 8707 §2)", cfg.Resource)
 		}
-		if err := identity.CheckSecureURL(cfg.Resource); err != nil {
+		if err := verify.CheckSecureURL(cfg.Resource); err != nil {
 			return fmt.Errorf("callers: resource: %w", err)
 		}
 	}
 	for _, as := range cfg.AuthorizationServers {
-		if err := identity.CheckSecureURL(as); err != nil {
+		if err := verify.CheckSecureURL(as); err != nil {
 			return fmt.Errorf("callers: authorization_server: %w", err)
 		}
 		if u, _ := url.Parse(as); u.RawQuery != "" || u.Fragment != "" || strings.ContainsAny(as, "?#") {
@@ -479,7 +486,7 @@ func validScope(s string) bool {
 
 // keyFileVerifier verifies tokens against the public key in a PEM file
 // (PKIX "PUBLIC KEY"); the key's type decides the algorithms.
-func keyFileVerifier(path string, opts identity.VerifyOptions) (*identity.Verifier, error) {
+func keyFileVerifier(path string, opts verify.Options) (*verify.Verifier, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -492,7 +499,7 @@ func keyFileVerifier(path string, opts identity.VerifyOptions) (*identity.Verifi
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	v, err := identity.NewKeyVerifier(pub, opts)
+	v, err := verify.NewKeyVerifier(pub, opts)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

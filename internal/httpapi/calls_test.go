@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/apitest"
-	"github.com/toolgate/toolgate/internal/identity"
+	"github.com/toolgate/toolgate/internal/dispatch"
 )
 
 // These are the module's TestAtMostOnce and TestCardFlow (caddymodule's
@@ -28,7 +28,7 @@ func TestAtMostOnce(t *testing.T) {
 	if n := rec.Count() - before; n != 1 {
 		t.Errorf("the target ran %d times for one call id", n)
 	}
-	if got := rec.Get(t, "/md").Header.Get("Idempotency-Key"); got != identity.IdempotencyKey("u_1", "in_1", "once_1") {
+	if got := rec.Get(t, "/md").Header.Get("Idempotency-Key"); got != dispatch.IdempotencyKey("u_1", "in_1", "once_1") {
 		t.Errorf("Idempotency-Key %q", got)
 	}
 	// Another caller may use the same call id: calls are per caller, and
@@ -37,13 +37,13 @@ func TestAtMostOnce(t *testing.T) {
 	if status, _ := s.Call(t, "POST", "/tools/md", `{"input":{},"callId":"once_1","identity":{"user":"u_2"}}`); status != 200 || rec.Count()-before != 2 {
 		t.Errorf("another caller's call id: %d, target ran %d times", status, rec.Count()-before)
 	}
-	if got := rec.Get(t, "/md").Header.Get("Idempotency-Key"); got != identity.IdempotencyKey("u_2", "", "once_1") {
+	if got := rec.Get(t, "/md").Header.Get("Idempotency-Key"); got != dispatch.IdempotencyKey("u_2", "", "once_1") {
 		t.Errorf("another caller's Idempotency-Key %q", got)
 	}
 	if status, _ := s.Call(t, "POST", "/tools/md", `{"input":{},"callId":"once_1","identity":{"user":"u_1","install":"in_2"}}`); status != 200 || rec.Count()-before != 3 {
 		t.Errorf("another install's call id: %d, target ran %d times", status, rec.Count()-before)
 	}
-	if got := rec.Get(t, "/md").Header.Get("Idempotency-Key"); got != identity.IdempotencyKey("u_1", "in_2", "once_1") {
+	if got := rec.Get(t, "/md").Header.Get("Idempotency-Key"); got != dispatch.IdempotencyKey("u_1", "in_2", "once_1") {
 		t.Errorf("another install's Idempotency-Key %q", got)
 	}
 	// The same call id with another input is a misuse.
@@ -159,7 +159,7 @@ func TestCardFlow(t *testing.T) {
 	}
 	got := rec.Get(t, "/items/")
 	if got.Method != "POST" || got.Path != "/items/z9" || string(got.Body) != `{"id":"z9"}` ||
-		got.Header.Get("Kazzle-Tool-Context") != `{"source":"thread","threadId":"th_1"}` || got.Header.Get("Idempotency-Key") != identity.IdempotencyKey("u_1", "in_1", "c3/run") {
+		got.Header.Get("Kazzle-Tool-Context") != `{"source":"thread","threadId":"th_1"}` || got.Header.Get("Idempotency-Key") != dispatch.IdempotencyKey("u_1", "in_1", "c3/run") {
 		t.Errorf("button target sent %s %s %s %v", got.Method, got.Path, got.Body, got.Header)
 	}
 	if claims := s.VerifyWithJWKS(t, strings.TrimPrefix(got.Header.Get("Authorization"), "Bearer ")); claims["sub"] != "u_1" || claims["install"] != "in_1" {

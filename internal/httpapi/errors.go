@@ -12,9 +12,9 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"go.uber.org/zap"
 
-	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/observe"
+	"github.com/toolgate/toolgate/internal/outbound"
 )
 
 // retryAfter is the Retry-After of a request refused over a limit: a
@@ -143,7 +143,7 @@ func (a *API) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 func (a *API) readBody(w http.ResponseWriter, r *http.Request) (body []byte, bp *[]byte, err error) {
 	limit := a.maxRequest
 	bp = buffers.Get().(*[]byte)
-	body, err = dispatch.ReadAll(http.MaxBytesReader(w, r.Body, limit), (*bp)[:0], min(r.ContentLength, limit))
+	body, err = outbound.ReadAll(http.MaxBytesReader(w, r.Body, limit), (*bp)[:0], min(r.ContentLength, limit))
 	return body, bp, err
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/toolgate/toolgate/internal/ledger"
 	"github.com/toolgate/toolgate/internal/manifest"
 	"github.com/toolgate/toolgate/internal/observe"
+	"github.com/toolgate/toolgate/internal/outbound"
 )
 
 // newTestAPI returns an API over a gateway with one app tool, save, on a
@@ -50,7 +51,7 @@ func newTestAPI(t *testing.T, c Config) *API {
 		}
 		c.Gateway = gateway.New(gateway.Config{
 			Tools: tools, Issuer: identity.NewIssuer("toolgate", time.Minute, key),
-			Client: dispatch.NewClient(time.Second, 1<<20), Bridge: c.Bridge,
+			Client: outbound.NewClient(time.Second, 1<<20), Bridge: c.Bridge,
 		})
 	}
 	api, err := New(c)
@@ -279,7 +280,7 @@ func startServer(t *testing.T, o options) *server {
 	s.bridge = s.bridge.WithLimits(o.limits)
 	gw := gateway.New(gateway.Config{
 		Tools: tools, Issuer: issuer,
-		Client: dispatch.NewClient(o.upstreamTimeout, o.maxResponseSize),
+		Client: outbound.NewClient(o.upstreamTimeout, o.maxResponseSize),
 		Ledger: observe.ObservedLedger(s.ledger, "bolt", o.observer), Bridge: s.bridge, ClientTimeout: o.clientTimeout,
 		Observer: o.observer, Logger: o.logger, EmbedOrigins: o.embedOrigins,
 	})

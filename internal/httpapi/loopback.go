@@ -9,7 +9,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/toolgate/toolgate/internal/identity"
+	"github.com/toolgate/toolgate/internal/verify"
 )
 
 // Without callers, toolgate trusts the envelope's identity, so it must know
@@ -98,7 +98,7 @@ func (l *loopback) allowedHost(hostport string) bool {
 		host = host[:i]
 	}
 	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	return identity.IsLoopbackHost(host) || l.allowedHosts[strings.ToLower(host)] || l.allowedHosts[strings.ToLower(hostport)]
+	return verify.IsLoopbackHost(host) || l.allowedHosts[strings.ToLower(host)] || l.allowedHosts[strings.ToLower(hostport)]
 }
 
 // sameOrigin reports whether origin is this site's own: the scheme of the

@@ -16,7 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/internal/apitest"
-	"github.com/toolgate/toolgate/internal/identity"
+	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/manifest"
 )
 
@@ -222,7 +222,7 @@ func TestMCPIdentityAndContext(t *testing.T) {
 	if n := rec.Count() - before; n != 0 {
 		t.Errorf("a repeated callId reached the upstream %d times", n)
 	}
-	if key := rec.Get(t, "/md").Header.Get("Idempotency-Key"); key != identity.IdempotencyKey("u_1", "in_1", "mcp_once_1") {
+	if key := rec.Get(t, "/md").Header.Get("Idempotency-Key"); key != dispatch.IdempotencyKey("u_1", "in_1", "mcp_once_1") {
 		t.Errorf("Idempotency-Key %q, want the _meta call id", key)
 	}
 	// Without a callId, each tools/call is its own call.

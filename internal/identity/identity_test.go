@@ -528,3 +528,19 @@ func TestIssuerKey(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkJWKS is the published set of two keys, written once at load.
+func BenchmarkJWKS(b *testing.B) {
+	k1, err := GenerateKey()
+	if err != nil {
+		b.Fatal(err)
+	}
+	k2, err := GenerateKey()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		JWKS(k1, k2)
+	}
+}

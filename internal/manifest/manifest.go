@@ -18,6 +18,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/toolgate/toolgate/internal/dispatch"
+	"github.com/toolgate/toolgate/internal/mapping"
 	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/refs"
 )
@@ -228,7 +229,7 @@ func CompileTool(t Tool, components map[string]*dispatch.Component) (*Compiled, 
 	if err != nil {
 		return nil, err
 	}
-	target, err := dispatch.Compile(t.Target, components)
+	target, err := dispatch.Compile(t.Target, dispatch.Env{Components: components, Results: mapping.Compile})
 	if err != nil {
 		return nil, fmt.Errorf("target: %w", err)
 	}

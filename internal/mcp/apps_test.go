@@ -22,6 +22,7 @@ import (
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/ledger"
 	"github.com/toolgate/toolgate/internal/manifest"
+	"github.com/toolgate/toolgate/internal/outbound"
 	"github.com/toolgate/toolgate/internal/web"
 )
 
@@ -123,7 +124,7 @@ func newAppsRig(t testing.TB) *appsRig {
 	clk := clock.NewManual(time.Now())
 	gw := gateway.New(gateway.Config{
 		Tools: tools, Issuer: identity.NewIssuer("toolgate", time.Minute, key),
-		Client: dispatch.NewClient(2*time.Second, 1<<20), Ledger: l, Clock: clk,
+		Client: outbound.NewClient(2*time.Second, 1<<20), Ledger: l, Clock: clk,
 		EmbedOrigins: []string{up.URL}, // the url tool's embeds are on the upstream
 	})
 	return &appsRig{s: New(gw, Options{Clock: clk}), up: up, gw: gw, clock: clk}

@@ -19,6 +19,7 @@ import (
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/manifest"
+	"github.com/toolgate/toolgate/internal/outbound"
 )
 
 // The tests of this file run in a synctest bubble: the SDK's idle timers
@@ -53,7 +54,7 @@ func newSessionRig(t testing.TB, opts Options) *sessionRig {
 	}
 	gw := gateway.New(gateway.Config{
 		Tools: tools, Issuer: identity.NewIssuer("toolgate", time.Minute, key),
-		Client: dispatch.NewClient(time.Second, 1<<20),
+		Client: outbound.NewClient(time.Second, 1<<20),
 	})
 	s := New(gw, opts)
 	// A bubble ends once its goroutines have: let the sessions a test

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolgate/toolgate/internal/mapping"
 	"github.com/toolgate/toolgate/internal/result"
 )
 
@@ -24,7 +25,7 @@ func BenchmarkNormalize(b *testing.B) {
 // BenchmarkMapping maps a url target's answer, a JSON object of 1 KiB, as
 // a result expression does.
 func BenchmarkMapping(b *testing.B) {
-	m, err := result.CompileMapping(`{"content": body.title, "markdown": "**" + body.title + "**"}`)
+	m, err := mapping.Compile(`{"content": body.title, "markdown": "**" + body.title + "**"}`)
 	if err != nil {
 		b.Fatal(err)
 	}

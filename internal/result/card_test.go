@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolgate/toolgate/internal/mapping"
 	"github.com/toolgate/toolgate/internal/result"
 )
 
@@ -53,7 +54,7 @@ func TestMappingRefusesCards(t *testing.T) {
 		{"mapping passes a card through", `body.inner`, `{"inner":` + card + `}`, "the result mapping gave an action-required card"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			m, err := result.CompileMapping(c.src)
+			m, err := mapping.Compile(c.src)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -64,7 +65,7 @@ func TestMappingRefusesCards(t *testing.T) {
 		})
 	}
 	// A "type" of another value is data like any other.
-	m, _ := result.CompileMapping(`body.type`)
+	m, _ := mapping.Compile(`body.type`)
 	if got := m.Apply(200, jsonHeader(), []byte(`{"type":"action"}`)); got != (result.Result{Content: "action"}) {
 		t.Errorf("Apply = %+v", got)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/toolgate/toolgate/internal/mapping"
 	"github.com/toolgate/toolgate/internal/result"
 )
 
@@ -205,7 +206,7 @@ func FuzzParseCard(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	toText, err := result.CompileMapping(`"text"`)
+	toText, err := mapping.Compile(`"text"`)
 	if err != nil {
 		f.Fatal(err)
 	}

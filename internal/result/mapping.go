@@ -1,11 +1,8 @@
 package result
 
 import (
-	"fmt"
 	"net/http"
 
-	"github.com/expr-lang/expr"
-	"github.com/expr-lang/expr/vm"
 	jsonv2 "github.com/go-json-experiment/json"
 )
 
@@ -21,17 +18,16 @@ type Answer struct {
 // into the channels. It yields a string (the content) or a map with a
 // string "content" and optional "markdown", "embedUrl" and "isError".
 type Mapping struct {
-	src  string
-	prog *vm.Program
+	src string
+	run func(Answer) (any, error)
 }
 
-// CompileMapping compiles a result expression once, at load.
-func CompileMapping(src string) (*Mapping, error) {
-	prog, err := expr.Compile(src, expr.Env(Answer{}))
-	if err != nil {
-		return nil, fmt.Errorf("result %q: %w", src, err)
-	}
-	return &Mapping{src: src, prog: prog}, nil
+// NewMapping returns the mapping of the expression src, which run
+// evaluates on an answer. Package mapping compiles expressions into
+// mappings (mapping.Compile); this package runs them without depending on
+// the expression language.
+func NewMapping(src string, run func(Answer) (any, error)) *Mapping {
+	return &Mapping{src: src, run: run}
 }
 
 // Apply normalizes an answer through the mapping. Non-2xx answers are
@@ -53,7 +49,7 @@ func (m *Mapping) Apply(status int, header http.Header, body []byte) Result {
 	if isCardMap(a.Body) {
 		return Failure("the target answered an action-required card: %v", ErrCardNotFromApp)
 	}
-	out, err := expr.Run(m.prog, a)
+	out, err := m.run(a)
 	if err != nil {
 		return Failure("the result mapping failed: %v", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolgate/toolgate/internal/mapping"
 	"github.com/toolgate/toolgate/internal/result"
 )
 
@@ -23,7 +24,7 @@ func TestCompileMappingErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, err := result.CompileMapping(tt.src)
+			m, err := mapping.Compile(tt.src)
 			if err == nil {
 				t.Fatalf("CompileMapping(%q) succeeded", tt.src)
 			}
@@ -110,7 +111,7 @@ func TestMappingApply(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, err := result.CompileMapping(tt.src)
+			m, err := mapping.Compile(tt.src)
 			if err != nil {
 				t.Fatalf("CompileMapping: %v", err)
 			}
@@ -131,7 +132,7 @@ func TestMappingApply(t *testing.T) {
 
 // isError true with channels: no card, whatever the channels.
 func TestMappingIsErrorNoCard(t *testing.T) {
-	m, err := result.CompileMapping(`{"content": "broke", "markdown": "**m**", "embedUrl": "https://x.test/", "isError": true}`)
+	m, err := mapping.Compile(`{"content": "broke", "markdown": "**m**", "embedUrl": "https://x.test/", "isError": true}`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +145,7 @@ func TestMappingIsErrorNoCard(t *testing.T) {
 // A non-2xx answer fails as it would without a mapping, whatever the
 // mapping says.
 func TestMappingNon2xx(t *testing.T) {
-	m, err := result.CompileMapping(`{"content": "mapped anyway"}`)
+	m, err := mapping.Compile(`{"content": "mapped anyway"}`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +211,7 @@ func TestMappingBrokenRules(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, err := result.CompileMapping(tt.src)
+			m, err := mapping.Compile(tt.src)
 			if err != nil {
 				t.Fatalf("CompileMapping: %v", err)
 			}
@@ -225,7 +226,7 @@ func TestMappingBrokenRules(t *testing.T) {
 
 // One compiled mapping serves many answers.
 func TestMappingReused(t *testing.T) {
-	m, err := result.CompileMapping(`{"content": body.title, "markdown": "# " + body.title}`)
+	m, err := mapping.Compile(`{"content": body.title, "markdown": "# " + body.title}`)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package identity
+package verify
 
 import (
 	"context"
@@ -10,15 +10,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/go-jose/go-jose/v4"
+	"github.com/MicahParks/jwkset"
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
-	"go.uber.org/zap"
 
 	"github.com/toolgate/toolgate/internal/clock"
 )
@@ -58,12 +58,21 @@ func AlgsFor(key crypto.PublicKey) ([]string, error) {
 	return nil, fmt.Errorf("unsupported key type %T", key)
 }
 
-// ParseJWKS reads a JSON Web Key Set; go-jose reads each key. Keys that
-// are not for signatures, or of a type or curve it does not know, are
-// skipped (RFC 7517 §5); a key of a known type that is malformed, too weak
-// (RSA under 2048 bits), beyond go-jose's bounds (RSA over 4096 bits), or
-// that carries private members is an error.
-func ParseJWKS(data []byte) ([]PublicKey, error) {
+// KeyDecoder reads the key material of one JWK whose members ParseJWKS
+// has checked: no private members, a signing key of a known type and
+// curve. It returns an *rsa.PublicKey, *ecdsa.PublicKey or
+// ed25519.PublicKey, or an error saying why the key is malformed.
+type KeyDecoder func(raw []byte) (crypto.PublicKey, error)
+
+// ParseJWKS reads a JSON Web Key Set, decode reading each key's material
+// (nil: DecodeJWK). Keys that are not for signatures, or of a type or
+// curve it does not know, are skipped (RFC 7517 §5); a key of a known
+// type that is malformed, too weak (RSA under 2048 bits), refused by
+// decode, or that carries private members is an error.
+func ParseJWKS(data []byte, decode KeyDecoder) ([]PublicKey, error) {
+	if decode == nil {
+		decode = DecodeJWK
+	}
 	var set struct {
 		Keys []jsontext.Value `json:"keys"`
 	}
@@ -72,7 +81,7 @@ func ParseJWKS(data []byte) ([]PublicKey, error) {
 	}
 	var out []PublicKey
 	for i, raw := range set.Keys {
-		k, err := parseJWK(raw)
+		k, err := parseJWK(raw, decode)
 		if errors.Is(err, errSkip) {
 			continue
 		}
@@ -86,10 +95,10 @@ func ParseJWKS(data []byte) ([]PublicKey, error) {
 
 var errSkip = errors.New("skip")
 
-// jwkMembers are what parseJWK reads of a key before go-jose does: whether
-// to use the key at all, whether it carries private members, and the
-// length of RSA's e. Both decoders match names case-sensitively and refuse
-// duplicates, so they see the same members.
+// jwkMembers are what parseJWK reads of a key before its decoder does:
+// whether to use the key at all, whether it carries private members, and
+// the length of RSA's e. The decoders match names case-sensitively and
+// refuse duplicates too, so they see the same members.
 type jwkMembers struct {
 	Kty string `json:"kty"`
 	Kid string `json:"kid"`
@@ -108,12 +117,12 @@ type jwkMembers struct {
 	Oth jsontext.Value `json:"oth"`
 }
 
-// ecCurves are the curves go-jose reads; a key on another is skipped.
+// ecCurves are the curves the decoders read; a key on another is skipped.
 var ecCurves = []string{"P-256", "P-384", "P-521"}
 
 // parseJWK reads one key of a set. The PublicKey it returns carries the
 // kid even with an error, for the error's sake.
-func parseJWK(raw jsontext.Value) (PublicKey, error) {
+func parseJWK(raw jsontext.Value, decode KeyDecoder) (PublicKey, error) {
 	var m jwkMembers
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return PublicKey{}, err
@@ -122,7 +131,7 @@ func parseJWK(raw jsontext.Value) (PublicKey, error) {
 	if m.Use != "" && m.Use != "sig" {
 		return k, errSkip
 	}
-	// what names the members a go-jose error can be about.
+	// what names the members a decoder's error can be about.
 	var what string
 	switch {
 	case m.Kty == "RSA":
@@ -144,21 +153,18 @@ func parseJWK(raw jsontext.Value) (PublicKey, error) {
 		}
 	}
 	// Safe on input from the network once private members are refused
-	// above: they are what makes go-jose's UnmarshalJSON unsafe there.
-	var jk jose.JSONWebKey
-	if err := jk.UnmarshalJSON(raw); err != nil {
+	// above: they are what makes some decoders unsafe there.
+	key, err := decode(raw)
+	if err != nil {
 		return k, fmt.Errorf("bad %s: %w", what, err)
 	}
-	if !jk.Valid() || !jk.IsPublic() {
-		return k, fmt.Errorf("bad %s: not a public key", what)
-	}
 	// RSA keys have e = 65537; one of more than 4 bytes (6 base64url
-	// characters) is a malformed key, and go-jose would keep only its low
-	// 64 bits.
+	// characters) is a malformed key, and a decoder may keep only its
+	// low 64 bits.
 	if m.Kty == "RSA" && len(m.E) > 6 {
 		return k, fmt.Errorf("bad %s: e is longer than 4 bytes", what)
 	}
-	algs, err := AlgsFor(jk.Key)
+	algs, err := AlgsFor(key)
 	if err != nil {
 		return k, err
 	}
@@ -168,7 +174,7 @@ func parseJWK(raw jsontext.Value) (PublicKey, error) {
 		}
 		algs = []string{m.Alg}
 	}
-	k.Key, k.Algs = jk.Key, algs
+	k.Key, k.Algs = key, algs
 	return k, nil
 }
 
@@ -202,9 +208,10 @@ var ErrUnknownKey = errors.New("no key with the token's kid")
 // refreshed, the keys it had keep verifying.
 type RemoteKeySet struct {
 	url    string
+	decode KeyDecoder
 	client *http.Client
 	clock  clock.Clock
-	logger *zap.Logger
+	logger *slog.Logger
 	// timeout bounds a fetch: FetchTimeout, shorter in tests.
 	timeout time.Duration
 
@@ -215,9 +222,10 @@ type RemoteKeySet struct {
 	inflight  chan struct{} // closed when the running fetch ends; nil when none runs
 }
 
-// NewRemoteKeySet returns a key set for url. client may be nil. Failed
-// fetches are logged to logger, which may be nil.
-func NewRemoteKeySet(url string, client *http.Client, logger *zap.Logger) *RemoteKeySet {
+// NewRemoteKeySet returns a key set for url, its keys read by decode (nil:
+// DecodeJWK). client may be nil. Failed fetches are logged to logger,
+// which may be nil (no log).
+func NewRemoteKeySet(url string, decode KeyDecoder, client *http.Client, logger *slog.Logger) *RemoteKeySet {
 	if client == nil {
 		client = &http.Client{}
 	}
@@ -226,9 +234,9 @@ func NewRemoteKeySet(url string, client *http.Client, logger *zap.Logger) *Remot
 	c.CheckRedirect = keepScheme
 	client = &c
 	if logger == nil {
-		logger = zap.NewNop()
+		logger = slog.New(slog.DiscardHandler)
 	}
-	return &RemoteKeySet{url: url, client: client, clock: clock.Real, logger: logger, timeout: FetchTimeout}
+	return &RemoteKeySet{url: url, decode: decode, client: client, clock: clock.Real, logger: logger, timeout: FetchTimeout}
 }
 
 // SetClock replaces the clock, for tests.
@@ -298,7 +306,7 @@ func (s *RemoteKeySet) fetch(started time.Time, done chan struct{}) {
 	keys, err := s.get(ctx)
 	cancel()
 	if err != nil {
-		s.logger.Error("fetching the JWKS failed", zap.String("url", s.url), zap.Error(err))
+		s.logger.Error("fetching the JWKS failed", slog.String("url", s.url), slog.Any("error", err))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -338,7 +346,7 @@ func (s *RemoteKeySet) get(ctx context.Context) ([]PublicKey, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fetching JWKS %s: %w", s.url, err)
 	}
-	return ParseJWKS(data)
+	return ParseJWKS(data, s.decode)
 }
 
 func match(keys []PublicKey, kid string) []PublicKey {
@@ -349,4 +357,25 @@ func match(keys []PublicKey, kid string) []PublicKey {
 		}
 	}
 	return out
+}
+
+// DecodeJWK is the KeyDecoder of the component kit: jwkset reads the key
+// material, from members read as parseJWK reads them (names matched
+// case-sensitively, a repeated name refused). The gateway reads the key
+// sets of other issuers with identity.DecodeJWK, go-jose's stricter
+// reader; this one keeps go-jose out of what components import.
+func DecodeJWK(raw []byte) (crypto.PublicKey, error) {
+	var m jwkset.JWKMarshal
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	jwk, err := jwkset.NewJWKFromMarshal(m, jwkset.JWKMarshalOptions{}, jwkset.JWKValidateOptions{})
+	if err != nil {
+		return nil, err
+	}
+	switch key := jwk.Key().(type) {
+	case ed25519.PublicKey, *rsa.PublicKey, *ecdsa.PublicKey:
+		return key, nil
+	}
+	return nil, errors.New("not a public key")
 }

@@ -1,4 +1,4 @@
-package identity
+package verify
 
 import (
 	"context"
@@ -18,18 +18,18 @@ func TestVerifierAudiences(t *testing.T) {
 	const resource = "https://gw.test/toolgate/mcp"
 	for _, tc := range []struct {
 		name string
-		opts VerifyOptions
+		opts Options
 		aud  any
 		ok   bool
 	}{
-		{"the resource alone", VerifyOptions{Audiences: []string{resource}}, resource, true},
-		{"the resource beside the audience", VerifyOptions{Audience: vAudience, Audiences: []string{resource}}, resource, true},
-		{"the audience beside the resource", VerifyOptions{Audience: vAudience, Audiences: []string{resource}}, vAudience, true},
-		{"an array naming the resource", VerifyOptions{Audience: vAudience, Audiences: []string{resource}}, []string{"other", resource}, true},
-		{"another resource", VerifyOptions{Audience: vAudience, Audiences: []string{resource}}, "https://gw.test/other/mcp", false},
-		{"the resource with a slash more", VerifyOptions{Audiences: []string{resource}}, resource + "/", false},
-		{"another resource, audience unset", VerifyOptions{Audiences: []string{resource}}, "https://evil.test/mcp", false},
-		{"no aud", VerifyOptions{Audiences: []string{resource}}, nil, false},
+		{"the resource alone", Options{Audiences: []string{resource}}, resource, true},
+		{"the resource beside the audience", Options{Audience: vAudience, Audiences: []string{resource}}, resource, true},
+		{"the audience beside the resource", Options{Audience: vAudience, Audiences: []string{resource}}, vAudience, true},
+		{"an array naming the resource", Options{Audience: vAudience, Audiences: []string{resource}}, []string{"other", resource}, true},
+		{"another resource", Options{Audience: vAudience, Audiences: []string{resource}}, "https://gw.test/other/mcp", false},
+		{"the resource with a slash more", Options{Audiences: []string{resource}}, resource + "/", false},
+		{"another resource, audience unset", Options{Audiences: []string{resource}}, "https://evil.test/mcp", false},
+		{"no aud", Options{Audiences: []string{resource}}, nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v, err := NewSecretVerifier(secret, tc.opts)

@@ -1,4 +1,4 @@
-package dispatch_test
+package outbound_test
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/dispatch"
+	"github.com/toolgate/toolgate/internal/outbound"
 )
 
 // TestClientNeverResends checks that a request the upstream read and then
@@ -43,7 +43,7 @@ func TestClientNeverResends(t *testing.T) {
 		io.WriteString(w, "ok")
 	}))
 	defer srv.Close()
-	c := dispatch.NewClient(5*time.Second, testLimit)
+	c := outbound.NewClient(5*time.Second, testLimit)
 	defer c.CloseIdleConnections()
 
 	for i, tc := range []struct {
@@ -60,7 +60,7 @@ func TestClientNeverResends(t *testing.T) {
 		{"HEAD", "", "", seen{method: "HEAD"}},
 	} {
 		t.Run(tc.method+" "+tc.header+" "+tc.body, func(t *testing.T) {
-			send := func(path string) (*dispatch.Response, error) {
+			send := func(path string) (*outbound.Response, error) {
 				var body io.Reader
 				if tc.body != "" {
 					body = strings.NewReader(tc.body)
@@ -82,7 +82,7 @@ func TestClientNeverResends(t *testing.T) {
 			}
 			drop := "/drop" + string(rune('a'+i))
 			_, err := send(drop)
-			var de *dispatch.Error
+			var de *outbound.Error
 			if !errors.As(err, &de) || de.Kind != "cut" || !strings.Contains(de.Msg, "may have run") {
 				t.Errorf("Do = %v, want a cut error saying the call may have run", err)
 			}

@@ -1,4 +1,8 @@
-package dispatch
+// Package outbound sends the requests of targets (package dispatch builds
+// them) and reads their answers: limits on time and size, a transport per
+// unix socket, connections never resent, and a toolgate.upstream span
+// around each request under a traced call.
+package outbound
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package dispatch_test
+package outbound_test
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/dispatch"
+	"github.com/toolgate/toolgate/internal/outbound"
 )
 
 const testLimit = 1024
@@ -78,13 +79,13 @@ func TestNewClientDefaults(t *testing.T) {
 		wantTimeout time.Duration
 		wantMax     int64
 	}{
-		{name: "zero", wantTimeout: dispatch.DefaultTimeout, wantMax: dispatch.DefaultMaxResponseSize},
-		{name: "negative", timeout: -time.Second, max: -1, wantTimeout: dispatch.DefaultTimeout, wantMax: dispatch.DefaultMaxResponseSize},
+		{name: "zero", wantTimeout: outbound.DefaultTimeout, wantMax: outbound.DefaultMaxResponseSize},
+		{name: "negative", timeout: -time.Second, max: -1, wantTimeout: outbound.DefaultTimeout, wantMax: outbound.DefaultMaxResponseSize},
 		{name: "set", timeout: 3 * time.Second, max: 10, wantTimeout: 3 * time.Second, wantMax: 10},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := dispatch.NewClient(tt.timeout, tt.max)
+			c := outbound.NewClient(tt.timeout, tt.max)
 			defer c.CloseIdleConnections()
 			if c.Timeout() != tt.wantTimeout {
 				t.Errorf("Timeout() = %v, want %v", c.Timeout(), tt.wantTimeout)
@@ -105,7 +106,7 @@ func TestClientDo(t *testing.T) {
 		wantStatus int
 		wantBody   string
 		wantHeader map[string]string
-		wantKind   string // the *dispatch.Error kind; "" for an answer
+		wantKind   string // the *outbound.Error kind; "" for an answer
 	}{
 		{
 			name: "200 body read",
@@ -275,7 +276,7 @@ func TestClientDo(t *testing.T) {
 			if timeout == 0 {
 				timeout = 5 * time.Second
 			}
-			c := dispatch.NewClient(timeout, testLimit)
+			c := outbound.NewClient(timeout, testLimit)
 			defer c.CloseIdleConnections()
 			req, err := http.NewRequest("GET", srv.URL+"/x", nil)
 			if err != nil {
@@ -288,9 +289,9 @@ func TestClientDo(t *testing.T) {
 				if err == nil {
 					t.Fatalf("Do = status %d, %d bytes; want a %q error", resp.Status, len(resp.Body), tt.wantKind)
 				}
-				var de *dispatch.Error
+				var de *outbound.Error
 				if !errors.As(err, &de) {
-					t.Fatalf("Do error %v (%T), want a *dispatch.Error", err, err)
+					t.Fatalf("Do error %v (%T), want a *outbound.Error", err, err)
 				}
 				if de.Kind != tt.wantKind {
 					t.Fatalf("Kind = %q (%s), want %q", de.Kind, de.Msg, tt.wantKind)
@@ -351,7 +352,7 @@ func TestClientUnreachable(t *testing.T) {
 	if err := ln.Close(); err != nil {
 		t.Fatal(err)
 	}
-	c := dispatch.NewClient(5*time.Second, testLimit)
+	c := outbound.NewClient(5*time.Second, testLimit)
 	defer c.CloseIdleConnections()
 	req, err := http.NewRequest("GET", "http://"+addr+"/x", nil)
 	if err != nil {
@@ -361,9 +362,9 @@ func TestClientUnreachable(t *testing.T) {
 	if err == nil {
 		t.Fatalf("Do = status %d, want an error: nothing listens on %s", resp.Status, addr)
 	}
-	var de *dispatch.Error
+	var de *outbound.Error
 	if !errors.As(err, &de) || de.Kind != "unreachable" {
-		t.Fatalf("Do error %v (%T), want a *dispatch.Error of kind unreachable", err, err)
+		t.Fatalf("Do error %v (%T), want a *outbound.Error of kind unreachable", err, err)
 	}
 	// The model reads where the call went and why it failed.
 	if !strings.Contains(de.Msg, addr) || !strings.Contains(de.Msg, "refused") {
@@ -377,16 +378,16 @@ func TestClientUnreachable(t *testing.T) {
 func TestClientTimeoutAndCallerDeadline(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { stall(r) }))
 	defer srv.Close()
-	short := dispatch.NewClient(100*time.Millisecond, testLimit)
+	short := outbound.NewClient(100*time.Millisecond, testLimit)
 	defer short.CloseIdleConnections()
-	long := dispatch.NewClient(5*time.Second, testLimit)
+	long := outbound.NewClient(5*time.Second, testLimit)
 	defer long.CloseIdleConnections()
 	deadline := func(d time.Duration) func() (context.Context, context.CancelFunc) {
 		return func() (context.Context, context.CancelFunc) { return context.WithTimeout(context.Background(), d) }
 	}
 	for _, tc := range []struct {
 		name   string
-		client *dispatch.Client
+		client *outbound.Client
 		ctx    func() (context.Context, context.CancelFunc)
 	}{
 		{"later caller deadline", short, deadline(10 * time.Second)},
@@ -403,9 +404,9 @@ func TestClientTimeoutAndCallerDeadline(t *testing.T) {
 			}
 			start := time.Now()
 			_, err = tc.client.Do(req)
-			var de *dispatch.Error
+			var de *outbound.Error
 			if !errors.As(err, &de) || de.Kind != "timeout" {
-				t.Fatalf("Do error %v, want a *dispatch.Error of kind timeout", err)
+				t.Fatalf("Do error %v, want a *outbound.Error of kind timeout", err)
 			}
 			if elapsed := time.Since(start); elapsed < 90*time.Millisecond || elapsed > 3*time.Second {
 				t.Errorf("Do took %v, want about 100ms", elapsed)
@@ -473,11 +474,11 @@ func TestClientTargetRequest(t *testing.T) {
 			header:   map[string]string{"X-Key": "s3cret"},
 		},
 	}
-	c := dispatch.NewClient(5*time.Second, testLimit)
+	c := outbound.NewClient(5*time.Second, testLimit)
 	defer c.CloseIdleConnections()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tgt, err := dispatch.Compile(tt.spec, comps)
+			tgt, err := dispatch.Compile(tt.spec, dispatch.Env{Components: comps})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -534,14 +535,27 @@ func TestReadAll(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			// One byte a read: the loop, not a lucky single read, must
 			// gather it all, after what buf already held.
-			got, err := dispatch.ReadAll(iotest.OneByteReader(strings.NewReader(body)), []byte("head:"), c.size)
+			got, err := outbound.ReadAll(iotest.OneByteReader(strings.NewReader(body)), []byte("head:"), c.size)
 			if err != nil || string(got) != "head:"+body {
 				t.Fatalf("ReadAll = %d bytes, %v; want head: and the %d-byte body", len(got), err, len(body))
 			}
 		})
 	}
-	_, err := dispatch.ReadAll(iotest.ErrReader(errors.New("cut")), nil, 10)
+	_, err := outbound.ReadAll(iotest.ErrReader(errors.New("cut")), nil, 10)
 	if err == nil || err.Error() != "cut" {
 		t.Fatalf("ReadAll of a failing reader: %v, want its error", err)
 	}
+}
+
+// decode decodes JSON the way the gateway decodes a call's input: numbers
+// stay json.Number.
+func decode(t *testing.T, s string) any {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		t.Fatalf("decoding %s: %v", s, err)
+	}
+	return v
 }

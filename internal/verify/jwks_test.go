@@ -1,4 +1,4 @@
-package identity
+package verify
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/toolgate/toolgate/internal/clock"
+	"github.com/toolgate/toolgate/internal/identity"
 )
 
 // idle waits until no fetch of the set runs.
@@ -129,9 +130,9 @@ func newGatedFixture(t *testing.T, names ...string) *gatedFixture {
 		f.priv[n], f.jwk[n] = k, pubJWK(t, n, k.Public())
 	}
 	f.srv = newGatedJWKS(t, f.set(t, names...))
-	f.keys = NewRemoteKeySet(f.srv.srv.URL, f.srv.srv.Client(), nil)
+	f.keys = NewRemoteKeySet(f.srv.srv.URL, identity.DecodeJWK, f.srv.srv.Client(), nil)
 	f.keys.SetClock(f.clock)
-	f.v = NewJWKSVerifier(f.keys, VerifyOptions{Issuer: vIssuer, Audience: vAudience})
+	f.v = NewJWKSVerifier(f.keys, Options{Issuer: vIssuer, Audience: vAudience})
 	f.v.SetClock(f.clock)
 	return f
 }
@@ -335,11 +336,11 @@ func TestRemoteKeySetRedirects(t *testing.T) {
 	}))
 	defer tlsSrv.Close()
 
-	moved := NewRemoteKeySet(tlsSrv.URL+"/moved", tlsSrv.Client(), nil)
+	moved := NewRemoteKeySet(tlsSrv.URL+"/moved", identity.DecodeJWK, tlsSrv.Client(), nil)
 	if keys, err := moved.Lookup(context.Background(), "k1"); err != nil || len(keys) != 1 {
 		t.Errorf("https to https: %v, %v", keys, err)
 	}
-	down := NewRemoteKeySet(tlsSrv.URL+"/down", tlsSrv.Client(), nil)
+	down := NewRemoteKeySet(tlsSrv.URL+"/down", identity.DecodeJWK, tlsSrv.Client(), nil)
 	if keys, err := down.Lookup(context.Background(), "k1"); err == nil || len(keys) != 0 {
 		t.Errorf("https to http: got %v, %v; want refused", keys, err)
 	}
@@ -358,24 +359,8 @@ func BenchmarkParseJWKS(b *testing.B) {
 	data := jwksOf(b, pubJWK(b, "rsa", &k.rsa.PublicKey), pubJWK(b, "ec", &k.ec.PublicKey), pubJWK(b, "ed", k.ed.Public()))
 	b.ReportAllocs()
 	for b.Loop() {
-		if keys, err := ParseJWKS(data); err != nil || len(keys) != 3 {
+		if keys, err := ParseJWKS(data, identity.DecodeJWK); err != nil || len(keys) != 3 {
 			b.Fatal(keys, err)
 		}
-	}
-}
-
-// BenchmarkJWKS is the published set of two keys, written once at load.
-func BenchmarkJWKS(b *testing.B) {
-	k1, err := GenerateKey()
-	if err != nil {
-		b.Fatal(err)
-	}
-	k2, err := GenerateKey()
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		JWKS(k1, k2)
 	}
 }

@@ -1,4 +1,4 @@
-package identity
+package verify
 
 import (
 	"context"
@@ -14,8 +14,8 @@ import (
 	"github.com/toolgate/toolgate/internal/clock"
 )
 
-// VerifyOptions are the checks a Verifier makes beyond the signature.
-type VerifyOptions struct {
+// Options are the checks a Verifier makes beyond the signature.
+type Options struct {
 	// Issuer, when set, must equal the token's iss.
 	Issuer string
 	// Audience, when set, must be among the token's aud.
@@ -41,7 +41,7 @@ type KeySource func(ctx context.Context, kid string) ([]PublicKey, error)
 type Verifier struct {
 	keys   KeySource
 	secret []byte
-	opts   VerifyOptions
+	opts   Options
 	algs   []string
 	clock  clock.Clock
 	// parser checks what opts, algs and clock say, built once (compile):
@@ -53,13 +53,13 @@ type Verifier struct {
 var asymmetric = []string{"EdDSA", "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512"}
 
 // NewJWKSVerifier verifies against a remote key set.
-func NewJWKSVerifier(set *RemoteKeySet, opts VerifyOptions) *Verifier {
+func NewJWKSVerifier(set *RemoteKeySet, opts Options) *Verifier {
 	return (&Verifier{keys: set.Lookup, opts: opts, algs: asymmetric, clock: clock.Real}).compile()
 }
 
 // NewKeyVerifier verifies against one public key; the key's type decides
 // the algorithms.
-func NewKeyVerifier(pub crypto.PublicKey, opts VerifyOptions) (*Verifier, error) {
+func NewKeyVerifier(pub crypto.PublicKey, opts Options) (*Verifier, error) {
 	algs, err := AlgsFor(pub)
 	if err != nil {
 		return nil, err
@@ -73,7 +73,7 @@ func NewKeyVerifier(pub crypto.PublicKey, opts VerifyOptions) (*Verifier, error)
 
 // NewSecretVerifier verifies HMAC tokens (HS256, HS384, HS512) with a
 // shared secret of at least 32 bytes.
-func NewSecretVerifier(secret []byte, opts VerifyOptions) (*Verifier, error) {
+func NewSecretVerifier(secret []byte, opts Options) (*Verifier, error) {
 	if len(secret) < 32 {
 		return nil, fmt.Errorf("secret of %d bytes: at least 32 are required", len(secret))
 	}
@@ -144,7 +144,7 @@ func (v *Verifier) Verify(ctx context.Context, token string) (jwt.MapClaims, err
 		err = refuseAudiences(claims, v.opts.RefuseAudiences)
 	}
 	if err != nil {
-		return nil, &VerifyError{err: err}
+		return nil, &Error{err: err}
 	}
 	return claims, nil
 }
@@ -173,10 +173,10 @@ type keyError struct{ err error }
 func (e *keyError) Error() string { return e.err.Error() }
 func (e *keyError) Unwrap() error { return e.err }
 
-// VerifyError says why a token was refused.
-type VerifyError struct{ err error }
+// Error says why a token was refused.
+type Error struct{ err error }
 
-func (e *VerifyError) Error() string {
+func (e *Error) Error() string {
 	var ke *keyError
 	switch {
 	case errors.Is(e.err, ErrUnknownKey):
@@ -208,4 +208,4 @@ func (e *VerifyError) Error() string {
 	return "the token is not accepted: " + e.err.Error()
 }
 
-func (e *VerifyError) Unwrap() error { return e.err }
+func (e *Error) Unwrap() error { return e.err }

@@ -1,4 +1,4 @@
-package identity
+package dispatch
 
 import (
 	"crypto/sha256"

@@ -1,4 +1,4 @@
-package dispatch_test
+package outbound_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolgate/toolgate/internal/dispatch"
+	"github.com/toolgate/toolgate/internal/outbound"
 )
 
 // TestUpstreamSpan: under a span, a request is a toolgate.upstream child
@@ -34,12 +35,11 @@ func TestUpstreamSpan(t *testing.T) {
 	}
 	forged := "00-11111111111111111111111111111111-2222222222222222-01"
 	target, err := dispatch.Compile(dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/items/${input.id}",
-		Query: map[string]string{"q": "${input.id}"}, Headers: map[string]string{"Traceparent": forged, "Tracestate": "k=v"}},
-		map[string]*dispatch.Component{"api": comp})
+		Query: map[string]string{"q": "${input.id}"}, Headers: map[string]string{"Traceparent": forged, "Tracestate": "k=v"}}, dispatch.Env{Components: map[string]*dispatch.Component{"api": comp}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := dispatch.NewClient(time.Second, 1024)
+	client := outbound.NewClient(time.Second, 1024)
 	defer client.CloseIdleConnections()
 	send := func(ctx context.Context) http.Header {
 		t.Helper()
