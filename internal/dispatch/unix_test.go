@@ -2,7 +2,6 @@ package dispatch_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
@@ -13,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/toolgate/toolgate/internal/dispatch"
 )
@@ -193,7 +194,7 @@ func TestUnixComponentButton(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := dispatch.CompileButton(json.RawMessage(`{"type":"app","component":"api","method":"POST","path":"/done/${input.id}"}`), api)
+	b, err := dispatch.CompileButton(jsontext.Value(`{"type":"app","component":"api","method":"POST","path":"/done/${input.id}"}`), api)
 	if err != nil {
 		t.Fatal(err)
 	}

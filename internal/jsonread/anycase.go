@@ -3,6 +3,7 @@ package jsonread
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"reflect"
 	"strconv"
@@ -29,7 +30,8 @@ import (
 // is read as json reads it: the later value replaces the earlier one,
 // where encoding/json merged them.
 //
-// opts are added to Lenient (json.RejectUnknownMembers for a strict
+// A member a strict reader refuses is an *UnknownFieldError. opts are
+// added to Lenient (json.RejectUnknownMembers for a strict
 // reader). Names are matched by rewriting them to the field's own before
 // json reads the value, so this costs a second pass: it is for cards,
 // errors and configuration, not for the hot path.
@@ -51,8 +53,25 @@ func UnmarshalAnyCase(data []byte, v any, opts ...json.Options) error {
 	if err != nil {
 		return err
 	}
-	return json.Unmarshal(buf.Bytes(), v, append([]json.Options{Lenient}, opts...)...)
+	err = json.Unmarshal(buf.Bytes(), v, append([]json.Options{Lenient}, opts...)...)
+	var se *json.SemanticError
+	if errors.Is(err, json.ErrUnknownName) && errors.As(err, &se) {
+		return &UnknownFieldError{Name: se.JSONPointer.LastToken(), err: err}
+	}
+	return err
 }
+
+// UnknownFieldError is a member that a strict reader (with
+// json.RejectUnknownMembers) refused, in encoding/json's words. It wraps
+// json.ErrUnknownName.
+type UnknownFieldError struct {
+	Name string
+	err  error
+}
+
+func (e *UnknownFieldError) Error() string { return fmt.Sprintf("json: unknown field %q", e.Name) }
+
+func (e *UnknownFieldError) Unwrap() error { return e.err }
 
 var (
 	valueType       = reflect.TypeFor[jsontext.Value]()

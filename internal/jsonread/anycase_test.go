@@ -2,6 +2,7 @@ package jsonread
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"reflect"
 	"testing"
@@ -81,6 +82,15 @@ func TestUnmarshalAnyCaseStrict(t *testing.T) {
 		if (err != nil) != (errV1 != nil) || errV1 == nil && !reflect.DeepEqual(got, want) {
 			t.Errorf("UnmarshalAnyCase(%q) strictly = %+v, %v; encoding/json %+v, %v", in, got, err, want, errV1)
 		}
+	}
+}
+
+func TestUnmarshalAnyCaseUnknownField(t *testing.T) {
+	var c anyCaseCard
+	err := UnmarshalAnyCase([]byte(`{"title":"t","assignee":{"ID":"a","x_y":1}}`), &c, json.RejectUnknownMembers(true))
+	var u *UnknownFieldError
+	if !errors.As(err, &u) || u.Name != "x_y" || err.Error() != `json: unknown field "x_y"` || !errors.Is(err, json.ErrUnknownName) {
+		t.Errorf("error %v (%#v), want an UnknownFieldError for x_y", err, err)
 	}
 }
 
