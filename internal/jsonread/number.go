@@ -35,11 +35,13 @@ var Lenient = json.JoinOptions(jsontext.AllowDuplicateNames(true), jsontext.Allo
 // whose bytes are part of what a reader sees: a map's names sorted, nil
 // slices and maps as null, '<', '>' and '&' escaped (add
 // jsontext.EscapeForHTML(false) where they were not), U+2028 and U+2029
-// escaped, invalid UTF-8 as U+FFFD, and a Number as its number. A struct's
-// omitempty is its tags' to say: json omits an empty value, not a false or
-// a zero (omitzero does).
+// escaped, invalid UTF-8 as U+FFFD, a Number as its number, and the
+// strings of a raw value (a jsontext.Value, what a MarshalJSON method
+// wrote) with their own escapes kept. A struct's omitempty is its tags' to
+// say: json omits an empty value, not a false or a zero (omitzero does).
 var Legacy = json.JoinOptions(
 	json.Deterministic(true),
+	jsontext.PreserveRawStrings(true),
 	json.FormatNilSliceAsNull(true),
 	json.FormatNilMapAsNull(true),
 	jsontext.EscapeForHTML(true),

@@ -53,7 +53,16 @@ func TestLegacy(t *testing.T) {
 			t.Fatalf("Marshal with Legacy = %s, %v; want %s", got, err, want)
 		}
 	}
-	got, err := json.Marshal(map[string]any{"html": "<&>"}, Legacy, jsontext.EscapeForHTML(false))
+	// A raw value keeps its escapes, and gains the HTML ones.
+	raw := struct {
+		S string         `json:"s"`
+		V jsontext.Value `json:"v"`
+	}{"<é>", jsontext.Value("{\"a\" : \"<\\u00e9\u2028\", \"n\": 1.0e2}")}
+	got, err := json.Marshal(raw, Legacy)
+	if want := `{"s":"\u003cé\u003e","v":{"a":"\u003c\u00e9\u2028","n":1.0e2}}`; err != nil || string(got) != want {
+		t.Errorf("Marshal of a raw value with Legacy = %s, %v; want %s", got, err, want)
+	}
+	got, err = json.Marshal(map[string]any{"html": "<&>"}, Legacy, jsontext.EscapeForHTML(false))
 	if want := `{"html":"<&>"}`; err != nil || string(got) != want {
 		t.Errorf("Marshal with Legacy and no HTML escapes = %s, %v; want %s", got, err, want)
 	}

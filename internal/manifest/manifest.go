@@ -37,7 +37,7 @@ type Tool struct {
 	// Target is where a call goes.
 	Target dispatch.Spec `json:"target"`
 	// Annotations are hints for MCP clients.
-	Annotations *Annotations `json:"annotations,omitempty"`
+	Annotations *Annotations `json:"annotations,omitzero"`
 	// Allow is a policy expression (expr-lang) over {claims, user,
 	// install, tool, context, input}; unset, every caller may call.
 	Allow string `json:"allow,omitempty"`

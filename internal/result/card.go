@@ -17,7 +17,7 @@ type Card struct {
 	Type        string    `json:"type"`
 	Title       string    `json:"title"`
 	Description string    `json:"description,omitempty"`
-	Assignee    *Assignee `json:"assignee,omitempty"`
+	Assignee    *Assignee `json:"assignee,omitzero"`
 	Elements    []Element `json:"elements"`
 }
 
