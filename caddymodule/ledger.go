@@ -2,13 +2,14 @@ package caddymodule
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"go.uber.org/zap"
 
 	"github.com/toolgate/toolgate/internal/clienttools"
@@ -36,7 +37,7 @@ type Ledger struct {
 	// TLS connects to Redis over TLS, verifying the server's certificate
 	// for the host of addr against the system's roots, or TLSCAFile's.
 	// Default: off (on for a rediss:// addr).
-	TLS bool `json:"tls,omitempty"`
+	TLS bool `json:"tls,omitzero"`
 
 	// TLSCAFile is a PEM file of the CA certificates that Redis's
 	// certificate is verified against instead of the system's roots: for
@@ -49,7 +50,7 @@ type Ledger struct {
 	Password string `json:"password,omitempty"`
 
 	// DB is the Redis database number. Default: 0.
-	DB int `json:"db,omitempty"`
+	DB int `json:"db,omitzero"`
 
 	// Prefix starts every Redis key and channel. Default: "toolgate:".
 	Prefix string `json:"prefix,omitempty"`
@@ -62,7 +63,7 @@ type Ledger struct {
 	// a config error, and a connection to one made later (after a
 	// failover) is refused, calls answering 503. With it, a warning is
 	// logged at every start. Default: false.
-	AllowEviction bool `json:"allow_eviction,omitempty"`
+	AllowEviction bool `json:"allow_eviction,omitzero"`
 
 	// Replicas is how many Redis replicas must confirm each write of the
 	// ledger (Redis's WAIT, for up to 500ms) before it counts: a write
@@ -71,14 +72,14 @@ type Ledger struct {
 	// a replica then keeps every call that ran. It costs each write the
 	// replicas' round trip. Default: 0 (a write counts once the server
 	// has it).
-	Replicas int `json:"replicas,omitempty"`
+	Replicas int `json:"replicas,omitzero"`
 
 	// Retention is how long a call is kept after its last change; a call
 	// in flight is kept for it past its deadline too. It must be at least
 	// the longer of upstream_timeout and client_tool_timeout plus 15s (the
 	// longest a call may stay in flight), or a repeat of a call still in
 	// flight could find it swept and run it again. Default: 24h.
-	Retention caddy.Duration `json:"retention,omitempty"`
+	Retention caddy.Duration `json:"retention,omitzero"`
 
 	// Fsync makes each bolt commit wait for the disk, so that a call's
 	// first record is on the disk before its target is sent: a repeat of
@@ -96,7 +97,7 @@ type Ledger struct {
 	// while a repeat of the call, a waiter or GET /calls/{id} gets an error
 	// result, "result too large to replay", naming the size and the limit
 	// (the call is not run again). Default: 64 KiB.
-	MaxResultSize int64 `json:"max_result_size,omitempty"`
+	MaxResultSize int64 `json:"max_result_size,omitzero"`
 }
 
 // config is the ledger's config as internal/ledger takes it.
@@ -165,8 +166,11 @@ func (c *Ledger) open(repl *caddy.Replacer, logger *zap.Logger) (ledger.Ledger, 
 	if err != nil {
 		return nil, nil, "", err
 	}
-	key, _ := json.Marshal(cfg)
-	val, _, err := ledgers.LoadOrNew(string(key), func() (caddy.Destructor, error) {
+	key, err := ledgerKey(cfg)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	val, _, err := ledgers.LoadOrNew(key, func() (caddy.Destructor, error) {
 		l := ledger.Ledger(ledger.Off)
 		if cfg.Backend != "off" {
 			if l, err = cfg.Open(logger); err != nil {
@@ -188,5 +192,17 @@ func (c *Ledger) open(repl *caddy.Replacer, logger *zap.Logger) (ledger.Ledger, 
 		return nil, nil, "", err
 	}
 	open := val.(openLedger)
-	return open.Ledger, open.bridge, string(key), nil
+	return open.Ledger, open.bridge, key, nil
+}
+
+// ledgerKey is cfg as JSON, the key of its ledger in ledgers. json has no
+// default form for a time.Duration: it is written in nanoseconds.
+func ledgerKey(cfg *ledger.Config) (string, error) {
+	key, err := json.Marshal(cfg, json.WithMarshalers(json.MarshalToFunc(func(enc *jsontext.Encoder, d time.Duration) error {
+		return enc.WriteToken(jsontext.Int(int64(d)))
+	})))
+	if err != nil {
+		return "", fmt.Errorf("ledger: %w", err)
+	}
+	return string(key), nil
 }
