@@ -13,14 +13,16 @@
 package apptools
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/toolgate/toolgate/internal/dispatch"
+	"github.com/toolgate/toolgate/internal/jsonread"
 )
 
 // ContextHeader is the request header toolgate sends a call's context in.
@@ -101,31 +103,32 @@ func IsThread(r *http.Request) bool {
 	return err == nil && c.IsThread()
 }
 
-// parseContext reads the header token by token rather than with
-// json.Unmarshal, which would match keys case-insensitively, take the last
-// of duplicate keys and accept null for a string.
+// parseContext reads the header token by token rather than into a struct,
+// which could take the last of duplicate keys and accept null for a
+// string. The decoder lets a repeated key through (jsonread.Lenient), for
+// this function's own error to name it.
 func parseContext(s string) (Context, error) {
-	dec := json.NewDecoder(strings.NewReader(s))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+	dec := jsontext.NewDecoder(strings.NewReader(s), jsonread.Lenient)
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
 		return Context{}, errors.New("not a JSON object")
 	}
 	var c Context
 	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
+	for dec.PeekKind() != '}' {
+		tok, err := dec.ReadToken()
 		if err != nil {
 			return Context{}, err
 		}
-		key, _ := tok.(string) // the decoder allows only strings as keys
+		key := tok.String() // the decoder allows only strings as keys
 		if seen[key] {
 			return Context{}, fmt.Errorf("%q is given twice", key)
 		}
 		seen[key] = true
-		tok, err = dec.Token()
+		tok, err = dec.ReadToken()
 		if err != nil {
 			return Context{}, err
 		}
-		val, ok := tok.(string)
+		val, ok := tok.String(), tok.Kind() == '"'
 		switch {
 		case key != "source" && key != "threadId":
 			return Context{}, fmt.Errorf("unknown field %q", key)
@@ -137,10 +140,10 @@ func parseContext(s string) (Context, error) {
 			c.ThreadID = val
 		}
 	}
-	if _, err := dec.Token(); err != nil {
+	if _, err := dec.ReadToken(); err != nil {
 		return Context{}, err
 	}
-	if _, err := dec.Token(); err != io.EOF {
+	if _, err := dec.ReadToken(); err != io.EOF {
 		return Context{}, errors.New("data after the object")
 	}
 	switch c.Source {

@@ -2,8 +2,9 @@ package apptools
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,14 +16,14 @@ func TestWriteCard(t *testing.T) {
 		Title:       "Send the email?",
 		Description: "To ada@example.com",
 		Elements: []Button{
-			{Type: "button", ID: "send", Label: "Send", Input: json.RawMessage(`{"content":"sent"}`)},
-			{Type: "button", ID: "edit", Label: "Edit", Target: json.RawMessage(`{"type":"app","component":"mail","method":"POST","path":"/drafts"}`)},
+			{Type: "button", ID: "send", Label: "Send", Input: jsontext.Value(`{"content":"sent"}`)},
+			{Type: "button", ID: "edit", Label: "Edit", Target: jsontext.Value(`{"type":"app","component":"mail","method":"POST","path":"/drafts"}`)},
 		},
 	}
 	withTarget := func(target string) Card {
 		return Card{Title: "t", Elements: []Button{
 			{Type: "button", ID: "ok", Label: "OK"},
-			{Type: "button", ID: "x", Label: "X", Target: json.RawMessage(target)},
+			{Type: "button", ID: "x", Label: "X", Target: jsontext.Value(target)},
 		}}
 	}
 	const thread = `{"source":"thread","threadId":"th_1"}`
@@ -86,7 +87,7 @@ func TestWriteCard(t *testing.T) {
 func TestWriteCardOwnComponent(t *testing.T) {
 	card := func(component string) Card {
 		return Card{Title: "t", Elements: []Button{{Type: "button", ID: "x", Label: "X",
-			Target: json.RawMessage(`{"type":"app","component":"` + component + `","method":"DELETE","path":"/data"}`)}}}
+			Target: jsontext.Value(`{"type":"app","component":"` + component + `","method":"DELETE","path":"/data"}`)}}}
 	}
 	verified := func() *http.Request {
 		r := httptest.NewRequest("POST", "/x", nil)

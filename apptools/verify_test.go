@@ -5,8 +5,8 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
+	"github.com/go-json-experiment/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -240,7 +240,7 @@ func TestMiddleware(t *testing.T) {
 				t.Errorf("WWW-Authenticate %q, want %q", h, wantChallenge)
 			}
 			_, verr := v.Verify(request(tt.auth))
-			want, _ := json.Marshal(map[string]string{"code": "unauthorized", "error": verr.Error()})
+			want, _ := json.Marshal(map[string]string{"code": "unauthorized", "error": verr.Error()}, json.Deterministic(true))
 			if ct := rec.Header().Get("Content-Type"); ct != "application/json" || strings.TrimSpace(rec.Body.String()) != string(want) {
 				t.Errorf("answer %q %s, want %s", ct, rec.Body, want)
 			}

@@ -2,11 +2,12 @@ package apptools
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+
+	"github.com/go-json-experiment/json"
 
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/result"
@@ -54,14 +55,13 @@ func WriteError(w http.ResponseWriter, status int, code, message string) error {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) error {
+	// The body is read by toolgate, not rendered as HTML: <, > and & stay
+	// as they are rather than \u003c (json escapes none of them).
 	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	// The body is read by toolgate, not rendered as HTML: keep <, > and &
-	// as they are rather than \u003c.
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	if err := json.MarshalWrite(&buf, v); err != nil {
 		return err
 	}
+	buf.WriteByte('\n')
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, err := w.Write(buf.Bytes())

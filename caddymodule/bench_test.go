@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,6 +16,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -127,7 +128,7 @@ func benchHandler(b *testing.B, upURL, keyFile string, metricsOff bool, logger *
 		Tools: []manifest.Tool{{
 			Name:        "get_item",
 			Description: "Get an item.",
-			InputSchema: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"],"additionalProperties":false}`),
+			InputSchema: jsontext.Value(`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"],"additionalProperties":false}`),
 			Target:      dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/items/${input.id}"},
 		}},
 		DisableMetrics: metricsOff,

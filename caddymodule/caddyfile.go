@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
@@ -12,9 +11,12 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/dustin/go-humanize"
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/httpapi"
+	"github.com/toolgate/toolgate/internal/jsonread"
 	"github.com/toolgate/toolgate/internal/manifest"
 )
 
@@ -396,10 +398,10 @@ func unmarshalTool(d *caddyfile.Dispenser) (manifest.Tool, error) {
 			if err := stringArg(&schema)(d); err != nil {
 				return err
 			}
-			if !json.Valid([]byte(schema)) {
+			if !jsontext.Value(schema).IsValid(jsonread.Lenient) {
 				return d.Errf("tool %s: input_schema is not valid JSON", t.Name)
 			}
-			t.InputSchema = json.RawMessage(schema)
+			t.InputSchema = jsontext.Value(schema)
 			return nil
 		}),
 		"target": once(func(d *caddyfile.Dispenser) error {
@@ -474,11 +476,11 @@ func unmarshalTarget(d *caddyfile.Dispenser, s *dispatch.Spec) error {
 
 // bodyJSON takes a Caddyfile body argument: JSON as written, or else the
 // text as a JSON string.
-func bodyJSON(arg string) json.RawMessage {
-	if json.Valid([]byte(arg)) {
-		return json.RawMessage(arg)
+func bodyJSON(arg string) jsontext.Value {
+	if jsontext.Value(arg).IsValid(jsonread.Lenient) {
+		return jsontext.Value(arg)
 	}
-	b, _ := json.Marshal(arg)
+	b, _ := json.Marshal(arg, jsonread.Legacy)
 	return b
 }
 

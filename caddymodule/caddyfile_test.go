@@ -1,13 +1,15 @@
 package caddymodule
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
+	"github.com/go-json-experiment/json"
 	"github.com/toolgate/toolgate/internal/dispatch"
+
+	"github.com/toolgate/toolgate/internal/jsonread"
 )
 
 // parseToolgate parses a toolgate block holding lines, which start at
@@ -56,7 +58,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := json.Marshal(h)
+			got, err := json.Marshal(h, jsonread.Legacy)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -85,7 +87,7 @@ func TestSubBlocksParseThemselves(t *testing.T) {
 			t.Errorf("%T: %v", c.block, err)
 			continue
 		}
-		if got, _ := json.Marshal(c.block); string(got) != c.want {
+		if got, _ := json.Marshal(c.block, jsonread.Legacy); string(got) != c.want {
 			t.Errorf("%T:\ngot  %s\nwant %s", c.block, got, c.want)
 		}
 	}

@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -15,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/go-json-experiment/json"
 
 	"github.com/toolgate/toolgate/apptools"
 	"github.com/toolgate/toolgate/internal/apitest"

@@ -62,23 +62,23 @@ type Handler struct {
 	Components map[string]*Component `json:"components,omitempty"`
 
 	// Identity configures the tokens that tell components who the user is.
-	Identity *Identity `json:"identity,omitempty"`
+	Identity *Identity `json:"identity,omitzero"`
 
 	// Callers configures caller authentication. Unset, runtime calls are
 	// accepted only straight from this machine (see the type's comment),
 	// with the identity the envelope names.
-	Callers *Callers `json:"callers,omitempty"`
+	Callers *Callers `json:"callers,omitzero"`
 
 	// MCP configures the MCP endpoint, /mcp.
-	MCP *MCP `json:"mcp,omitempty"`
+	MCP *MCP `json:"mcp,omitzero"`
 
 	// Pages configures the page tokens of the client-tool endpoints. Unset,
 	// those endpoints answer 404 and client tools time out.
-	Pages *Pages `json:"pages,omitempty"`
+	Pages *Pages `json:"pages,omitzero"`
 
 	// ClientToolTimeout is how long a client tool call waits for its page.
 	// Default: 120s.
-	ClientToolTimeout caddy.Duration `json:"client_tool_timeout,omitempty"`
+	ClientToolTimeout caddy.Duration `json:"client_tool_timeout,omitzero"`
 
 	// AllowedHosts are the Host names (name, or name:port) that runtime
 	// calls may name besides loopback names when no callers are
@@ -90,23 +90,23 @@ type Handler struct {
 
 	// Ledger configures the call ledger. Default: bolt, a file in Caddy's
 	// data directory.
-	Ledger *Ledger `json:"ledger,omitempty"`
+	Ledger *Ledger `json:"ledger,omitzero"`
 
 	// UpstreamTimeout limits one request to a target, answer included.
 	// Default: 30s.
-	UpstreamTimeout caddy.Duration `json:"upstream_timeout,omitempty"`
+	UpstreamTimeout caddy.Duration `json:"upstream_timeout,omitzero"`
 
 	// MaxResponseSize is the hard limit, in bytes, on a target's answer;
 	// a larger answer is an error result. Default: 1 MiB.
-	MaxResponseSize int64 `json:"max_response_size,omitempty"`
+	MaxResponseSize int64 `json:"max_response_size,omitzero"`
 
 	// MaxRequestSize is the limit, in bytes, on an invoke's envelope; a
 	// larger one is refused with 413. Default: 1 MiB.
-	MaxRequestSize int64 `json:"max_request_size,omitempty"`
+	MaxRequestSize int64 `json:"max_request_size,omitzero"`
 
 	// DisableMetrics keeps toolgate's metrics (caddy_toolgate_*) off
 	// Caddy's registry. Default: false (metrics on).
-	DisableMetrics bool `json:"disable_metrics,omitempty"`
+	DisableMetrics bool `json:"disable_metrics,omitzero"`
 
 	api      *httpapi.API
 	gw       *gateway.Gateway
@@ -150,7 +150,7 @@ type Identity struct {
 	SigningKey string `json:"signing_key,omitempty"`
 
 	// TTL is how long a token lives. Default: 5m.
-	TTL caddy.Duration `json:"ttl,omitempty"`
+	TTL caddy.Duration `json:"ttl,omitzero"`
 }
 
 // IdentityKey is a named identity key.
@@ -169,7 +169,7 @@ type MCP struct {
 	// configuration. Only without Callers (loopback mode), where any local
 	// process may name any user anyway; with Callers each token names its
 	// user. Default: none (a call acts for no user).
-	Identity *MCPIdentity `json:"identity,omitempty"`
+	Identity *MCPIdentity `json:"identity,omitzero"`
 
 	// EmbedOrigins are origins (scheme://host[:port]) whose pages may be
 	// shown as embeds: a url target's embedUrl must be on one of them (or
@@ -188,18 +188,18 @@ type MCP struct {
 	// with stops being accepted (exp and the callers leeway), unless a
 	// request on it brought a later token of the same caller.
 	// Default: 10m.
-	SessionIdleTimeout caddy.Duration `json:"session_idle_timeout,omitempty"`
+	SessionIdleTimeout caddy.Duration `json:"session_idle_timeout,omitzero"`
 
 	// MaxSessionsPerCaller caps the open MCP sessions of one caller: with
 	// callers, a token's user and installation; in loopback mode, the one
 	// local caller, whose sessions are all counted together. A new
 	// session over it is refused with 429 and Retry-After, naming this
 	// option. Default: 64.
-	MaxSessionsPerCaller int `json:"max_sessions_per_caller,omitempty"`
+	MaxSessionsPerCaller int `json:"max_sessions_per_caller,omitzero"`
 
 	// MaxSessions caps the open MCP sessions in all, refused as over
 	// MaxSessionsPerCaller. Default: 10000.
-	MaxSessions int `json:"max_sessions,omitempty"`
+	MaxSessions int `json:"max_sessions,omitzero"`
 }
 
 // embedOrigins are the EmbedOrigins as result.EmbedOrigin writes them,

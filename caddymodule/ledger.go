@@ -1,11 +1,13 @@
 package caddymodule
 
 import (
-	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"go.uber.org/zap"
 
 	"github.com/toolgate/toolgate/internal/clienttools"
@@ -34,7 +36,7 @@ type Ledger struct {
 	// TLS connects to Redis over TLS, verifying the server's certificate
 	// for the host of addr against the system's roots, or TLSCAFile's.
 	// Default: off (on for a rediss:// addr).
-	TLS bool `json:"tls,omitempty"`
+	TLS bool `json:"tls,omitzero"`
 
 	// TLSCAFile is a PEM file of the CA certificates that Redis's
 	// certificate is verified against instead of the system's roots: for
@@ -47,7 +49,7 @@ type Ledger struct {
 	Password string `json:"password,omitempty"`
 
 	// DB is the Redis database number. Default: 0.
-	DB int `json:"db,omitempty"`
+	DB int `json:"db,omitzero"`
 
 	// Prefix starts every Redis key and channel. Default: "toolgate:".
 	Prefix string `json:"prefix,omitempty"`
@@ -60,7 +62,7 @@ type Ledger struct {
 	// a config error, and a connection to one made later (after a
 	// failover) is refused, calls answering 503. With it, a warning is
 	// logged at every start. Default: false.
-	AllowEviction bool `json:"allow_eviction,omitempty"`
+	AllowEviction bool `json:"allow_eviction,omitzero"`
 
 	// Replicas is how many Redis replicas must confirm each write of the
 	// ledger (Redis's WAIT, for up to 500ms) before it counts: a write
@@ -69,14 +71,14 @@ type Ledger struct {
 	// a replica then keeps every call that ran. It costs each write the
 	// replicas' round trip. Default: 0 (a write counts once the server
 	// has it).
-	Replicas int `json:"replicas,omitempty"`
+	Replicas int `json:"replicas,omitzero"`
 
 	// Retention is how long a call is kept after its last change; a call
 	// in flight is kept for it past its deadline too. It must be at least
 	// the longer of upstream_timeout and client_tool_timeout plus 15s (the
 	// longest a call may stay in flight), or a repeat of a call still in
 	// flight could find it swept and run it again. Default: 24h.
-	Retention caddy.Duration `json:"retention,omitempty"`
+	Retention caddy.Duration `json:"retention,omitzero"`
 
 	// Fsync makes each bolt commit wait for the disk, so that a call's
 	// first record is on the disk before its target is sent: a repeat of
@@ -94,7 +96,7 @@ type Ledger struct {
 	// while a repeat of the call, a waiter or GET /calls/{id} gets an error
 	// result, "result too large to replay", naming the size and the limit
 	// (the call is not run again). Default: 64 KiB.
-	MaxResultSize int64 `json:"max_result_size,omitempty"`
+	MaxResultSize int64 `json:"max_result_size,omitzero"`
 }
 
 // config is the ledger's config as internal/ledger takes it.
@@ -163,8 +165,11 @@ func (c *Ledger) open(repl *caddy.Replacer, logger *zap.Logger) (openStore, stri
 	if err != nil {
 		return openStore{}, "", err
 	}
-	key, _ := json.Marshal(cfg)
-	val, _, err := stores.LoadOrNew(string(key), func() (caddy.Destructor, error) {
+	key, err := ledgerKey(cfg)
+	if err != nil {
+		return openStore{}, "", err
+	}
+	val, _, err := stores.LoadOrNew(key, func() (caddy.Destructor, error) {
 		s, err := store.Open(cfg, logger)
 		if err != nil {
 			return nil, err
@@ -174,5 +179,17 @@ func (c *Ledger) open(repl *caddy.Replacer, logger *zap.Logger) (openStore, stri
 	if err != nil {
 		return openStore{}, "", err
 	}
-	return val.(openStore), string(key), nil
+	return val.(openStore), key, nil
+}
+
+// ledgerKey is cfg as JSON, the key of its store in stores. json has no
+// default form for a time.Duration: it is written in nanoseconds.
+func ledgerKey(cfg *ledger.Config) (string, error) {
+	key, err := json.Marshal(cfg, json.WithMarshalers(json.MarshalToFunc(func(enc *jsontext.Encoder, d time.Duration) error {
+		return enc.WriteToken(jsontext.Int(int64(d)))
+	})))
+	if err != nil {
+		return "", fmt.Errorf("ledger: %w", err)
+	}
+	return string(key), nil
 }

@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +14,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"go.uber.org/zap"
 
 	"github.com/toolgate/toolgate/internal/apitest"
@@ -106,7 +107,7 @@ func provisionLedger(t *testing.T, h *Handler) error {
 	t.Helper()
 	h.Identity = &Identity{KeyFile: writeKey(t)}
 	h.Tools = []manifest.Tool{{
-		Name: "ping", Description: "d", InputSchema: json.RawMessage(`{"type":"object"}`),
+		Name: "ping", Description: "d", InputSchema: jsontext.Value(`{"type":"object"}`),
 		Target: dispatch.Spec{Type: "url", Method: "GET", URL: "http://127.0.0.1:1/ping"},
 	}}
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
@@ -276,5 +277,34 @@ func TestLedgerMaxResultSizeTooSmall(t *testing.T) {
 	err := provisionLedger(t, &Handler{Ledger: &Ledger{Path: filepath.Join(dataDir(t), "ledger.db"), MaxResultSize: 512}})
 	if want := "max_result_size 512 bytes is less than the least it may be, 1024 bytes"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("provision error %v; want one with %q", err, want)
+	}
+}
+
+// A ledger is shared by the configs that are equal, and only by them: a
+// retention alone makes another ledger.
+func TestLedgerKey(t *testing.T) {
+	fsync := true
+	base := Ledger{Backend: "bolt", Path: "/var/lib/toolgate/ledger.db", Retention: caddy.Duration(time.Hour)}
+	key := func(l Ledger) string {
+		t.Helper()
+		k, err := ledgerKey(l.config())
+		if err != nil || k == "" {
+			t.Fatalf("ledgerKey(%+v) = %q, %v", l, k, err)
+		}
+		return k
+	}
+	same := key(base)
+	if again := key(base); again != same {
+		t.Errorf("one config, two keys: %s and %s", same, again)
+	}
+	for _, other := range []Ledger{
+		{Backend: "bolt", Path: base.Path, Retention: caddy.Duration(2 * time.Hour)},
+		{Backend: "bolt", Path: base.Path},
+		{Backend: "bolt", Path: "/tmp/other.db", Retention: base.Retention},
+		{Backend: "bolt", Path: base.Path, Retention: base.Retention, Fsync: &fsync},
+	} {
+		if k := key(other); k == same {
+			t.Errorf("%+v shares the key %s", other, k)
+		}
 	}
 }

@@ -2,13 +2,13 @@ package caddymodule
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/go-json-experiment/json"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/internal/apitest"

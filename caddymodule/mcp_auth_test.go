@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"reflect"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/go-json-experiment/json"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"

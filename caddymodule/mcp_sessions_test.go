@@ -1,13 +1,13 @@
 package caddymodule
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/go-json-experiment/json"
 
 	"github.com/toolgate/toolgate/internal/apitest"
 )
@@ -23,7 +23,10 @@ func TestMCPSessionCaps(t *testing.T) {
 	}
 	resp, body = apitest.PostMCPInitialize(t, http.DefaultClient, mcpEndpoint, "")
 	var e struct {
-		Error struct{ Code, Message string } `json:"error"`
+		Error struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
 	}
 	_ = json.Unmarshal([]byte(body), &e)
 	if resp.StatusCode != http.StatusTooManyRequests || e.Error.Code != "too_many_sessions" || !strings.Contains(e.Error.Message, "max_sessions_per_caller") {

@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"context"
-	"encoding/json"
 	"regexp"
 	"strconv"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/go-json-experiment/json/jsontext"
 	"go.uber.org/zap"
 
 	"github.com/toolgate/toolgate/internal/apitest"
@@ -80,7 +80,7 @@ func metricsHandler(t *testing.T, upstream string, off bool) *Handler {
 		Identity:   &Identity{KeyFile: writeKey(t)},
 		Ledger:     &Ledger{Backend: "off"},
 		Tools: []manifest.Tool{{
-			Name: "md", Description: "Markdown.", InputSchema: json.RawMessage(`{"type":"object"}`),
+			Name: "md", Description: "Markdown.", InputSchema: jsontext.Value(`{"type":"object"}`),
 			Target: dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/md"},
 		}},
 		DisableMetrics: off,

@@ -2,7 +2,7 @@ package caddymodule
 
 import (
 	"context"
-	"encoding/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -46,7 +46,7 @@ func provisionedPages(t *testing.T, path string, maxPending int, mcp *MCP) (*Han
 	h := &Handler{
 		Identity: &Identity{KeyFile: writeKey(t)},
 		Tools: []manifest.Tool{{
-			Name: "ping", Description: "d", InputSchema: json.RawMessage(`{"type":"object"}`),
+			Name: "ping", Description: "d", InputSchema: jsontext.Value(`{"type":"object"}`),
 			Target: dispatch.Spec{Type: "url", Method: "GET", URL: "http://127.0.0.1:1/ping"},
 		}},
 		Ledger: &Ledger{Path: path},

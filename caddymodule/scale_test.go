@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"go.uber.org/zap"
 
 	"github.com/toolgate/toolgate/internal/dispatch"
@@ -41,8 +42,8 @@ func provisioned(b *testing.B, upstream string, tools []manifest.Tool) *Handler 
 func echoTool(name string) manifest.Tool {
 	return manifest.Tool{
 		Name: name, Description: "Echo a note.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"note":{"type":"string"}},"required":["note"],"additionalProperties":false}`),
-		Target:      dispatch.Spec{Type: "app", Component: "api", Method: "POST", Path: "/echo", Body: json.RawMessage(`"${input}"`)},
+		InputSchema: jsontext.Value(`{"type":"object","properties":{"note":{"type":"string"}},"required":["note"],"additionalProperties":false}`),
+		Target:      dispatch.Spec{Type: "app", Component: "api", Method: "POST", Path: "/echo", Body: jsontext.Value(`"${input}"`)},
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/x509"
-	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -20,6 +19,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/golang-jwt/jwt/v5"
 	"go.uber.org/zap"
 
@@ -291,7 +291,7 @@ func TestCallersJWKSDownMessage(t *testing.T) {
 	h := &Handler{
 		Callers: &Callers{Tokens: Tokens{JWKSURL: jwks.URL + "/secret-path/jwks.json", Issuer: "https://runtime.test", Audience: "toolgate"}},
 		Tools: []manifest.Tool{{
-			Name: "ping", Description: "d", InputSchema: json.RawMessage(`{"type":"object"}`),
+			Name: "ping", Description: "d", InputSchema: jsontext.Value(`{"type":"object"}`),
 			Target: dispatch.Spec{Type: "url", Method: "GET", URL: "http://127.0.0.1:1/ping"},
 		}},
 	}
@@ -403,7 +403,7 @@ func TestEnvPlaceholders(t *testing.T) {
 		}}},
 		Tools: []manifest.Tool{{
 			Name: "ping", Description: "d",
-			InputSchema: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}}}`),
+			InputSchema: jsontext.Value(`{"type":"object","properties":{"id":{"type":"string"}}}`),
 			Target: dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/md",
 				Headers: map[string]string{"X-Key": "${env.API_KEY}"}},
 		}},

@@ -39,7 +39,7 @@ type Tokens struct {
 
 	// Leeway allows for clock skew on exp and nbf; at most 5m.
 	// Default: 30s.
-	Leeway caddy.Duration `json:"leeway,omitempty"`
+	Leeway caddy.Duration `json:"leeway,omitzero"`
 }
 
 // Callers configures how runtime callers authenticate: every call to the
@@ -113,30 +113,30 @@ type Pages struct {
 	// one user in one installation) that wait for a page; a new call over
 	// it is turned away with 429 and Retry-After before anything is
 	// recorded. Default: 64.
-	MaxPendingPerThread int `json:"max_pending_per_thread,omitempty"`
+	MaxPendingPerThread int `json:"max_pending_per_thread,omitzero"`
 
 	// MaxPendingPerUser caps the client tool calls of one user in one
 	// installation that wait for a page, all threads together, as
 	// MaxPendingPerThread: a caller names any thread it likes.
 	// Default: 256.
-	MaxPendingPerUser int `json:"max_pending_per_user,omitempty"`
+	MaxPendingPerUser int `json:"max_pending_per_user,omitzero"`
 
 	// MaxPending caps the client tool calls that wait for a page in all,
 	// across users and threads, as MaxPendingPerThread. Default: 10000.
-	MaxPending int `json:"max_pending,omitempty"`
+	MaxPending int `json:"max_pending,omitzero"`
 
 	// MaxStreamsPerToken caps the open call streams (GET /client/calls)
 	// of one page token; one over it is refused with 429. Default: 16.
-	MaxStreamsPerToken int `json:"max_streams_per_token,omitempty"`
+	MaxStreamsPerToken int `json:"max_streams_per_token,omitzero"`
 
 	// MaxStreamsPerThread caps the open call streams of one thread (of
 	// one user in one installation), whatever tokens they use, as
 	// MaxStreamsPerToken. Default: 16.
-	MaxStreamsPerThread int `json:"max_streams_per_thread,omitempty"`
+	MaxStreamsPerThread int `json:"max_streams_per_thread,omitzero"`
 
 	// MaxStreams caps the open call streams in all, as
 	// MaxStreamsPerToken. Default: 10000.
-	MaxStreams int `json:"max_streams,omitempty"`
+	MaxStreams int `json:"max_streams,omitzero"`
 }
 
 // config resolves t's placeholders into the authenticator's config.

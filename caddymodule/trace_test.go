@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/go-json-experiment/json"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.uber.org/zap"
@@ -70,7 +70,9 @@ func TestTracingDirective(t *testing.T) {
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		var a struct{ Content string }
+		var a struct {
+			Content string `json:"content"`
+		}
 		if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &a) != nil || a.Content != "ok" {
 			t.Fatalf("%s: %d %s", prefix, resp.StatusCode, body)
 		}

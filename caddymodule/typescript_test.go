@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/go-json-experiment/json"
 
 	"github.com/toolgate/toolgate/internal/apitest"
 )
@@ -109,8 +109,8 @@ func TestManifestTypeScript(t *testing.T) {
 	}
 	got := rec.Get(t, "/items/")
 	var body struct {
-		Title string
-		Tags  []string
+		Title string   `json:"title"`
+		Tags  []string `json:"tags"`
 	}
 	if err := json.Unmarshal(got.Body, &body); err != nil || got.Method != "POST" || got.Path != "/items/a%20b" ||
 		body.Title != "a b" || len(body.Tags) != 1 || body.Tags[0] != "x" {

@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"encoding/json"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/go-json-experiment/json"
 
 	"github.com/toolgate/toolgate/internal/apitest"
 )

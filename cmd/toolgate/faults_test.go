@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-json-experiment/json"
 
 	"github.com/toolgate/toolgate/apptools"
 )
@@ -118,7 +119,7 @@ func TestFaultsKillUnderLoad(t *testing.T) {
 				t.Fatal(err)
 			}
 			var a answer
-			_ = json.NewDecoder(resp.Body).Decode(&a)
+			_ = json.UnmarshalRead(resp.Body, &a)
 			resp.Body.Close()
 			if a.Status == "done" || time.Now().After(deadline) {
 				break

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -16,6 +15,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/toolgate/toolgate/apptools"
 	"github.com/toolgate/toolgate/internal/apitest"
@@ -181,11 +183,13 @@ func (in *instance) kill() {
 }
 
 type answer struct {
-	Status  string          `json:"status"`
-	IsError bool            `json:"isError"`
-	Content string          `json:"content"`
-	Card    json.RawMessage `json:"card"`
-	Error   *struct{ Code string }
+	Status  string         `json:"status"`
+	IsError bool           `json:"isError"`
+	Content string         `json:"content"`
+	Card    jsontext.Value `json:"card"`
+	Error   *struct {
+		Code string `json:"code"`
+	} `json:"error"`
 }
 
 func (in *instance) post(t *testing.T, path, body string) (int, answer) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/go-json-experiment/json"
 )
 
 // TestQuickstart runs examples/quickstart.sh as a user does, on ports of
@@ -120,7 +121,10 @@ func TestQuickstart(t *testing.T) {
 	for _, path := range []string{"/toolgate/mcp/", "/toolgate/tool", "/nope"} {
 		status, body := get(path)
 		var e struct {
-			Error struct{ Code, Message string }
+			Error struct {
+				Code    string `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
 		}
 		if status != 404 || json.Unmarshal([]byte(body), &e) != nil || e.Error.Code != "not_found" || !strings.Contains(e.Error.Message, "/toolgate/tools") {
 			t.Errorf("GET %s: %d %s; want a JSON 404 that says where the endpoints are", path, status, body)
@@ -139,7 +143,9 @@ func TestQuickstart(t *testing.T) {
 			t.Fatalf("the example page: %d %.200s", status, body)
 		}
 		status, body := get("/app/page-token?thread=th_1")
-		var tok struct{ Token string }
+		var tok struct {
+			Token string `json:"token"`
+		}
 		if status != 200 || json.Unmarshal([]byte(body), &tok) != nil || tok.Token == "" {
 			t.Fatalf("a page token: %d %.200s", status, body)
 		}

@@ -16,7 +16,6 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -37,6 +36,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/toolgate/toolgate/apptools"
@@ -240,11 +241,20 @@ type saveRequest struct {
 	Tags  []string `json:"tags"`
 }
 
+// decodeBody reads a request's JSON body into v strictly: within maxBody,
+// and no member v has no field for, which it names.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	err := json.UnmarshalRead(http.MaxBytesReader(w, r.Body, maxBody), v, json.RejectUnknownMembers(true))
+	var se *json.SemanticError
+	if errors.Is(err, json.ErrUnknownName) && errors.As(err, &se) {
+		return fmt.Errorf("unknown field %q", se.JSONPointer.LastToken())
+	}
+	return err
+}
+
 func (a *app) save(w http.ResponseWriter, r *http.Request) {
 	var in saveRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
+	if err := decodeBody(w, r, &in); err != nil {
 		apptools.WriteError(w, http.StatusBadRequest, "invalid", "the body must be a JSON object {url, title, tags?}: "+err.Error())
 		return
 	}
@@ -436,9 +446,7 @@ const (
 // app would send the invitation here.
 func (a *app) share(w http.ResponseWriter, r *http.Request) {
 	var in shareRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
+	if err := decodeBody(w, r, &in); err != nil {
 		apptools.WriteError(w, http.StatusBadRequest, "invalid",
 			"the body must be a JSON object {id?, with: {email, note?}, permission?, expiresInDays?, notify?}: "+err.Error())
 		return
@@ -520,9 +528,7 @@ const maxComputerID = 64
 // has no one to ask, so it gets a domain error.
 func (a *app) askOpen(w http.ResponseWriter, r *http.Request) {
 	var in openRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
+	if err := decodeBody(w, r, &in); err != nil {
 		apptools.WriteError(w, http.StatusBadRequest, "invalid", "the body must be a JSON object {id?, computerId}: "+err.Error())
 		return
 	}
@@ -554,7 +560,7 @@ func (a *app) askOpen(w http.ResponseWriter, r *http.Request) {
 		Assignee:    &apptools.Assignee{ComputerID: in.ComputerID},
 		Elements: []apptools.Button{
 			{Type: "button", ID: "open", Label: "Open", Variant: "primary", Input: opened},
-			{Type: "button", ID: "later", Label: "Not now", Input: json.RawMessage(`{"content":"Not opened."}`)},
+			{Type: "button", ID: "later", Label: "Not now", Input: jsontext.Value(`{"content":"Not opened."}`)},
 		},
 	}
 	writeCard(w, r, card, "opening a bookmark on a device needs a person there to confirm")
@@ -614,7 +620,7 @@ func (a *app) askClear(w http.ResponseWriter, r *http.Request) {
 		Description: "This deletes " + list + ". It cannot be undone.",
 		Elements: []apptools.Button{
 			{Type: "button", ID: "delete", Label: "Delete all", Variant: "danger", Target: target},
-			{Type: "button", ID: "keep", Label: "Keep them", Input: json.RawMessage(`{"content":"Kept all bookmarks."}`)},
+			{Type: "button", ID: "keep", Label: "Keep them", Input: jsontext.Value(`{"content":"Kept all bookmarks."}`)},
 		},
 	}
 	writeCard(w, r, card, "clearing bookmarks needs a person to confirm")

@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/extension"
@@ -530,9 +531,7 @@ func decodeCard(t *testing.T, a answer) apptools.Card {
 		t.Fatalf("card answer: %d %q, body %s", a.status, a.contentType, a.body)
 	}
 	var c apptools.Card
-	dec := json.NewDecoder(strings.NewReader(a.body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
+	if err := json.Unmarshal([]byte(a.body), &c, json.RejectUnknownMembers(true)); err != nil {
 		t.Fatalf("card %s: %v", a.body, err)
 	}
 	return c
@@ -541,11 +540,11 @@ func decodeCard(t *testing.T, a answer) apptools.Card {
 // compactJSON is s without insignificant space, for comparing JSON texts.
 func compactJSON(t *testing.T, s []byte) string {
 	t.Helper()
-	var b bytes.Buffer
-	if err := json.Compact(&b, s); err != nil {
+	v := jsontext.Value(bytes.Clone(s))
+	if err := v.Compact(); err != nil {
 		t.Fatalf("%s: %v", s, err)
 	}
-	return b.String()
+	return string(v)
 }
 
 func TestClearAsksOnAThread(t *testing.T) {
@@ -711,25 +710,23 @@ func TestManifest(t *testing.T) {
 	}
 	var m struct {
 		Tools []struct {
-			Name        string          `json:"name"`
-			DisplayName string          `json:"displayName"`
-			Description string          `json:"description"`
-			InputSchema json.RawMessage `json:"input_schema"`
+			Name        string         `json:"name"`
+			DisplayName string         `json:"displayName"`
+			Description string         `json:"description"`
+			InputSchema jsontext.Value `json:"input_schema"`
 			Target      struct {
 				Type      string            `json:"type"`
 				Component string            `json:"component"`
 				Method    string            `json:"method"`
 				Path      string            `json:"path"`
 				Query     map[string]string `json:"query"`
-				Body      json.RawMessage   `json:"body"`
+				Body      jsontext.Value    `json:"body"`
 				Name      string            `json:"name"`
 			} `json:"target"`
 			Annotations map[string]bool `json:"annotations"`
 		} `json:"tools"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&m); err != nil {
+	if err := json.Unmarshal(data, &m, json.RejectUnknownMembers(true)); err != nil {
 		t.Fatal(err)
 	}
 	mux := newApp(testPublic, "bookmarks", apptools.NewVerifier("http://127.0.0.1:1/jwks", "toolgate", "bookmarks")).routes().(*http.ServeMux)
@@ -839,7 +836,12 @@ func TestPage(t *testing.T) {
 		if w.Code != 200 {
 			return w, nil
 		}
-		var got struct{ Token, User, Install, Thread string }
+		var got struct {
+			Token   string `json:"token"`
+			User    string `json:"user"`
+			Install string `json:"install"`
+			Thread  string `json:"thread"`
+		}
 		if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil {
 			t.Fatalf("page-token: %s", w.Body)
 		}
@@ -1215,7 +1217,9 @@ func TestOpenAsksTheDevice(t *testing.T) {
 			if c.Type != "action_required" || c.Title != tt.title || c.Description != tt.desc {
 				t.Errorf("card %q / %q, want %q / %q", c.Title, c.Description, tt.title, tt.desc)
 			}
-			var device struct{ ComputerID string }
+			var device struct {
+				ComputerID string `json:"computerId"`
+			}
 			json.Unmarshal([]byte(tt.body), &device)
 			if c.Assignee == nil || c.Assignee.ComputerID != device.ComputerID {
 				t.Errorf("assignee %+v, want %q", c.Assignee, device.ComputerID)

@@ -2,12 +2,12 @@ package main
 
 import (
 	_ "embed"
-	"encoding/json"
 	"html/template"
 	"net/http"
 	"regexp"
 	"time"
 
+	"github.com/go-json-experiment/json"
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/toolgate/toolgate/apptools"
@@ -101,7 +101,7 @@ func (a *app) pageRoutes(mux *http.ServeMux, pc pageConfig) {
 		}
 		w.Header().Set("Cache-Control", "no-store")
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]string{"token": tok, "user": user, "install": install, "thread": thread})
+		_ = json.MarshalWrite(w, map[string]string{"token": tok, "user": user, "install": install, "thread": thread})
 	})
 }
 

@@ -2,7 +2,6 @@ package apitest
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/go-json-experiment/json"
 )
 
 // A security review found that a tool's upstream could take over the

@@ -3,7 +3,6 @@ package apitest
 import (
 	"crypto/ed25519"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/golang-jwt/jwt/v5"
 )
 
@@ -115,10 +116,14 @@ func (c Client) JWKSKeys(t testing.TB) map[string]ed25519.PublicKey {
 	}
 	var set struct {
 		Keys []struct {
-			Kty, Crv, X, Kid, Alg string
+			Kty string `json:"kty"`
+			Crv string `json:"crv"`
+			X   string `json:"x"`
+			Kid string `json:"kid"`
+			Alg string `json:"alg"`
 		} `json:"keys"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&set); err != nil {
+	if err := json.UnmarshalRead(resp.Body, &set); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]ed25519.PublicKey{}
@@ -297,7 +302,7 @@ func (c Client) Call(t testing.TB, method, path, body string) (int, CardAnswer) 
 	var a CardAnswer
 	if err := json.Unmarshal(raw, &a.Answer); err != nil {
 		// "card" is an object here, which Answer's Card string cannot hold.
-		var loose map[string]json.RawMessage
+		var loose map[string]jsontext.Value
 		if json.Unmarshal(raw, &loose) != nil {
 			t.Fatalf("%s %s: not JSON: %s", method, path, raw)
 		}

@@ -2,7 +2,6 @@ package apitest
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"slices"
@@ -10,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-json-experiment/json"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/internal/jsonread"
 )
 
 // AnnotatedManifest is a tools.json with one tool, annotated, that has MCP
@@ -124,7 +126,7 @@ func ModelText(t testing.TB, res *mcp.CallToolResult) string {
 
 // Dump is v as JSON, for failure messages.
 func Dump(v any) string {
-	b, _ := json.Marshal(v)
+	b, _ := json.Marshal(v, jsonread.Legacy)
 	return string(b)
 }
 

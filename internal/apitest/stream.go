@@ -3,12 +3,13 @@ package apitest
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-json-experiment/json"
 
 	"github.com/toolgate/toolgate/internal/clienttools"
 )

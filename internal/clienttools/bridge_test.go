@@ -3,7 +3,6 @@ package clienttools
 import (
 	"bytes"
 	"context"
-	stdjson "encoding/json"
 	"strconv"
 
 	"errors"
@@ -19,6 +18,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/toolgate/toolgate/internal/clock"
+	"github.com/toolgate/toolgate/internal/jsonread/legacyjson"
 )
 
 // fakeClock replaces the bridge's timer and clock: a Run's timeout fires
@@ -647,15 +647,15 @@ func TestToolResult(t *testing.T) {
 	}
 }
 
-// toolResultV1 is ToolResult as it was written on encoding/json (stdjson:
+// toolResultV1 is ToolResult as it was written on encoding/json (legacyjson:
 // the reference the test holds ToolResult to).
 func toolResultV1(o Outcome) (content string, isError bool) {
 	var s string
-	if t := bytes.TrimLeft(o.Result, " \t\r\n"); len(t) > 0 && t[0] == '"' && stdjson.Unmarshal(o.Result, &s) == nil {
+	if t := bytes.TrimLeft(o.Result, " \t\r\n"); len(t) > 0 && t[0] == '"' && legacyjson.Unmarshal(o.Result, &s) == nil {
 		return s, false
 	}
 	var buf bytes.Buffer
-	if err := stdjson.Compact(&buf, o.Result); err != nil {
+	if err := legacyjson.Compact(&buf, o.Result); err != nil {
 		return "", true
 	}
 	return buf.String(), false

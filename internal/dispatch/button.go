@@ -1,12 +1,14 @@
 package dispatch
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
 
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/toolgate/toolgate/internal/jsonread"
 	"github.com/toolgate/toolgate/internal/refs"
 	"github.com/toolgate/toolgate/internal/result"
 )
@@ -20,7 +22,7 @@ import (
 // and reaches every address this machine reaches (its own admin API too).
 // So a button reaches no further than the component that wrote it: an app
 // target on owner, with ${input…} references only and no result mapping.
-func CompileButton(raw json.RawMessage, owner *Component) (*Target, error) {
+func CompileButton(raw jsontext.Value, owner *Component) (*Target, error) {
 	s, err := decodeButton(raw)
 	if err != nil {
 		return nil, err
@@ -32,7 +34,7 @@ func CompileButton(raw json.RawMessage, owner *Component) (*Target, error) {
 // a component that checks its card before answering it and does not know
 // the base URL the gateway has for it. owner is the component's name as
 // the gateway knows it; empty, the target may name any component.
-func CheckButton(raw json.RawMessage, owner string) error {
+func CheckButton(raw jsontext.Value, owner string) error {
 	s, err := decodeButton(raw)
 	if err != nil {
 		return err
@@ -46,15 +48,15 @@ func CheckButton(raw json.RawMessage, owner string) error {
 	return err
 }
 
-func decodeButton(raw json.RawMessage) (Spec, error) {
+func decodeButton(raw jsontext.Value) (Spec, error) {
 	var s Spec
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&s); err != nil {
-		return Spec{}, fmt.Errorf("target: %v", err)
-	}
-	if dec.More() {
+	// Read as encoding/json read it, unknown members refused.
+	err := jsonread.UnmarshalAnyCase(raw, &s, json.RejectUnknownMembers(true))
+	if errors.Is(err, jsonread.ErrTrailing) {
 		return Spec{}, errors.New("target: data after the object")
+	}
+	if err != nil {
+		return Spec{}, fmt.Errorf("target: %v", err)
 	}
 	return s, nil
 }

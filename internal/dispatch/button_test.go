@@ -2,11 +2,12 @@ package dispatch_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/result"
@@ -45,7 +46,7 @@ func TestCompileButton(t *testing.T) {
 		{"not an object", `"app"`, "target:"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			tgt, err := dispatch.CompileButton(json.RawMessage(c.target), owner)
+			tgt, err := dispatch.CompileButton(jsontext.Value(c.target), owner)
 			if c.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -72,7 +73,7 @@ func TestCompileButton(t *testing.T) {
 // and an escaped env reference stays literal text.
 func TestCompileButtonRequest(t *testing.T) {
 	owner := testComponents(t)["api"]
-	tgt, err := dispatch.CompileButton(json.RawMessage(`{"type":"app","component":"api","method":"POST","path":"/items/${input.id}","body":{"id":"${input.id}","note":"$${env.TOKEN}"}}`), owner)
+	tgt, err := dispatch.CompileButton(jsontext.Value(`{"type":"app","component":"api","method":"POST","path":"/items/${input.id}","body":{"id":"${input.id}","note":"$${env.TOKEN}"}}`), owner)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func TestCompileButtonRequest(t *testing.T) {
 }
 
 func TestCompileButtonWithoutOwner(t *testing.T) {
-	_, err := dispatch.CompileButton(json.RawMessage(`{"type":"app","component":"api","method":"GET","path":"/x"}`), nil)
+	_, err := dispatch.CompileButton(jsontext.Value(`{"type":"app","component":"api","method":"GET","path":"/x"}`), nil)
 	if !errors.Is(err, result.ErrCardNotFromApp) {
 		t.Errorf("err %v, want ErrCardNotFromApp", err)
 	}
@@ -113,7 +114,7 @@ func TestCheckButton(t *testing.T) {
 		{"relative path", `{"type":"app","component":"mail","method":"GET","path":"x"}`, "", "must start with /"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			err := dispatch.CheckButton(json.RawMessage(c.target), c.owner)
+			err := dispatch.CheckButton(jsontext.Value(c.target), c.owner)
 			if c.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)

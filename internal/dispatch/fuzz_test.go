@@ -3,12 +3,15 @@ package dispatch_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"net/url"
 	"strings"
 	"testing"
 
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/toolgate/toolgate/internal/dispatch"
+	"github.com/toolgate/toolgate/internal/jsonread"
 	"github.com/toolgate/toolgate/internal/mapping"
 	"github.com/toolgate/toolgate/internal/refs"
 )
@@ -45,9 +48,7 @@ func FuzzCompile(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, specJSON, inputJSON []byte) {
 		var s dispatch.Spec
-		dec := json.NewDecoder(bytes.NewReader(specJSON))
-		dec.DisallowUnknownFields()
-		if dec.Decode(&s) != nil {
+		if jsonread.UnmarshalAnyCase(specJSON, &s, json.RejectUnknownMembers(true)) != nil {
 			return
 		}
 
@@ -74,10 +75,8 @@ func FuzzCompile(f *testing.F) {
 		if tgt.Spec.Type == dispatch.TypeClient {
 			return
 		}
-		var input any
-		in := json.NewDecoder(bytes.NewReader(inputJSON))
-		in.UseNumber()
-		if in.Decode(&input) != nil {
+		input, err := jsonread.Value(jsontext.NewDecoder(bytes.NewReader(inputJSON), jsonread.Lenient))
+		if err != nil {
 			input = nil
 		}
 		req, err := tgt.Request(context.Background(), input)

@@ -6,7 +6,6 @@ package dispatch
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,6 +14,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/toolgate/toolgate/internal/refs"
@@ -52,7 +52,7 @@ type Spec struct {
 	// Body is the JSON body. Unset, no body is sent. A string that is
 	// exactly one reference takes the referenced value with its type, so
 	// "${input}" sends the whole input.
-	Body json.RawMessage `json:"body,omitempty"`
+	Body jsontext.Value `json:"body,omitempty"`
 
 	// Name is the client tool a client-tool target (type "kazzle") runs in the page.
 	Name string `json:"name,omitempty"`

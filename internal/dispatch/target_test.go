@@ -3,7 +3,6 @@ package dispatch_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -11,7 +10,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/toolgate/toolgate/internal/dispatch"
+	"github.com/toolgate/toolgate/internal/jsonread"
 	"github.com/toolgate/toolgate/internal/refs"
 )
 
@@ -38,13 +40,11 @@ func testComponents(t *testing.T) map[string]*dispatch.Component {
 }
 
 // decode decodes JSON the way the gateway decodes a call's input: numbers
-// stay json.Number.
+// stay jsonread.Number.
 func decode(t *testing.T, s string) any {
 	t.Helper()
-	dec := json.NewDecoder(strings.NewReader(s))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
+	v, err := jsonread.Value(jsontext.NewDecoder(strings.NewReader(s)))
+	if err != nil {
 		t.Fatalf("decoding %s: %v", s, err)
 	}
 	return v
@@ -94,7 +94,7 @@ func TestNewComponent(t *testing.T) {
 }
 
 func TestCompile(t *testing.T) {
-	body := func(s string) json.RawMessage { return json.RawMessage(s) }
+	body := func(s string) jsontext.Value { return jsontext.Value(s) }
 	tests := []struct {
 		name    string
 		spec    dispatch.Spec
@@ -271,7 +271,7 @@ func TestCompileComponentAndRefs(t *testing.T) {
 	}{
 		{
 			name:     "app",
-			spec:     dispatch.Spec{Type: "app", Component: "api", Method: "POST", Path: "/u/${input.id}", Query: map[string]string{"r": "${env.REGION}"}, Headers: map[string]string{"X-A": "${input.a}"}, Body: json.RawMessage(`"${input}"`)},
+			spec:     dispatch.Spec{Type: "app", Component: "api", Method: "POST", Path: "/u/${input.id}", Query: map[string]string{"r": "${env.REGION}"}, Headers: map[string]string{"X-A": "${input.a}"}, Body: jsontext.Value(`"${input}"`)},
 			wantComp: "api",
 			wantRefs: []string{"${input.id}", "${env.REGION}", "${input.a}", "${input}"},
 		},
@@ -570,7 +570,7 @@ func TestRequestBody(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			spec := dispatch.Spec{Type: "app", Component: "api", Method: tt.method, Path: "/x"}
 			if tt.body != "" {
-				spec.Body = json.RawMessage(tt.body)
+				spec.Body = jsontext.Value(tt.body)
 			}
 			req, err := mustCompile(t, spec).Request(context.Background(), decode(t, tt.input))
 			if err != nil {
@@ -616,10 +616,8 @@ func TestRequestBody(t *testing.T) {
 func jsonEqual(t *testing.T, a, b []byte) bool {
 	t.Helper()
 	dec := func(b []byte) any {
-		d := json.NewDecoder(bytes.NewReader(b))
-		d.UseNumber()
-		var v any
-		if err := d.Decode(&v); err != nil {
+		v, err := jsonread.Value(jsontext.NewDecoder(bytes.NewReader(b)))
+		if err != nil {
 			t.Fatalf("decoding %s: %v", b, err)
 		}
 		return v
@@ -644,9 +642,9 @@ func TestRequestMissing(t *testing.T) {
 		{name: "url query", spec: dispatch.Spec{Type: "url", Method: "GET", URL: "https://api.example.com/u?q=${input.q}"}, input: map[string]any{}, wantRef: "${input.q}"},
 		{name: "query map", spec: dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/u", Query: map[string]string{"q": "${input.q}"}}, input: map[string]any{}, wantRef: "${input.q}"},
 		{name: "header", spec: dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/u", Headers: map[string]string{"X-A": "${input.h}"}}, input: map[string]any{}, wantRef: "${input.h}"},
-		{name: "body single", spec: dispatch.Spec{Type: "app", Component: "api", Method: "POST", Path: "/u", Body: json.RawMessage(`{"a":"${input.a}"}`)}, input: map[string]any{}, wantRef: "${input.a}"},
-		{name: "body spliced", spec: dispatch.Spec{Type: "app", Component: "api", Method: "POST", Path: "/u", Body: json.RawMessage(`{"a":"x-${input.a}"}`)}, input: map[string]any{}, wantRef: "${input.a}"},
-		{name: "body in array", spec: dispatch.Spec{Type: "app", Component: "api", Method: "POST", Path: "/u", Body: json.RawMessage(`[1,["${input.a}"]]`)}, input: map[string]any{}, wantRef: "${input.a}"},
+		{name: "body single", spec: dispatch.Spec{Type: "app", Component: "api", Method: "POST", Path: "/u", Body: jsontext.Value(`{"a":"${input.a}"}`)}, input: map[string]any{}, wantRef: "${input.a}"},
+		{name: "body spliced", spec: dispatch.Spec{Type: "app", Component: "api", Method: "POST", Path: "/u", Body: jsontext.Value(`{"a":"x-${input.a}"}`)}, input: map[string]any{}, wantRef: "${input.a}"},
+		{name: "body in array", spec: dispatch.Spec{Type: "app", Component: "api", Method: "POST", Path: "/u", Body: jsontext.Value(`[1,["${input.a}"]]`)}, input: map[string]any{}, wantRef: "${input.a}"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -790,8 +788,8 @@ func TestRequestPathSegmentRule(t *testing.T) {
 		{"query and fragment characters", "a b?c#d", "a%20b%3Fc%23d"},
 		{"unicode", "grüße", "gr%C3%BC%C3%9Fe"},
 		{"one pass", "${env.TOKEN}", "$%7Benv.TOKEN%7D"},
-		{"big integer", json.Number("12345678901234567890"), "12345678901234567890"},
-		{"negative decimal", json.Number("-1.5e3"), "-1.5e3"},
+		{"big integer", jsonread.Number("12345678901234567890"), "12345678901234567890"},
+		{"negative decimal", jsonread.Number("-1.5e3"), "-1.5e3"},
 		{"bool", true, "true"},
 		{"null", nil, "null"},
 		{"object without a slash", map[string]any{"a": 1}, "%7B%22a%22:1%7D"},

@@ -9,6 +9,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/toolgate/toolgate/internal/dispatch"
+	"github.com/toolgate/toolgate/internal/jsonread"
 	"github.com/toolgate/toolgate/internal/manifest"
 )
 
@@ -83,7 +84,7 @@ func TestAllowInexactMessage(t *testing.T) {
 		Target:      dispatch.Spec{Type: "app", Component: "api", Method: "POST", Path: "/pay"},
 	})
 	tool, _ := gw.tools.Lookup("pay")
-	ok, err := gw.Allowed(tool, Call{Tool: "pay"}, map[string]any{"amount": schemaNumber("100.0000000000000001")})
+	ok, err := gw.Allowed(tool, Call{Tool: "pay"}, map[string]any{"amount": jsonread.Number("100.0000000000000001")})
 	if ok || err == nil {
 		t.Fatalf("Allowed = %v, %v; want a denial with an error", ok, err)
 	}

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bytes"
-	stdjson "encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/toolgate/toolgate/internal/jsonread/legacyjson"
 	"github.com/toolgate/toolgate/internal/result"
 )
 
@@ -28,11 +28,11 @@ func reflected(a *Answer) any {
 		}{a.CallID, a.Tool, a.Status, a.Result}
 	case StatusActionRequired:
 		return struct {
-			CallID string             `json:"callId"`
-			Tool   string             `json:"tool"`
-			Status string             `json:"status"`
-			Card   stdjson.RawMessage `json:"card"`
-		}{a.CallID, a.Tool, a.Status, stdjson.RawMessage(a.Card)}
+			CallID string                `json:"callId"`
+			Tool   string                `json:"tool"`
+			Status string                `json:"status"`
+			Card   legacyjson.RawMessage `json:"card"`
+		}{a.CallID, a.Tool, a.Status, legacyjson.RawMessage(a.Card)}
 	}
 	return struct {
 		CallID string `json:"callId"`
@@ -62,7 +62,7 @@ func TestAnswerJSON(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !stdjson.Valid(got) {
+			if !legacyjson.Valid(got) {
 				t.Fatalf("invalid JSON: %s", got)
 			}
 			if want, same := reflectedJSON(t, &c.a, got); !same {
@@ -80,15 +80,15 @@ func TestAnswerJSON(t *testing.T) {
 // whether got holds the same JSON value.
 func reflectedJSON(t *testing.T, a *Answer, got []byte) (want []byte, same bool) {
 	t.Helper()
-	want, err := stdjson.Marshal(reflected(a))
+	want, err := legacyjson.Marshal(reflected(a))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var g, w any
-	if err := stdjson.Unmarshal(got, &g); err != nil {
+	if err := legacyjson.Unmarshal(got, &g); err != nil {
 		t.Fatal(err)
 	}
-	if err := stdjson.Unmarshal(want, &w); err != nil {
+	if err := legacyjson.Unmarshal(want, &w); err != nil {
 		t.Fatal(err)
 	}
 	return want, reflect.DeepEqual(g, w)
@@ -111,10 +111,10 @@ func FuzzAnswerJSON(f *testing.F) {
 		a := Answer{CallID: callID, Tool: tool, Status: statuses[int(status)%len(statuses)],
 			Result: result.Result{Content: content, Markdown: markdown}, Card: card}
 		got := a.AppendJSON(nil)
-		if !stdjson.Valid(got) || (a.Status != StatusActionRequired && !utf8.Valid(got)) {
+		if !legacyjson.Valid(got) || (a.Status != StatusActionRequired && !utf8.Valid(got)) {
 			t.Fatalf("AppendJSON wrote invalid JSON: %q", got)
 		}
-		if !stdjson.Valid(a.Card) {
+		if !legacyjson.Valid(a.Card) {
 			a.Card = jsontext.Value("null")
 		}
 		if want, same := reflectedJSON(t, &a, got); !same {
@@ -213,7 +213,7 @@ func TestContextHeader(t *testing.T) {
 		if err := CheckOrigin(&o); err != nil {
 			t.Fatalf("CheckOrigin(%+v): %v", o, err)
 		}
-		want, err := stdjson.Marshal(o)
+		want, err := legacyjson.Marshal(o)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,9 +7,9 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
-	jsonv1 "github.com/go-json-experiment/json/v1"
 
 	"github.com/toolgate/toolgate/internal/dispatch"
+	"github.com/toolgate/toolgate/internal/jsonread"
 	"github.com/toolgate/toolgate/internal/ledger"
 	"github.com/toolgate/toolgate/internal/result"
 )
@@ -80,7 +80,7 @@ func checkCard(owner *dispatch.Component, body []byte) (jsontext.Value, error) {
 	if err := checkButtons(owner, card); err != nil {
 		return nil, err
 	}
-	return json.Marshal(card, jsonv1.DefaultOptionsV1())
+	return json.Marshal(card, jsonread.Legacy)
 }
 
 // checkButtons checks each button target of a card answered by owner.

@@ -2,9 +2,9 @@ package gateway
 
 import (
 	"bytes"
-	stdjson "encoding/json"
 	"testing"
 
+	"github.com/toolgate/toolgate/internal/jsonread/legacyjson"
 	"github.com/toolgate/toolgate/internal/result"
 )
 
@@ -21,7 +21,7 @@ func TestCheckCardWritesAsBefore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := stdjson.Marshal(card)
+	want, err := legacyjson.Marshal(card)
 	if err != nil {
 		t.Fatal(err)
 	}

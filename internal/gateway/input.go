@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bytes"
-	stdjson "encoding/json"
 	"errors"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -10,14 +9,9 @@ import (
 	"github.com/toolgate/toolgate/internal/ledger"
 )
 
-// schemaNumber is encoding/json's Number, the one type of encoding/json the
-// gateway keeps: the JSON Schema validator (santhosh-tekuri/jsonschema),
-// the references and the allow expressions read an exact number as one.
-type schemaNumber = stdjson.Number
-
 // decodeInput decodes a call's input into the values a JSON Schema
 // validator and the references read: map[string]any, []any, string, bool,
-// nil and schemaNumber, which keeps numbers exact. Absent or null is {}.
+// nil and jsonread.Number, which keeps numbers exact. Absent or null is {}.
 // A name repeated in an object is an error: which one the schema checked
 // would be anyone's guess.
 func decodeInput(raw []byte) (any, error) {
@@ -49,7 +43,7 @@ func readValue(d *jsontext.Decoder) (any, error) {
 	case '"':
 		return tok.String(), nil
 	case '0':
-		return schemaNumber(tok.String()), nil
+		return jsonread.Number(tok.String()), nil
 	case '{':
 		obj := map[string]any{}
 		for d.PeekKind() != '}' {

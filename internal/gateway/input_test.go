@@ -9,6 +9,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/toolgate/toolgate/internal/jsonread"
 	"github.com/toolgate/toolgate/internal/ledger"
 )
 
@@ -21,8 +22,8 @@ func TestDecodeInput(t *testing.T) {
 		{"absent", ``, map[string]any{}, ""},
 		{"null", ` null `, map[string]any{}, ""},
 		{"object", `{"a":"x","n":12345678901234567890123,"f":1.50,"b":true,"z":null,"l":[1,"2",{}]}`, map[string]any{
-			"a": "x", "n": schemaNumber("12345678901234567890123"), "f": schemaNumber("1.50"), "b": true, "z": nil,
-			"l": []any{schemaNumber("1"), "2", map[string]any{}},
+			"a": "x", "n": jsonread.Number("12345678901234567890123"), "f": jsonread.Number("1.50"), "b": true, "z": nil,
+			"l": []any{jsonread.Number("1"), "2", map[string]any{}},
 		}, ""},
 		{"escapes", `{"\u0069d":"a\"b\u00e9"}`, map[string]any{"id": "a\"bé"}, ""},
 		{"invalid UTF-8 mangled", "{\"s\":\"\xff\"}", map[string]any{"s": "\ufffd"}, ""},

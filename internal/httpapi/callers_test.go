@@ -3,7 +3,6 @@ package httpapi
 import (
 	"crypto/x509"
 	"encoding/base64"
-	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"net/http"
@@ -12,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/golang-jwt/jwt/v5"
 	"go.uber.org/zap"
 
@@ -109,7 +110,7 @@ func TestCallers(t *testing.T) {
 					t.Fatal(err)
 				}
 				var e apiError
-				_ = json.NewDecoder(resp.Body).Decode(&e)
+				_ = json.UnmarshalRead(resp.Body, &e)
 				resp.Body.Close()
 				if resp.StatusCode != 401 || e.Error.Code != c.code || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer ") {
 					t.Errorf("%s %s: %d %+v %q", method, path, resp.StatusCode, e, resp.Header.Get("WWW-Authenticate"))
@@ -132,7 +133,9 @@ func TestCallers(t *testing.T) {
 		if resp.StatusCode != 200 {
 			t.Fatalf("tools: %d %s", resp.StatusCode, body)
 		}
-		var list []struct{ Name string }
+		var list []struct {
+			Name string `json:"name"`
+		}
 		_ = json.Unmarshal([]byte(body), &list)
 		var out []string
 		for _, l := range list {
@@ -199,7 +202,7 @@ func TestCallersFromAnywhere(t *testing.T) {
 	}
 	s := startServer(t, options{
 		sources: []manifest.Source{{Name: "inline tools", Tools: []manifest.Tool{{
-			Name: "ping", Description: "d", InputSchema: json.RawMessage(`{"type":"object"}`),
+			Name: "ping", Description: "d", InputSchema: jsontext.Value(`{"type":"object"}`),
 			Target: dispatch.Spec{Type: "url", Method: "GET", URL: up.URL + "/ping"},
 		}}}},
 		ledger: "off",

@@ -1,10 +1,11 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-json-experiment/json"
 
 	"github.com/toolgate/toolgate/internal/apitest"
 	"github.com/toolgate/toolgate/internal/dispatch"
@@ -77,7 +78,9 @@ func TestCardOwnComponentStillWorks(t *testing.T) {
 	var paused struct {
 		Status string `json:"status"`
 		Card   struct {
-			Elements []struct{ ID string } `json:"elements"`
+			Elements []struct {
+				ID string `json:"id"`
+			} `json:"elements"`
 		} `json:"card"`
 	}
 	if err := json.Unmarshal(raw, &paused); status != 200 || err != nil || paused.Status != "action_required" || len(paused.Card.Elements) != 1 {

@@ -1,18 +1,18 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"sync"
 
-	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"go.uber.org/zap"
 
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/jsonread"
 	"github.com/toolgate/toolgate/internal/observe"
 	"github.com/toolgate/toolgate/internal/outbound"
 )
@@ -109,7 +109,7 @@ func putBuffer(bp *[]byte, b []byte) {
 // bodyOptions make request bodies strict: unknown and repeated members are
 // refused, names match exactly. Invalid UTF-8 becomes U+FFFD, as a page's
 // JSON.stringify may escape a lone surrogate.
-var bodyOptions = jsonv2.JoinOptions(jsonv2.RejectUnknownMembers(true), jsontext.AllowInvalidUTF8(true))
+var bodyOptions = json.JoinOptions(json.RejectUnknownMembers(true), jsontext.AllowInvalidUTF8(true))
 
 // decodeBody reads a strict JSON object body, sent as application/json,
 // within the request size limit; it writes the refusal itself and reports
@@ -121,10 +121,10 @@ func (a *API) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	}
 	body, bp, err := a.readBody(w, r)
 	if err == nil {
-		err = jsonv2.Unmarshal(body, v, bodyOptions)
+		err = json.Unmarshal(body, v, bodyOptions)
 	}
 	// Nothing decoded keeps body's bytes (v2 copies into jsontext.Value
-	// and json.RawMessage): the buffer can go back.
+	// and jsontext.Value): the buffer can go back.
 	putBuffer(bp, body)
 	switch {
 	case err == nil:
@@ -187,7 +187,7 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
+	b, err := json.Marshal(v, jsonread.Legacy)
 	if err != nil {
 		status, b = http.StatusInternalServerError, []byte(`{"error":{"code":"internal","message":"the answer could not be encoded"}}`)
 	}

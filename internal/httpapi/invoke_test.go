@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
 	"maps"
 	"net"
@@ -10,6 +9,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/toolgate/toolgate/internal/apitest"
 )
@@ -203,10 +205,10 @@ func TestToolsListAndJWKS(t *testing.T) {
 	resp.Body.Close()
 	body := string(raw)
 	var list []struct {
-		Name        string          `json:"name"`
-		DisplayName string          `json:"displayName"`
-		Description string          `json:"description"`
-		InputSchema json.RawMessage `json:"input_schema"`
+		Name        string         `json:"name"`
+		DisplayName string         `json:"displayName"`
+		Description string         `json:"description"`
+		InputSchema jsontext.Value `json:"input_schema"`
 	}
 	if err := json.Unmarshal([]byte(body), &list); err != nil {
 		t.Fatalf("tools: %v: %s", err, body)
@@ -249,8 +251,8 @@ func TestToolsListFormats(t *testing.T) {
 		resp, body := s.Get(t, s.URL+"/tools?format="+format)
 		return resp.StatusCode, body
 	}
-	save := func(body string, member func(map[string]json.RawMessage) map[string]json.RawMessage) map[string]json.RawMessage {
-		var list []map[string]json.RawMessage
+	save := func(body string, member func(map[string]jsontext.Value) map[string]jsontext.Value) map[string]jsontext.Value {
+		var list []map[string]jsontext.Value
 		if err := json.Unmarshal([]byte(body), &list); err != nil || len(list) != 16 {
 			t.Fatalf("%v, %d tools: %s", err, len(list), body)
 		}
@@ -262,11 +264,11 @@ func TestToolsListFormats(t *testing.T) {
 		t.Fatalf("no save in %s", body)
 		return nil
 	}
-	keys := func(m map[string]json.RawMessage) string {
+	keys := func(m map[string]jsontext.Value) string {
 		k := slices.Sorted(maps.Keys(m))
 		return strings.Join(k, ",")
 	}
-	self := func(m map[string]json.RawMessage) map[string]json.RawMessage { return m }
+	self := func(m map[string]jsontext.Value) map[string]jsontext.Value { return m }
 
 	status, body := get("anthropic")
 	a := save(body, self)
@@ -276,12 +278,12 @@ func TestToolsListFormats(t *testing.T) {
 	}
 
 	status, body = get("openai")
-	o := save(body, func(e map[string]json.RawMessage) map[string]json.RawMessage {
-		var fn map[string]json.RawMessage
+	o := save(body, func(e map[string]jsontext.Value) map[string]jsontext.Value {
+		var fn map[string]jsontext.Value
 		_ = json.Unmarshal(e["function"], &fn)
 		return fn
 	})
-	var fn map[string]json.RawMessage
+	var fn map[string]jsontext.Value
 	_ = json.Unmarshal(o["function"], &fn)
 	if status != 200 || keys(o) != "function,type" || string(o["type"]) != `"function"` ||
 		keys(fn) != "description,name,parameters" || !bytes.Contains(fn["parameters"], []byte(`"required":["id"]`)) {

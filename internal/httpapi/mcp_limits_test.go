@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/go-json-experiment/json"
 	"go.uber.org/zap"
 
 	"github.com/toolgate/toolgate/internal/apitest"

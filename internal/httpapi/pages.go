@@ -2,14 +2,16 @@ package httpapi
 
 import (
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/go-json-experiment/json"
+
 	"github.com/toolgate/toolgate/internal/clienttools"
+	"github.com/toolgate/toolgate/internal/jsonread"
 	"github.com/toolgate/toolgate/internal/observe"
 )
 
@@ -165,7 +167,7 @@ func (a *API) serveStream(w http.ResponseWriter, r *http.Request, p Principal) {
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	send := func(o clienttools.Offer) error {
-		data, err := json.Marshal(o)
+		data, err := json.Marshal(o, jsonread.Legacy)
 		if err != nil {
 			return err
 		}

@@ -1,12 +1,12 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-json-experiment/json"
 	"github.com/golang-jwt/jwt/v5"
 	"go.uber.org/zap"
 
@@ -153,7 +153,7 @@ func TestPageTokenInstall(t *testing.T) {
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Authorization", "Bearer "+caller)
 			if resp, err := s.client.Do(req); err == nil {
-				_ = json.NewDecoder(resp.Body).Decode(&a)
+				_ = json.UnmarshalRead(resp.Body, &a)
 				resp.Body.Close()
 			}
 		}()

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/golang-jwt/jwt/v5"
 	"go.uber.org/zap"
 
@@ -473,7 +474,7 @@ func TestClientJS(t *testing.T) {
 
 func TestPageContextEndpoint(t *testing.T) {
 	s := startPages(t)
-	post := func(body string) (int, map[string]json.RawMessage) {
+	post := func(body string) (int, map[string]jsontext.Value) {
 		t.Helper()
 		resp, err := s.client.Post(s.URL+"/page-context", "application/json", strings.NewReader(body))
 		if err != nil {
@@ -481,7 +482,7 @@ func TestPageContextEndpoint(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		raw, _ := io.ReadAll(resp.Body)
-		var m map[string]json.RawMessage
+		var m map[string]jsontext.Value
 		if err := json.Unmarshal(raw, &m); err != nil {
 			t.Fatalf("not JSON: %s", raw)
 		}

@@ -1,13 +1,15 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/toolgate/toolgate/internal/apitest"
 	"github.com/toolgate/toolgate/internal/dispatch"
@@ -28,7 +30,7 @@ func TestPathReferenceStaysInSegment(t *testing.T) {
 		fmt.Fprint(w, "reached "+r.URL.EscapedPath())
 	}))
 	t.Cleanup(upstream.Close)
-	schema := json.RawMessage(`{"type":"object","properties":{"id":{}},"required":["id"]}`)
+	schema := jsontext.Value(`{"type":"object","properties":{"id":{}},"required":["id"]}`)
 	s := startServer(t, options{
 		sources: []manifest.Source{{Name: "inline tools", Tools: []manifest.Tool{
 			{Name: "app_item", Description: "Get an item.", InputSchema: schema,

@@ -2,13 +2,14 @@ package httpapi
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/http"
 
+	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/jsonread"
 	"github.com/toolgate/toolgate/internal/manifest"
 	"github.com/toolgate/toolgate/internal/observe"
 	"github.com/toolgate/toolgate/internal/pagecontext"
@@ -79,24 +80,24 @@ const (
 var listFormats = map[string]listFormat{"": formatToolgate, "toolgate": formatToolgate, "openai": formatOpenAI, "anthropic": formatAnthropic}
 
 type listedTool struct {
-	Name        string          `json:"name"`
-	DisplayName string          `json:"displayName"`
-	Description string          `json:"description"`
-	InputSchema json.RawMessage `json:"input_schema"`
+	Name        string         `json:"name"`
+	DisplayName string         `json:"displayName"`
+	Description string         `json:"description"`
+	InputSchema jsontext.Value `json:"input_schema"`
 }
 
 type anthropicTool struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	InputSchema json.RawMessage `json:"input_schema"`
+	Name        string         `json:"name"`
+	Description string         `json:"description"`
+	InputSchema jsontext.Value `json:"input_schema"`
 }
 
 type openAITool struct {
 	Type     string `json:"type"`
 	Function struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		Parameters  json.RawMessage `json:"parameters"`
+		Name        string         `json:"name"`
+		Description string         `json:"description"`
+		Parameters  jsontext.Value `json:"parameters"`
 	} `json:"function"`
 }
 
@@ -108,11 +109,11 @@ func newToolList(gw *gateway.Gateway) (toolList, error) {
 	}
 	policies := false
 	for _, t := range tools {
-		var compact bytes.Buffer
-		if err := json.Compact(&compact, t.InputSchema); err != nil {
+		// Compact works in place: the schema is the manifest's.
+		schema := jsontext.Value(bytes.Clone(t.InputSchema))
+		if err := schema.Compact(); err != nil {
 			return toolList{}, fmt.Errorf("tool %q: input_schema: %w", t.Name, err)
 		}
-		schema := json.RawMessage(compact.Bytes())
 		fn := openAITool{Type: "function"}
 		fn.Function.Name, fn.Function.Description, fn.Function.Parameters = t.Name, t.Description, schema
 		for f, v := range [numFormats]any{
@@ -120,7 +121,7 @@ func newToolList(gw *gateway.Gateway) (toolList, error) {
 			formatOpenAI:    fn,
 			formatAnthropic: anthropicTool{t.Name, t.Description, schema},
 		} {
-			b, err := json.Marshal(v)
+			b, err := json.Marshal(v, jsonread.Legacy)
 			if err != nil {
 				return toolList{}, err
 			}

@@ -1,7 +1,6 @@
 package identity
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"sync"
@@ -9,6 +8,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/clock"
+	"github.com/toolgate/toolgate/internal/jsonread"
 )
 
 // cacheT0 is not on a second boundary, so iat truncation shows.
@@ -39,7 +39,7 @@ func mustToken(t *testing.T, iss *Issuer, user, install, aud string) string {
 // claimInt reads a numeric claim of a token's payload.
 func claimInt(t *testing.T, tok, name string) int64 {
 	t.Helper()
-	n, ok := tokenPart(t, tok, 1)[name].(json.Number)
+	n, ok := tokenPart(t, tok, 1)[name].(jsonread.Number)
 	if !ok {
 		t.Fatalf("claim %s is not a number", name)
 	}

@@ -9,7 +9,6 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/base64"
-	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"reflect"
@@ -18,9 +17,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/toolgate/toolgate/internal/clock"
+	"github.com/toolgate/toolgate/internal/jsonread"
 )
 
 // RFC 8037 appendix A: the example Ed25519 key and its RFC 7638 thumbprint.
@@ -76,11 +78,10 @@ func tokenPart(t *testing.T, tok string, i int) map[string]any {
 	if len(parts) != 3 {
 		t.Fatalf("token has %d parts, want 3", len(parts))
 	}
-	var m map[string]any
-	dec := json.NewDecoder(strings.NewReader(string(mustB64(t, parts[i]))))
-	dec.UseNumber()
-	if err := dec.Decode(&m); err != nil {
-		t.Fatalf("decoding token part %d: %v", i, err)
+	v, err := jsonread.Value(jsontext.NewDecoder(strings.NewReader(string(mustB64(t, parts[i])))))
+	m, ok := v.(map[string]any)
+	if err != nil || !ok {
+		t.Fatalf("decoding token part %d: %v, %T", i, err, v)
 	}
 	return m
 }
@@ -155,10 +156,10 @@ func TestToken(t *testing.T) {
 			if aud, ok := payload["aud"].(string); !ok || aud != tt.audience {
 				t.Errorf("payload aud = %#v, want the string %q", payload["aud"], tt.audience)
 			}
-			if _, ok := payload["iat"].(json.Number); !ok {
+			if _, ok := payload["iat"].(jsonread.Number); !ok {
 				t.Errorf("payload iat = %#v, want a number", payload["iat"])
 			}
-			if n, ok := payload["iat"].(json.Number); ok && n.String() != strconv.FormatInt(now.Unix(), 10) {
+			if n, ok := payload["iat"].(jsonread.Number); ok && n.String() != strconv.FormatInt(now.Unix(), 10) {
 				t.Errorf("payload iat = %s, want whole seconds %d", n, now.Unix())
 			}
 			if _, has := payload["install"]; has != (tt.install != "") {

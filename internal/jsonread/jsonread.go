@@ -1,6 +1,9 @@
 // Package jsonread reads one JSON value from bytes token by token, as the
 // hot path does for tool inputs and upstream answers, with decoders kept
-// in a pool between calls.
+// in a pool between calls. It also holds what reading and writing JSON as
+// encoding/json did takes on json (go-json-experiment): its Number type
+// behind one alias, and the option sets and reader for the readers and
+// outputs first written on it (docs/architecture.md, JSON).
 package jsonread
 
 import (

@@ -16,6 +16,7 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/toolgate/toolgate/internal/jsonread"
 	"github.com/toolgate/toolgate/internal/result"
 )
 
@@ -147,7 +148,7 @@ func Key(user, install, callID string) string {
 // it, which must stay equal for equal inputs (a repeat whose digest changed
 // would be refused as another call under the same call id):
 //
-//   - numbers stay as written (input holds inputNumber, each number's
+//   - numbers stay as written (input holds jsonread.Number, each number's
 //     text): RFC 8785 writes them as IEEE doubles, so 1.0 and 1 would
 //     match and, worse, 1234567890123456789 and 1234567890123456788;
 //   - <, >, &, U+2028 and U+2029 in strings are escaped (\u003c …), as
@@ -185,11 +186,9 @@ func RawInputDigest(raw []byte) (string, error) {
 }
 
 var (
-	// digestMarshal writes an inputNumber as the number it holds.
+	// digestMarshal writes a jsonread.Number as the number it holds.
 	digestMarshal = json.JoinOptions(
-		json.WithMarshalers(json.MarshalToFunc(func(enc *jsontext.Encoder, n inputNumber) error {
-			return enc.WriteValue(jsontext.Value(n))
-		})),
+		jsonread.Numbers,
 		// The text of an input that is not JSON, hashed as a string.
 		jsontext.AllowInvalidUTF8(true),
 	)

@@ -4,23 +4,23 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	stdjson "encoding/json"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/toolgate/toolgate/internal/jsonread/legacyjson"
 	"github.com/toolgate/toolgate/internal/result"
 )
 
-// reflectEncode is encoding/json (stdjson: the reference these tests hold
+// reflectEncode is encoding/json (legacyjson: the reference these tests hold
 // the ledger to) from the struct tags, HTML escaping off: how calls have
 // always been stored, which encodeCall keeps.
 func reflectEncode(t *testing.T, c *Call) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	enc := stdjson.NewEncoder(&buf)
+	enc := legacyjson.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(c); err != nil {
 		t.Fatal(err)
@@ -81,7 +81,7 @@ func TestEncodeCall(t *testing.T) {
 // oldInputDigest is InputDigest as it was before RFC 8785: the SHA-256 of
 // encoding/json's text of the input. Digests it made are in ledgers now.
 func oldInputDigest(input any) string {
-	b, _ := stdjson.Marshal(input)
+	b, _ := legacyjson.Marshal(input)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
@@ -89,7 +89,7 @@ func oldInputDigest(input any) string {
 // decodeInput decodes as the gateway does: json.Number for numbers.
 func decodeInput(t testing.TB, raw string) any {
 	t.Helper()
-	d := stdjson.NewDecoder(strings.NewReader(raw))
+	d := legacyjson.NewDecoder(strings.NewReader(raw))
 	d.UseNumber()
 	var v any
 	if err := d.Decode(&v); err != nil {
@@ -170,7 +170,7 @@ func FuzzInputDigest(f *testing.F) {
 	f.Add(`{"a":1.0,"b":["<&>",{"c":-0}],"é":"\u2028"}`)
 	f.Add(`[1e400,"\ud800",{"":null}]`)
 	f.Fuzz(func(t *testing.T, in string) {
-		d := stdjson.NewDecoder(strings.NewReader(in))
+		d := legacyjson.NewDecoder(strings.NewReader(in))
 		d.UseNumber()
 		var v any
 		if d.Decode(&v) != nil || d.More() {

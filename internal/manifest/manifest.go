@@ -6,7 +6,6 @@ package manifest
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,9 +14,12 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/toolgate/toolgate/internal/dispatch"
+	"github.com/toolgate/toolgate/internal/jsonread"
 	"github.com/toolgate/toolgate/internal/mapping"
 	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/refs"
@@ -32,11 +34,11 @@ type Tool struct {
 	// Description tells the model what the tool does and when to call it.
 	Description string `json:"description"`
 	// InputSchema is a JSON Schema (2020-12) whose top level is an object.
-	InputSchema json.RawMessage `json:"input_schema"`
+	InputSchema jsontext.Value `json:"input_schema"`
 	// Target is where a call goes.
 	Target dispatch.Spec `json:"target"`
 	// Annotations are hints for MCP clients.
-	Annotations *Annotations `json:"annotations,omitempty"`
+	Annotations *Annotations `json:"annotations,omitzero"`
 	// Allow is a policy expression (expr-lang) over {claims, user,
 	// install, tool, context, input}; unset, every caller may call.
 	Allow string `json:"allow,omitempty"`
@@ -122,23 +124,20 @@ func readLimited(path string) ([]byte, error) {
 	return data, nil
 }
 
-// Parse decodes a manifest document strictly.
+// Parse decodes a manifest document strictly: unknown members refused,
+// names matched as encoding/json matched them (jsonread.UnmarshalAnyCase).
 func Parse(data []byte) (File, error) {
 	var f File
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
-		if strings.Contains(err.Error(), "unknown field") {
+	if err := jsonread.UnmarshalAnyCase(data, &f, json.RejectUnknownMembers(true)); err != nil {
+		if errors.Is(err, jsonread.ErrTrailing) {
+			return File{}, errors.New("invalid JSON: trailing data after the document")
+		}
+		if errors.Is(err, json.ErrUnknownName) {
 			if named := unknownMember(data); named != nil {
 				return File{}, fmt.Errorf("invalid JSON: %w", named)
 			}
 		}
 		return File{}, fmt.Errorf("invalid JSON: %w", err)
-	}
-	// dec.More reports false before a stray '}' or ']', so read one more
-	// token: only the end of the input may follow the document.
-	if _, err := dec.Token(); err != io.EOF {
-		return File{}, errors.New("invalid JSON: trailing data after the document")
 	}
 	if f.Tools == nil {
 		return File{}, errors.New(`no "tools" array`)
@@ -250,7 +249,7 @@ func CompileTool(t Tool, components map[string]*dispatch.Component) (*Compiled, 
 	return c, nil
 }
 
-func compileSchema(name string, raw json.RawMessage) (map[string]any, *jsonschema.Schema, error) {
+func compileSchema(name string, raw jsontext.Value) (map[string]any, *jsonschema.Schema, error) {
 	if len(raw) == 0 {
 		return nil, nil, errors.New("input_schema is required")
 	}

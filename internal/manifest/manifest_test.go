@@ -1,7 +1,6 @@
 package manifest_test
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/toolgate/toolgate/internal/dispatch"
@@ -33,7 +34,7 @@ func validTool(name string) manifest.Tool {
 	return manifest.Tool{
 		Name:        name,
 		Description: "Search the user's notes.",
-		InputSchema: json.RawMessage(closedSchema),
+		InputSchema: jsontext.Value(closedSchema),
 		Target: dispatch.Spec{
 			Type: "app", Component: "notes", Method: "GET", Path: "/notes/search",
 			Query: map[string]string{"q": "${input.q}"},
@@ -201,7 +202,7 @@ func TestCompileErrors(t *testing.T) {
 	}
 
 	schema := func(s string) func(*manifest.Tool) {
-		return func(tl *manifest.Tool) { tl.InputSchema = json.RawMessage(s) }
+		return func(tl *manifest.Tool) { tl.InputSchema = jsontext.Value(s) }
 	}
 	target := func(s dispatch.Spec) func(*manifest.Tool) {
 		return func(tl *manifest.Tool) { tl.Target = s }
@@ -254,9 +255,9 @@ func TestCompileErrors(t *testing.T) {
 		{name: "undeclared property in path", change: target(dispatch.Spec{Type: "app", Component: "notes", Method: "GET", Path: "/notes/${input.id}"}), wantErr: "${input.id} can never resolve"},
 		{name: "undeclared property in query", change: target(dispatch.Spec{Type: "app", Component: "notes", Method: "GET", Path: "/notes", Query: map[string]string{"p": "${input.page}"}}), wantErr: "${input.page}"},
 		{name: "undeclared property in header", change: target(dispatch.Spec{Type: "url", Method: "GET", URL: "https://api.example.com/", Headers: map[string]string{"X-Lang": "${input.lang}"}}), wantErr: "${input.lang}"},
-		{name: "undeclared property in body", change: target(dispatch.Spec{Type: "app", Component: "notes", Method: "POST", Path: "/notes", Body: json.RawMessage(`{"q":"${input.q}","owner":{"id":"${input.owner.id}"}}`)}), wantErr: "${input.owner.id}"},
+		{name: "undeclared property in body", change: target(dispatch.Spec{Type: "app", Component: "notes", Method: "POST", Path: "/notes", Body: jsontext.Value(`{"q":"${input.q}","owner":{"id":"${input.owner.id}"}}`)}), wantErr: "${input.owner.id}"},
 		{name: "property no pattern admits", change: func(tl *manifest.Tool) {
-			tl.InputSchema = json.RawMessage(`{"type":"object","patternProperties":{"^q_[a-z]+$":{"type":"string"}},"additionalProperties":false}`)
+			tl.InputSchema = jsontext.Value(`{"type":"object","patternProperties":{"^q_[a-z]+$":{"type":"string"}},"additionalProperties":false}`)
 			tl.Target.Query = map[string]string{"q": "${input.other}"}
 		}, wantErr: "${input.other} can never resolve"},
 		{name: "undeclared property in url", change: target(dispatch.Spec{Type: "url", Method: "GET", URL: "https://api.example.com/s?q=${input.query}"}), wantErr: "${input.query}"},
@@ -367,29 +368,29 @@ func TestCompileValid(t *testing.T) {
 		{name: "name with digits, dash, underscore", change: func(tl *manifest.Tool) { tl.Name = "Get-Notes_v2" }},
 		{name: "one char name", change: func(tl *manifest.Tool) { tl.Name = "x" }},
 		{name: "open schema allows any property", change: func(tl *manifest.Tool) {
-			tl.InputSchema = json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}}}`)
+			tl.InputSchema = jsontext.Value(`{"type":"object","properties":{"q":{"type":"string"}}}`)
 			tl.Target.Path = "/notes/${input.anything}"
 		}},
 		{name: "additionalProperties true", change: func(tl *manifest.Tool) {
-			tl.InputSchema = json.RawMessage(`{"type":"object","additionalProperties":true}`)
+			tl.InputSchema = jsontext.Value(`{"type":"object","additionalProperties":true}`)
 			tl.Target.Path = "/notes/${input.anything}"
 		}},
 		{name: "whole input in a closed schema", change: func(tl *manifest.Tool) {
-			tl.Target = dispatch.Spec{Type: "app", Component: "notes", Method: "POST", Path: "/notes", Body: json.RawMessage(`"${input}"`)}
+			tl.Target = dispatch.Spec{Type: "app", Component: "notes", Method: "POST", Path: "/notes", Body: jsontext.Value(`"${input}"`)}
 		}},
 		{name: "nested reference to a declared property", change: func(tl *manifest.Tool) {
-			tl.InputSchema = json.RawMessage(`{"type":"object","properties":{"owner":{"type":"object","properties":{"id":{"type":"string"}}}},"additionalProperties":false}`)
+			tl.InputSchema = jsontext.Value(`{"type":"object","properties":{"owner":{"type":"object","properties":{"id":{"type":"string"}}}},"additionalProperties":false}`)
 			tl.Target.Query = map[string]string{"owner": "${input.owner.id}"}
 		}},
 		{name: "patternProperties admits the reference", change: func(tl *manifest.Tool) {
-			tl.InputSchema = json.RawMessage(`{"type":"object","patternProperties":{"^q_[a-z]+$":{"type":"string"}},"additionalProperties":false}`)
+			tl.InputSchema = jsontext.Value(`{"type":"object","patternProperties":{"^q_[a-z]+$":{"type":"string"}},"additionalProperties":false}`)
 			tl.Target.Query = map[string]string{"q": "${input.q_main}"}
 		}},
 		{name: "local ref", change: func(tl *manifest.Tool) {
-			tl.InputSchema = json.RawMessage(`{"type":"object","$defs":{"q":{"type":"string"}},"properties":{"q":{"$ref":"#/$defs/q"}},"additionalProperties":false}`)
+			tl.InputSchema = jsontext.Value(`{"type":"object","$defs":{"q":{"type":"string"}},"properties":{"q":{"$ref":"#/$defs/q"}},"additionalProperties":false}`)
 		}},
 		{name: "2020-12 $schema", change: func(tl *manifest.Tool) {
-			tl.InputSchema = json.RawMessage(`{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{"q":{"type":"string"}},"additionalProperties":false}`)
+			tl.InputSchema = jsontext.Value(`{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{"q":{"type":"string"}},"additionalProperties":false}`)
 		}},
 		{name: "env declared", change: func(tl *manifest.Tool) { tl.Target.Headers = map[string]string{"X-Key": "${env.API_KEY}"} }},
 		{name: "url target", change: func(tl *manifest.Tool) {
@@ -527,8 +528,8 @@ const personSchema = `{
 
 func TestValidateInput(t *testing.T) {
 	tl := validTool("person")
-	tl.InputSchema = json.RawMessage(personSchema)
-	tl.Target = dispatch.Spec{Type: "app", Component: "notes", Method: "POST", Path: "/people", Body: json.RawMessage(`"${input}"`)}
+	tl.InputSchema = jsontext.Value(personSchema)
+	tl.Target = dispatch.Spec{Type: "app", Component: "notes", Method: "POST", Path: "/people", Body: jsontext.Value(`"${input}"`)}
 	c, err := manifest.CompileTool(tl, testComponents(t))
 	if err != nil {
 		t.Fatal(err)
@@ -622,7 +623,7 @@ func hasProblem(problems []string, path string, reasons []string) bool {
 // z.string().email() and .url() export it.
 func TestValidateInputFormat(t *testing.T) {
 	tl := validTool("contact")
-	tl.InputSchema = json.RawMessage(`{"type":"object","properties":{"email":{"type":"string","format":"email"},"site":{"type":"string","format":"uri"}},"additionalProperties":false}`)
+	tl.InputSchema = jsontext.Value(`{"type":"object","properties":{"email":{"type":"string","format":"email"},"site":{"type":"string","format":"uri"}},"additionalProperties":false}`)
 	tl.Target = dispatch.Spec{Type: "kazzle", Name: "contact"}
 	c, err := manifest.CompileTool(tl, testComponents(t))
 	if err != nil {

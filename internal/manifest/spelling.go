@@ -1,13 +1,16 @@
 package manifest
 
 import (
-	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
 	"strings"
 
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/toolgate/toolgate/internal/dispatch"
+	"github.com/toolgate/toolgate/internal/jsonread"
 )
 
 // respellings are the spellings other tool formats use for a member a
@@ -27,14 +30,14 @@ var respellings = map[string]string{
 // (the refusal was elsewhere: the top level).
 func unknownMember(data []byte) error {
 	var doc struct {
-		Tools []map[string]json.RawMessage `json:"tools"`
+		Tools []map[string]jsontext.Value `json:"tools"`
 	}
-	if json.Unmarshal(data, &doc) != nil {
+	if jsonread.UnmarshalAnyCase(data, &doc) != nil {
 		return nil
 	}
 	for i, t := range doc.Tools {
 		var name string
-		_ = json.Unmarshal(t["name"], &name)
+		_ = json.Unmarshal(t["name"], &name, jsonread.Lenient)
 		where := fmt.Sprintf("tool %q (tools[%d])", name, i)
 		if k := unknownKey(t, reflect.TypeFor[Tool]()); k != "" {
 			if right, ok := respellings[k]; ok {
@@ -46,8 +49,8 @@ func unknownMember(data []byte) error {
 			member string
 			typ    reflect.Type
 		}{{"target", reflect.TypeFor[dispatch.Spec]()}, {"annotations", reflect.TypeFor[Annotations]()}} {
-			var m map[string]json.RawMessage
-			if json.Unmarshal(t[nested.member], &m) != nil {
+			var m map[string]jsontext.Value
+			if json.Unmarshal(t[nested.member], &m, jsonread.Lenient) != nil {
 				continue
 			}
 			if k := unknownKey(m, nested.typ); k != "" {
@@ -59,7 +62,7 @@ func unknownMember(data []byte) error {
 }
 
 // unknownKey is the first key of m, in order, that typ has no member for.
-func unknownKey(m map[string]json.RawMessage, typ reflect.Type) string {
+func unknownKey(m map[string]jsontext.Value, typ reflect.Type) string {
 	known := jsonNames(typ)
 	keys := make([]string, 0, len(m))
 	for k := range m {

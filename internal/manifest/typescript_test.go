@@ -192,7 +192,7 @@ func TestReadFileTypeScriptErrors(t *testing.T) {
 		{
 			name: "output that is not a manifest",
 			body: `echo 'compiled 1 tool'`,
-			want: `invalid JSON: invalid character 'c' looking for beginning of value`,
+			want: `invalid JSON: jsontext: invalid character 'c' at start of value`,
 		},
 		{
 			name: "two documents",

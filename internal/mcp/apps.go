@@ -1,18 +1,19 @@
 package mcp
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/jsonread"
 	"github.com/toolgate/toolgate/internal/manifest"
 	"github.com/toolgate/toolgate/internal/result"
 	"github.com/toolgate/toolgate/internal/web"
@@ -72,7 +73,7 @@ func cardAnswerTool() *sdk.Tool {
 		Name:        manifest.CardAnswerTool,
 		Title:       "Answer a card",
 		Description: "Answers an action-required card shown in toolgate's view: presses one of its buttons, or skips or cancels it. Only the view can call it: it needs the card's state, which the view holds.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"state":{"type":"string"},"button":{"type":"string"},"action":{"enum":["skip","cancel"]}},"required":["state"],"additionalProperties":false}`),
+		InputSchema: jsontext.Value(`{"type":"object","properties":{"state":{"type":"string"},"button":{"type":"string"},"action":{"enum":["skip","cancel"]}},"required":["state"],"additionalProperties":false}`),
 		Meta:        sdk.Meta{"ui": map[string]any{"resourceUri": web.MCPAppURI, "visibility": []string{"app"}}},
 	}
 }
@@ -132,7 +133,7 @@ func (s *Server) readView(context.Context, *sdk.ReadResourceRequest) (*sdk.ReadR
 // what <toolgate-card> renders.
 func viewResult(ans *gateway.Answer) *sdk.CallToolResult {
 	out := toolResult(ans.Result, false)
-	out.StructuredContent = json.RawMessage(ans.AppendJSON(nil))
+	out.StructuredContent = jsontext.Value(ans.AppendJSON(nil))
 	return out
 }
 
@@ -151,7 +152,7 @@ func (s *Server) viewCard(ans *gateway.Answer, c Caller) (*sdk.CallToolResult, e
 	return &sdk.CallToolResult{
 		Content: []sdk.Content{&sdk.TextContent{Text: "Call " + ans.CallID + " waits for a person to answer the card " +
 			strconv.Quote(title) + " shown with this result; its answer comes back in the view, not here."}},
-		StructuredContent: json.RawMessage(ans.AppendJSON(nil)),
+		StructuredContent: jsontext.Value(ans.AppendJSON(nil)),
 		Meta:              sdk.Meta{MetaState: raw},
 	}, nil
 }
@@ -164,11 +165,10 @@ type cardAnswerArgs struct {
 	Action string `json:"action,omitempty"`
 }
 
-func parseCardAnswer(raw json.RawMessage) (cardAnswerArgs, error) {
+func parseCardAnswer(raw jsontext.Value) (cardAnswerArgs, error) {
 	var a cardAnswerArgs
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&a); err != nil {
+	// Read as encoding/json read it, unknown members refused.
+	if err := jsonread.UnmarshalAnyCase(raw, &a, json.RejectUnknownMembers(true)); err != nil {
 		return a, fmt.Errorf("the arguments are not {state, button | action}: %v", err)
 	}
 	switch {
@@ -196,7 +196,7 @@ func (s *Server) answerCard(ctx context.Context, req *sdk.CallToolRequest) (*sdk
 	if err != nil {
 		return nil, err
 	}
-	args, err := parseCardAnswer(p.Arguments)
+	args, err := parseCardAnswer(jsontext.Value(p.Arguments))
 	if err != nil {
 		return errorResult("the card's answer was refused: " + err.Error()), nil
 	}

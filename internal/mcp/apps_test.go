@@ -2,7 +2,6 @@ package mcp
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -14,12 +13,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/internal/clock"
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/identity"
+	"github.com/toolgate/toolgate/internal/jsonread"
 	"github.com/toolgate/toolgate/internal/ledger"
 	"github.com/toolgate/toolgate/internal/manifest"
 	"github.com/toolgate/toolgate/internal/outbound"
@@ -98,7 +100,7 @@ func newAppsRig(t testing.TB) *appsRig {
 	}
 	off := false
 	app := func(name, comp, path string) manifest.Tool {
-		return manifest.Tool{Name: name, Description: name + ".", InputSchema: json.RawMessage(`{"type":"object"}`),
+		return manifest.Tool{Name: name, Description: name + ".", InputSchema: jsontext.Value(`{"type":"object"}`),
 			Target: dispatch.Spec{Type: "app", Component: comp, Method: "GET", Path: path}}
 	}
 	quiet := app("quiet", "api", "/embed")
@@ -106,7 +108,7 @@ func newAppsRig(t testing.TB) *appsRig {
 	tools, err := manifest.Compile([]manifest.Source{{Name: "test", Tools: []manifest.Tool{
 		app("show", "api", "/md"), app("embed", "api", "/embed"), app("card", "api", "/card"), quiet,
 		app("other", "other", "/x"), app("sock", "sock", "/x"),
-		{Name: "ext", Description: "ext.", InputSchema: json.RawMessage(`{"type":"object"}`),
+		{Name: "ext", Description: "ext.", InputSchema: jsontext.Value(`{"type":"object"}`),
 			Target: dispatch.Spec{Type: "url", Method: "GET", URL: up.URL + "/embed"}},
 	}}}, comps)
 	if err != nil {
@@ -173,7 +175,7 @@ func callTool(t testing.TB, cs *sdk.ClientSession, name string, args any, meta s
 }
 
 func dump(v any) string {
-	b, _ := json.Marshal(v)
+	b, _ := json.Marshal(v, jsonread.Legacy)
 	return string(b)
 }
 

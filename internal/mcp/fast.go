@@ -3,7 +3,6 @@ package mcp
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"mime"
@@ -11,7 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
+	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -41,7 +42,7 @@ const maxFastDepth = 64
 type fastCall struct {
 	id   jsonrpc.ID
 	name string
-	args json.RawMessage
+	args jsontext.Value
 	// meta is _meta as the SDK decodes it, but for the members the
 	// sessionless revision defines (the SDK's MetaKey constants), which
 	// callTool does not read: they are kept as they came, for capsCache;
@@ -71,7 +72,7 @@ func (s *Server) serveFast(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	req := &sdk.CallToolRequest{
-		Params: &sdk.CallToolParamsRaw{Meta: fc.meta, Name: fc.name, Arguments: fc.args},
+		Params: &sdk.CallToolParamsRaw{Meta: fc.meta, Name: fc.name, Arguments: []byte(fc.args)},
 		Extra:  &sdk.RequestExtra{TokenInfo: auth.TokenInfoFromContext(r.Context()), Header: r.Header},
 	}
 	// As in the SDK's stateless path, the call outlives a client that
@@ -214,11 +215,11 @@ func (c *capsCache) sessionless(version, rawCaps, info []byte, hasInfo bool) (*s
 }
 
 // decodeCaps has the SDK decode the client's capabilities and info.
-func decodeCaps(rawCaps, info json.RawMessage, hasInfo bool) capsEntry {
+func decodeCaps(rawCaps, info jsontext.Value, hasInfo bool) capsEntry {
 	meta := sdk.Meta{}
-	for k, raw := range map[string]json.RawMessage{sdk.MetaKeyClientCapabilities: rawCaps, sdk.MetaKeyClientInfo: info} {
+	for k, raw := range map[string]jsontext.Value{sdk.MetaKeyClientCapabilities: rawCaps, sdk.MetaKeyClientInfo: info} {
 		var v any
-		if raw != nil && json.Unmarshal(raw, &v) != nil {
+		if raw != nil && jsonread.UnmarshalAnyCase(raw, &v) != nil {
 			return capsEntry{}
 		}
 		if raw != nil {
@@ -322,7 +323,7 @@ func readMeta(dec *jsontext.Decoder, body []byte, fc *fastCall) error {
 		var x any
 		if plainString(v) {
 			x = string(v[1 : len(v)-1])
-		} else if err := json.Unmarshal(v, &x); err != nil {
+		} else if err := jsonread.UnmarshalAnyCase(v, &x); err != nil {
 			return err
 		}
 		fc.meta[string(name)] = x
@@ -402,7 +403,7 @@ func nestsWithin(v []byte, depth int) bool {
 
 // decodeID takes an integer the SDK's float64 holds exactly, or a string
 // without escapes or control characters, which encodes back as it came.
-func decodeID(raw json.RawMessage) (jsonrpc.ID, bool) {
+func decodeID(raw jsontext.Value) (jsonrpc.ID, bool) {
 	if plainString(raw) {
 		id, err := jsonrpc.MakeID(string(raw[1 : len(raw)-1]))
 		return id, err == nil
@@ -431,7 +432,7 @@ func decodeID(raw json.RawMessage) (jsonrpc.ID, bool) {
 // plainString reports whether raw is a JSON string of printable ASCII
 // without escapes: one every decoder reads, and every encoder writes, the
 // same.
-func plainString(raw json.RawMessage) bool {
+func plainString(raw jsontext.Value) bool {
 	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
 		return false
 	}
@@ -443,7 +444,7 @@ func plainString(raw json.RawMessage) bool {
 	return true
 }
 
-func isObject(raw json.RawMessage) bool { return len(raw) > 0 && raw[0] == '{' }
+func isObject(raw jsontext.Value) bool { return len(raw) > 0 && raw[0] == '{' }
 
 // hasSurrogateEscape reports a \uD800-\uDFFF escape, which decoders may
 // read differently when it is unpaired.
@@ -645,19 +646,43 @@ func appendID(buf []byte, id jsonrpc.ID) ([]byte, bool) {
 // appendString appends s as a JSON string, as encoding/json writes it in
 // the SDK's MarshalJSON (HTML characters escaped). Text of printable ASCII
 // that needs no escape, the common case, is copied; any other goes
-// through encoding/json itself.
+// through json with encoding/json's escapes (jsonread.Legacy), and each
+// byte of invalid UTF-8 is \ufffd, as encoding/json wrote it, where json
+// would write U+FFFD itself.
 func appendString(buf []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, err := json.Marshal(s)
-			if err != nil {
-				panic(err) // a Go string always marshals
-			}
-			return append(buf, q...)
+			return appendEscaped(buf, s)
 		}
 	}
 	buf = append(buf, '"')
 	buf = append(buf, s...)
+	return append(buf, '"')
+}
+
+func appendEscaped(buf []byte, s string) []byte {
+	buf = append(buf, '"')
+	for len(s) > 0 {
+		n := 0
+		for n < len(s) {
+			r, size := utf8.DecodeRuneInString(s[n:])
+			if r == utf8.RuneError && size == 1 {
+				break
+			}
+			n += size
+		}
+		if n == 0 {
+			buf = append(buf, `\ufffd`...)
+			s = s[1:]
+			continue
+		}
+		q, err := json.Marshal(s[:n], jsonread.Legacy)
+		if err != nil {
+			panic(err) // valid UTF-8 always marshals
+		}
+		buf = append(buf, q[1:len(q)-1]...)
+		s = s[n:]
+	}
 	return append(buf, '"')
 }
 
@@ -693,15 +718,11 @@ func errorStatus(err error) int {
 }
 
 // marshalNoEscape marshals v as the SDK's JSON-RPC layer does: without
-// HTML escaping, without the encoder's newline.
-func marshalNoEscape(v any) (json.RawMessage, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+// HTML escaping, without the encoder's newline, and what a MarshalJSON
+// method wrote compacted but with its strings as they were (the SDK's
+// types escape HTML themselves).
+func marshalNoEscape(v any) (jsontext.Value, error) {
+	return json.Marshal(v, jsontext.PreserveRawStrings(true), jsonread.Lenient)
 }
 
 // SDKOnly sends every request to the SDK (on) or lets the fast path take

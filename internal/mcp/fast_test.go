@@ -2,14 +2,13 @@ package mcp
 
 import (
 	"bytes"
-	"encoding/json"
 	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
-
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -38,8 +37,8 @@ func FuzzDecodeCall(f *testing.F) {
 			t.Fatalf("the SDK reads %#v, decodeCall id %v", msg, fc.id)
 		}
 		var p struct {
-			Name      string          `json:"name"`
-			Arguments json.RawMessage `json:"arguments"`
+			Name      string         `json:"name"`
+			Arguments jsontext.Value `json:"arguments"`
 		}
 		if err := json.Unmarshal(req.Params, &p); err != nil || p.Name != fc.name || string(p.Arguments) != string(fc.args) {
 			t.Fatalf("params %s: the SDK's name %q arguments %s, decodeCall's %q %s", req.Params, p.Name, p.Arguments, fc.name, fc.args)
@@ -55,7 +54,7 @@ func FuzzAppendEvent(f *testing.F) {
 	f.Add("a<b>&\"\\\n\t\x00\x7f é \u2028\u2029 \xff", "**md** <i>", "https://x/e?a=1&b=2", true, int64(-42))
 	f.Add("", "", "", false, int64(0))
 	s := &Server{impl: &sdk.Implementation{Name: "toolgate", Version: "v<1>&"}}
-	s.implMeta, _ = json.Marshal(sdk.Meta{sdk.MetaKeyServerInfo: s.impl})
+	s.implMeta, _ = json.Marshal(sdk.Meta{sdk.MetaKeyServerInfo: s.impl}, jsonread.Legacy)
 	f.Fuzz(func(t *testing.T, text, markdown, embed string, isError bool, n int64) {
 		for _, id := range []any{float64(n % 1e15), "id-" + strconv.FormatInt(n, 36)} {
 			jid, err := jsonrpc.MakeID(id)
@@ -124,9 +123,9 @@ func FuzzDecodeCallMaps(f *testing.F) {
 type mapsCall struct {
 	id      jsonrpc.ID
 	name    string
-	args    json.RawMessage
+	args    jsontext.Value
 	meta    sdk.Meta
-	rawMeta map[string]json.RawMessage
+	rawMeta map[string]jsontext.Value
 }
 
 // decodeCallMaps is the fast path's first decoder, kept to check the one
@@ -136,7 +135,7 @@ func decodeCallMaps(body []byte) (mapsCall, bool) {
 	if hasSurrogateEscape(body) || !strictJSON(body) {
 		return fc, false
 	}
-	var top map[string]json.RawMessage
+	var top map[string]jsontext.Value
 	if json.Unmarshal(body, &top) != nil || len(top) != 4 ||
 		string(top["jsonrpc"]) != `"2.0"` || string(top["method"]) != `"tools/call"` {
 		return fc, false
@@ -145,7 +144,7 @@ func decodeCallMaps(body []byte) (mapsCall, bool) {
 	if !ok {
 		return fc, false
 	}
-	var params map[string]json.RawMessage
+	var params map[string]jsontext.Value
 	if !isObject(top["params"]) || json.Unmarshal(top["params"], &params) != nil {
 		return fc, false
 	}

@@ -1,11 +1,11 @@
 package mcp
 
 import (
-	"encoding/json"
 	"errors"
 	"testing"
 	"time"
 
+	"github.com/go-json-experiment/json"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 

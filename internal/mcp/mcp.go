@@ -10,7 +10,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -18,6 +17,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/clock"
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/jsonread"
 	"github.com/toolgate/toolgate/internal/manifest"
 	"github.com/toolgate/toolgate/internal/observe"
 	"github.com/toolgate/toolgate/internal/result"
@@ -154,7 +156,7 @@ func New(gw *gateway.Gateway, opts Options) *Server {
 		version = "dev"
 	}
 	s.impl = &sdk.Implementation{Name: "toolgate", Version: version}
-	s.implMeta, _ = json.Marshal(sdk.Meta{sdk.MetaKeyServerInfo: s.impl})
+	s.implMeta, _ = json.Marshal(sdk.Meta{sdk.MetaKeyServerInfo: s.impl}, jsonread.Legacy)
 	s.maxBody = opts.MaxRequestSize
 	if s.maxBody == 0 {
 		s.maxBody = sdk.DefaultMaxRequestBodyBytes
@@ -174,7 +176,7 @@ func New(gw *gateway.Gateway, opts Options) *Server {
 			Name:        t.Name,
 			Title:       t.DisplayName,
 			Description: t.Description,
-			InputSchema: json.RawMessage(t.InputSchema),
+			InputSchema: jsontext.Value(t.InputSchema),
 		}
 		if a := t.Annotations; a != nil {
 			tool.Annotations = &sdk.ToolAnnotations{
@@ -258,8 +260,8 @@ func (s *Server) caller(extra *sdk.RequestExtra, meta sdk.Meta) (Caller, error) 
 		var isPlain bool
 		if c.Identity, isPlain = plainIdentity(raw); !isPlain {
 			c.Identity = gateway.Identity{}
-			b, _ := json.Marshal(raw)
-			if err := json.Unmarshal(b, &c.Identity); err != nil {
+			b, _ := json.Marshal(raw, jsonread.Legacy)
+			if err := jsonread.UnmarshalAnyCase(b, &c.Identity); err != nil {
 				return Caller{}, invalidMeta(MetaIdentity, `the identity must be {"user", "install"} strings`)
 			}
 		}

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -281,7 +281,7 @@ func (s *Server) initializeWithoutElicitation(r *http.Request) bool {
 			Capabilities map[string]jsontext.Value `json:"capabilities"`
 		} `json:"params"`
 	}
-	if jsonv2.Unmarshal(body, &msg) != nil || msg.Method != "initialize" || msg.Params.Capabilities == nil {
+	if json.Unmarshal(body, &msg) != nil || msg.Method != "initialize" || msg.Params.Capabilities == nil {
 		return false
 	}
 	_, elicitation := msg.Params.Capabilities["elicitation"]

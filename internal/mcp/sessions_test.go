@@ -2,7 +2,6 @@ package mcp
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 
 	"github.com/toolgate/toolgate/internal/dispatch"
@@ -42,7 +42,7 @@ func newSessionRig(t testing.TB, opts Options) *sessionRig {
 		t.Fatal(err)
 	}
 	tools, err := manifest.Compile([]manifest.Source{{Name: "test", Tools: []manifest.Tool{{
-		Name: "save", Description: "Save.", InputSchema: json.RawMessage(`{"type":"object"}`),
+		Name: "save", Description: "Save.", InputSchema: jsontext.Value(`{"type":"object"}`),
 		Target: dispatch.Spec{Type: "app", Component: "api", Method: "POST", Path: "/save"},
 	}}}}, map[string]*dispatch.Component{"api": comp})
 	if err != nil {
@@ -388,7 +388,7 @@ func TestSessionAnswerFraming(t *testing.T) {
 			framed := func(w *httptest.ResponseRecorder) bool {
 				body := w.Body.String()
 				if c.contentType == "application/json" {
-					return json.Valid([]byte(body)) && strings.HasPrefix(body, `{"jsonrpc":"2.0"`)
+					return jsontext.Value(body).IsValid() && strings.HasPrefix(body, `{"jsonrpc":"2.0"`)
 				}
 				return strings.HasPrefix(body, "event: message\ndata: {")
 			}

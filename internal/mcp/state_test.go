@@ -3,13 +3,13 @@ package mcp
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-json-experiment/json"
 	"github.com/golang-jwt/jwt/v5"
 	"go.uber.org/zap"
 

@@ -3,7 +3,6 @@ package outbound_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -16,7 +15,10 @@ import (
 	"testing/iotest"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/toolgate/toolgate/internal/dispatch"
+	"github.com/toolgate/toolgate/internal/jsonread"
 	"github.com/toolgate/toolgate/internal/outbound"
 )
 
@@ -460,14 +462,14 @@ func TestClientTargetRequest(t *testing.T) {
 		},
 		{
 			name:     "POST whole input",
-			spec:     dispatch.Spec{Type: "app", Component: "svc", Method: "POST", Path: "/u", Body: json.RawMessage(`"${input}"`)},
-			input:    map[string]any{"name": "Ada", "age": json.Number("36")},
+			spec:     dispatch.Spec{Type: "app", Component: "svc", Method: "POST", Path: "/u", Body: jsontext.Value(`"${input}"`)},
+			input:    map[string]any{"name": "Ada", "age": jsonread.Number("36")},
 			wantURI:  "/base/u",
 			wantBody: `{"age":36,"name":"Ada"}`,
 		},
 		{
 			name:     "url target with env header",
-			spec:     dispatch.Spec{Type: "url", Component: "svc", Method: "PUT", URL: srv.URL + "/ext/${input.id}?k=${input.k}", Headers: map[string]string{"X-Key": "${env.TOKEN}"}, Body: json.RawMessage(`{"v":"${input.k}"}`)},
+			spec:     dispatch.Spec{Type: "url", Component: "svc", Method: "PUT", URL: srv.URL + "/ext/${input.id}?k=${input.k}", Headers: map[string]string{"X-Key": "${env.TOKEN}"}, Body: jsontext.Value(`{"v":"${input.k}"}`)},
 			input:    map[string]any{"id": "a b", "k": "x y"},
 			wantURI:  "/ext/a%20b?k=x+y",
 			wantBody: `{"v":"x y"}`,

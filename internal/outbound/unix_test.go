@@ -2,8 +2,8 @@ package outbound_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
+	"github.com/go-json-experiment/json/jsontext"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -163,7 +163,7 @@ func TestUnixComponentButton(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := dispatch.CompileButton(json.RawMessage(`{"type":"app","component":"api","method":"POST","path":"/done/${input.id}"}`), api)
+	b, err := dispatch.CompileButton(jsontext.Value(`{"type":"app","component":"api","method":"POST","path":"/done/${input.id}"}`), api)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package pagecontext
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"regexp"
@@ -10,6 +9,11 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/toolgate/toolgate/internal/jsonread"
 )
 
 // fuzzItems builds items from fuzz input: data is name\x00value pairs
@@ -21,7 +25,7 @@ func fuzzItems(data string, asString uint64, pad uint8, padSize uint16) []Item {
 	if data != "" {
 		for i, part := range strings.Split(data, "\x01") {
 			name, value, _ := strings.Cut(part, "\x00")
-			v := json.RawMessage(value)
+			v := jsontext.Value(value)
 			if i < 64 && asString&(1<<i) != 0 {
 				v, _ = json.Marshal(value)
 			}
@@ -93,21 +97,21 @@ func unsafeAt(value string) (int, bool) {
 // as written: two values with the same list are the same value with the
 // same key order.
 func tokens(data []byte) ([]string, error) {
-	d := json.NewDecoder(bytes.NewReader(data))
-	d.UseNumber()
+	d := jsontext.NewDecoder(bytes.NewReader(data), jsonread.Lenient)
 	var out []string
 	for {
-		tok, err := d.Token()
+		tok, err := d.ReadToken()
 		if err == io.EOF {
 			return out, nil
 		}
 		if err != nil {
 			return nil, err
 		}
-		if s, ok := tok.(string); ok {
-			tok = "s:" + refSanitize(s)
+		text := tok.String()
+		if tok.Kind() == '"' {
+			text = "s:" + refSanitize(text)
 		}
-		out = append(out, fmt.Sprintf("%T %v", tok, tok))
+		out = append(out, tok.Kind().String()+" "+text)
 	}
 }
 
@@ -158,7 +162,7 @@ func FuzzRender(f *testing.F) {
 				why = fmt.Sprintf("name %q", it.Name)
 			case seen[it.Name]:
 				why = fmt.Sprintf("repeated name %q", it.Name)
-			case !json.Valid(it.Value):
+			case !it.Value.IsValid(jsonread.Lenient):
 				why = fmt.Sprintf("value %q", it.Value)
 			}
 			if why != "" {
@@ -251,7 +255,7 @@ func FuzzRender(f *testing.F) {
 			got := unescape.Replace(kept[i])
 			var s string
 			if t0 := bytes.TrimLeft(it.Value, " \t\r\n"); len(t0) > 0 && t0[0] == '"' {
-				if err := json.Unmarshal(it.Value, &s); err != nil {
+				if err := json.Unmarshal(it.Value, &s, jsonread.Lenient); err != nil {
 					t.Fatal(err)
 				}
 				if want := refSanitize(s); got != want {

@@ -5,7 +5,6 @@ package pagecontext
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -34,7 +33,7 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
 type Item struct {
 	Name string `json:"name"`
 	// Value is a JSON string or any JSON value, as the page wrote it.
-	Value json.RawMessage `json:"value"`
+	Value jsontext.Value `json:"value"`
 }
 
 // Snapshot is a rendered snapshot.
@@ -46,17 +45,14 @@ type Snapshot struct {
 	Dropped []string `json:"dropped"`
 }
 
-// Values are read leniently where nothing is lost by it: invalid UTF-8
-// becomes U+FFFD (safeText would do so anyway) and a repeated object name
-// is kept as sent.
-var readOpts = []jsontext.Options{jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true)}
-
 // plain is a value's text before it is made safe: a string decoded,
 // anything else compact JSON in the order received whose strings carry
 // only the escapes JSON requires (quote, backslash, control characters).
 // A page's \u003c is thus a '<' here, and safeText escapes it like any
-// other.
-func plain(v json.RawMessage) ([]byte, error) {
+// other. Values are read leniently (jsonread.Lenient) where nothing is
+// lost by it: invalid UTF-8 becomes U+FFFD (safeText would do so anyway)
+// and a repeated object name is kept as sent.
+func plain(v jsontext.Value) ([]byte, error) {
 	var out []byte
 	err := jsonread.One(v, func(d *jsontext.Decoder) error {
 		if d.PeekKind() == '"' {
@@ -65,7 +61,7 @@ func plain(v json.RawMessage) ([]byte, error) {
 			return err
 		}
 		var buf bytes.Buffer
-		enc := jsontext.NewEncoder(&buf, readOpts...)
+		enc := jsontext.NewEncoder(&buf, jsonread.Lenient)
 		for {
 			tok, err := d.ReadToken()
 			if err != nil {
@@ -84,7 +80,7 @@ func plain(v json.RawMessage) ([]byte, error) {
 				return nil
 			}
 		}
-	}, readOpts...)
+	}, jsonread.Lenient)
 	return out, err
 }
 

@@ -1,14 +1,16 @@
 package pagecontext
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
-func item(name, value string) Item { return Item{Name: name, Value: json.RawMessage(value)} }
+func item(name, value string) Item { return Item{Name: name, Value: jsontext.Value(value)} }
 
 // str is a JSON string item.
 func str(name, value string) Item {
@@ -341,9 +343,9 @@ func TestRenderedSizes(t *testing.T) {
 		t.Fatal(err)
 	}
 	var cases []struct {
-		Name  string          `json:"name"`
-		Value json.RawMessage `json:"value"`
-		Bytes int             `json:"bytes"`
+		Name  string         `json:"name"`
+		Value jsontext.Value `json:"value"`
+		Bytes int            `json:"bytes"`
 	}
 	if err := json.Unmarshal(data, &cases); err != nil {
 		t.Fatal(err)

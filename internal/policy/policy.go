@@ -4,7 +4,6 @@
 package policy
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -12,6 +11,8 @@ import (
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/vm"
+
+	"github.com/toolgate/toolgate/internal/jsonread"
 )
 
 // Context is the call's context as an expression sees it.
@@ -108,7 +109,7 @@ func (e *InexactError) Error() string {
 	return fmt.Sprintf("%s: the number %s has no exact float64 value, so the policy denies rather than compare it rounded", e.Path, e.Number)
 }
 
-// Plain converts a call's decoded input, whose numbers are json.Number,
+// Plain converts a call's decoded input, whose numbers are jsonread.Number,
 // into what expressions compare, so that a policy judges the number the
 // target receives (the input's own text, sent as written) and not a
 // rounded neighbour of it. A number becomes a float64 when the float64 is
@@ -128,7 +129,7 @@ func Plain(v any) (any, error) {
 
 func plain(v any, path []string) (any, error) {
 	switch x := v.(type) {
-	case json.Number:
+	case jsonread.Number:
 		if n, ok := exactNumber(string(x)); ok {
 			return n, nil
 		}

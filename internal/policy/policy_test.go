@@ -1,13 +1,15 @@
 package policy_test
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/toolgate/toolgate/internal/jsonread"
 	"github.com/toolgate/toolgate/internal/policy"
 )
 
@@ -58,13 +60,11 @@ func TestCompileSource(t *testing.T) {
 }
 
 // decodeInput decodes JSON the way the gateway does: numbers kept as
-// json.Number, then made plain.
+// jsonread.Number, then made plain.
 func decodeInput(t *testing.T, s string) map[string]any {
 	t.Helper()
-	dec := json.NewDecoder(strings.NewReader(s))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
+	v, err := jsonread.Value(jsontext.NewDecoder(strings.NewReader(s)))
+	if err != nil {
 		t.Fatal(err)
 	}
 	p, err := policy.Plain(v)
@@ -193,18 +193,18 @@ func TestPlain(t *testing.T) {
 		in   any
 		want any
 	}{
-		{"integer", json.Number("42"), 42.0},
-		{"fraction", json.Number("-1.5"), -1.5},
-		{"exponent", json.Number("1e3"), 1000.0},
+		{"integer", jsonread.Number("42"), 42.0},
+		{"fraction", jsonread.Number("-1.5"), -1.5},
+		{"exponent", jsonread.Number("1e3"), 1000.0},
 		{"string untouched", "42", "42"},
 		{"bool untouched", true, true},
 		{"nil untouched", nil, nil},
 		{"float untouched", 2.5, 2.5},
-		{"map", map[string]any{"a": json.Number("1"), "b": "x"}, map[string]any{"a": 1.0, "b": "x"}},
-		{"array", []any{json.Number("1"), json.Number("2.5"), "x"}, []any{1.0, 2.5, "x"}},
+		{"map", map[string]any{"a": jsonread.Number("1"), "b": "x"}, map[string]any{"a": 1.0, "b": "x"}},
+		{"array", []any{jsonread.Number("1"), jsonread.Number("2.5"), "x"}, []any{1.0, 2.5, "x"}},
 		{"nested", map[string]any{
-			"list": []any{map[string]any{"n": json.Number("7"), "deep": []any{[]any{json.Number("8")}}}},
-			"obj":  map[string]any{"m": map[string]any{"k": json.Number("9")}},
+			"list": []any{map[string]any{"n": jsonread.Number("7"), "deep": []any{[]any{jsonread.Number("8")}}}},
+			"obj":  map[string]any{"m": map[string]any{"k": jsonread.Number("9")}},
 		}, map[string]any{
 			"list": []any{map[string]any{"n": 7.0, "deep": []any{[]any{8.0}}}},
 			"obj":  map[string]any{"m": map[string]any{"k": 9.0}},
@@ -273,7 +273,7 @@ func TestPlainNumbers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.text, func(t *testing.T) {
-			got, err := policy.Plain(map[string]any{"a": []any{json.Number(tt.text)}})
+			got, err := policy.Plain(map[string]any{"a": []any{jsonread.Number(tt.text)}})
 			if tt.want == nil {
 				var ie *policy.InexactError
 				if !errors.As(err, &ie) || ie.Path != "input.a.0" || !strings.Contains(err.Error(), "input.a.0") {
@@ -294,7 +294,7 @@ func TestPlainNumbers(t *testing.T) {
 // TestPlainLongNumber checks that the error cuts a long number short.
 func TestPlainLongNumber(t *testing.T) {
 	long := strings.Repeat("9", 5000)
-	_, err := policy.Plain(map[string]any{"n": json.Number(long)})
+	_, err := policy.Plain(map[string]any{"n": jsonread.Number(long)})
 	if err == nil || len(err.Error()) > 300 {
 		t.Errorf("Plain of a 5000-digit number: %v", err)
 	}
@@ -302,7 +302,7 @@ func TestPlainLongNumber(t *testing.T) {
 
 // Plain copies: the decoded input is left as it was.
 func TestPlainCopies(t *testing.T) {
-	in := map[string]any{"a": json.Number("1"), "l": []any{json.Number("2")}}
+	in := map[string]any{"a": jsonread.Number("1"), "l": []any{jsonread.Number("2")}}
 	p, err := policy.Plain(in)
 	if err != nil {
 		t.Fatal(err)
@@ -310,7 +310,7 @@ func TestPlainCopies(t *testing.T) {
 	out := p.(map[string]any)
 	out["a"] = "changed"
 	out["l"].([]any)[0] = "changed"
-	if in["a"] != json.Number("1") || in["l"].([]any)[0] != json.Number("2") {
+	if in["a"] != jsonread.Number("1") || in["l"].([]any)[0] != jsonread.Number("2") {
 		t.Errorf("Plain changed its input: %#v", in)
 	}
 }
@@ -353,10 +353,8 @@ func TestAllowExactNumbers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			dec := json.NewDecoder(strings.NewReader(tt.input))
-			dec.UseNumber()
-			var v any
-			if err := dec.Decode(&v); err != nil {
+			v, err := jsonread.Value(jsontext.NewDecoder(strings.NewReader(tt.input)))
+			if err != nil {
 				t.Fatal(err)
 			}
 			got, err := false, error(nil)

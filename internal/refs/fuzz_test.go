@@ -1,12 +1,14 @@
 package refs_test
 
 import (
-	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
+	"github.com/go-json-experiment/json"
+
+	"github.com/toolgate/toolgate/internal/jsonread"
 	"github.com/toolgate/toolgate/internal/refs"
 )
 
@@ -21,7 +23,7 @@ func FuzzParse(f *testing.F) {
 	}
 	scope := refs.Scope{
 		Input: map[string]any{
-			"a":     map[string]any{"b": "deep", "n": json.Number("1.0")},
+			"a":     map[string]any{"b": "deep", "n": jsonread.Number("1.0")},
 			"items": []any{"zero", map[string]any{"id": true}, nil},
 			"s":     "${env.NAME}",
 		},

@@ -4,11 +4,14 @@
 package refs
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/toolgate/toolgate/internal/jsonread"
 )
 
 // Roots a reference may start with.
@@ -31,7 +34,7 @@ func (r Ref) String() string { return r.Text }
 
 // Scope is what references resolve against on one call.
 type Scope struct {
-	// Input is the decoded input (maps, slices, strings, json.Number, bools, nil).
+	// Input is the decoded input (maps, slices, strings, jsonread.Number, bools, nil).
 	Input any
 	// Env is the env of the component that owns the target.
 	Env map[string]string
@@ -300,11 +303,5 @@ func Text(v any) (string, error) {
 }
 
 func compactJSON(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+	return json.Marshal(v, jsonread.Legacy, jsontext.EscapeForHTML(false))
 }

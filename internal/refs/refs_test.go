@@ -2,7 +2,6 @@ package refs_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"math"
 	"net/url"
@@ -10,17 +9,19 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/toolgate/toolgate/internal/jsonread"
 	"github.com/toolgate/toolgate/internal/refs"
 )
 
 // decode turns a JSON literal into the shape a call's input has: maps,
-// slices, strings, json.Number, bools and nil.
+// slices, strings, jsonread.Number, bools and nil.
 func decode(t testing.TB, s string) any {
 	t.Helper()
-	dec := json.NewDecoder(strings.NewReader(s))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
+	v, err := jsonread.Value(jsontext.NewDecoder(strings.NewReader(s)))
+	if err != nil {
 		t.Fatalf("decode %q: %v", s, err)
 	}
 	return v
@@ -297,8 +298,8 @@ func TestRefResolveKeepsType(t *testing.T) {
 		src  string
 		want any
 	}{
-		{"${input.a}", map[string]any{"b": "deep", "n": json.Number("7")}},
-		{"${input.n}", json.Number("3.140")},
+		{"${input.a}", map[string]any{"b": "deep", "n": jsonread.Number("7")}},
+		{"${input.n}", jsonread.Number("3.140")},
 		{"${input.t}", true},
 		{"${input.z}", nil},
 		{"${input.items.1}", map[string]any{"id": "one"}},
@@ -545,7 +546,7 @@ func TestText(t *testing.T) {
 		want string
 	}{
 		{"string raw", `a"b<c>`, `a"b<c>`},
-		{"number", json.Number("1e3"), "1e3"},
+		{"number", jsonread.Number("1e3"), "1e3"},
 		{"float", 2.5, "2.5"},
 		{"nil", nil, "null"},
 		{"bool", false, "false"},
@@ -559,8 +560,8 @@ func TestText(t *testing.T) {
 			}
 		})
 	}
-	if _, err := refs.Text(json.Number("not a number")); err == nil {
-		t.Error("Text of an invalid json.Number did not fail")
+	if _, err := refs.Text(jsonread.Number("not a number")); err == nil {
+		t.Error("Text of an invalid jsonread.Number did not fail")
 	}
 }
 
@@ -584,7 +585,7 @@ func TestValueResolve(t *testing.T) {
 			want: `{"big":12345678901234567890,"n":3.140}`,
 			typ: func(v any) bool {
 				m := v.(map[string]any)
-				return m["n"] == json.Number("3.140") && m["big"] == json.Number("12345678901234567890")
+				return m["n"] == jsonread.Number("3.140") && m["big"] == jsonread.Number("12345678901234567890")
 			},
 		},
 		{
@@ -696,7 +697,7 @@ func TestValueResolveIsRepeatable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, _ := json.Marshal(map[string]any{"lit": map[string]any{"k": []int{1, 2}}, "v": x, "t": "a " + x})
+		want, _ := json.Marshal(map[string]any{"lit": map[string]any{"k": []int{1, 2}}, "v": x, "t": "a " + x}, json.Deterministic(true))
 		if !bytes.Equal(out, want) {
 			t.Errorf("call with x=%q: got %s, want %s", x, out, want)
 		}
@@ -782,7 +783,7 @@ func TestParseJSONWhitespace(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ParseJSON with surrounding whitespace: %v", err)
 	}
-	out, err := val.ResolveJSON(refs.Scope{Input: map[string]any{"x": json.Number("5")}})
+	out, err := val.ResolveJSON(refs.Scope{Input: map[string]any{"x": jsonread.Number("5")}})
 	if err != nil || string(out) != `{"a":5}` {
 		t.Errorf("ResolveJSON = %s, %v; want {\"a\":5}", out, err)
 	}

@@ -1,11 +1,13 @@
 package refs
 
 import (
-	"bytes"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"sort"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/toolgate/toolgate/internal/jsonread"
 )
 
 // Value is a compiled JSON document (a target's body) whose strings may hold
@@ -67,15 +69,16 @@ func (n array) resolve(s Scope) (any, error) {
 
 // ParseJSON compiles a raw JSON document. Numbers keep their exact text.
 func ParseJSON(raw []byte) (*Value, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
 	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("invalid JSON: %w", err)
-	}
-	// More() would miss a stray ']' or '}': only the end of input may follow.
-	if _, err := dec.Token(); err != io.EOF {
+	err := jsonread.One(raw, func(d *jsontext.Decoder) (err error) {
+		v, err = jsonread.Value(d)
+		return err
+	}, jsonread.Lenient)
+	if errors.Is(err, jsonread.ErrTrailing) {
 		return nil, fmt.Errorf("invalid JSON: trailing data after the value")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("invalid JSON: %w", err)
 	}
 	return Compile(v)
 }

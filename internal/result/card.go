@@ -2,12 +2,13 @@ package result
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 
-	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/toolgate/toolgate/internal/jsonread"
 )
 
 // Card is an action-required card: a handler pauses the call until a
@@ -16,7 +17,7 @@ type Card struct {
 	Type        string    `json:"type"`
 	Title       string    `json:"title"`
 	Description string    `json:"description,omitempty"`
-	Assignee    *Assignee `json:"assignee,omitempty"`
+	Assignee    *Assignee `json:"assignee,omitzero"`
 	Elements    []Element `json:"elements"`
 }
 
@@ -27,13 +28,13 @@ type Assignee struct {
 
 // Element is a card element; buttons are the only kind.
 type Element struct {
-	Type    string          `json:"type"`
-	ID      string          `json:"id"`
-	Label   string          `json:"label"`
-	Variant string          `json:"variant,omitempty"`
-	Input   json.RawMessage `json:"input,omitempty"`
+	Type    string         `json:"type"`
+	ID      string         `json:"id"`
+	Label   string         `json:"label"`
+	Variant string         `json:"variant,omitempty"`
+	Input   jsontext.Value `json:"input,omitempty"`
 	// Target is a target spec, checked by the caller like a tool's.
-	Target json.RawMessage `json:"target,omitempty"`
+	Target jsontext.Value `json:"target,omitempty"`
 }
 
 // CardType is the "type" of an action-required answer.
@@ -52,15 +53,13 @@ func IsCard(body []byte) bool {
 	return card
 }
 
-// cardOptions read a card as encoding/json did (v1Options), unknown
-// members refused, and anything after the card too.
-var cardOptions = jsonv2.JoinOptions(v1Options, jsonv2.RejectUnknownMembers(true))
-
 // ParseCard decodes and checks a card: a title, at least one button, each
 // with a unique id and a label. Button targets are left to the caller.
 func ParseCard(body []byte) (*Card, error) {
 	var c Card
-	if err := jsonv2.Unmarshal(body, &c, cardOptions); err != nil {
+	// As encoding/json read it (jsonread.UnmarshalAnyCase), unknown members
+	// refused, and anything after the card too.
+	if err := jsonread.UnmarshalAnyCase(body, &c, json.RejectUnknownMembers(true)); err != nil {
 		return nil, fmt.Errorf("invalid card: %v", err)
 	}
 	if c.Type != CardType {
@@ -105,12 +104,12 @@ func (c *Card) Button(id string) (*Element, bool) {
 // FromButtonInput turns a pressed button's input (with no target) into the
 // tool result: an object with a string content is normalized like a
 // handler's JSON answer, anything else becomes its compact JSON text.
-func FromButtonInput(input json.RawMessage) Result {
+func FromButtonInput(input jsontext.Value) Result {
 	if len(bytes.TrimSpace(input)) == 0 {
 		return Result{}
 	}
 	var obj map[string]jsontext.Value
-	if jsonv2.Unmarshal(input, &obj, v1Options) == nil {
+	if json.Unmarshal(input, &obj, jsonread.Lenient) == nil {
 		if _, ok := obj["content"]; ok {
 			r, _ := fromJSON(input)
 			return r

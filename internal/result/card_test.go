@@ -2,13 +2,15 @@ package result_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/toolgate/toolgate/internal/mapping"
+
+	"github.com/toolgate/toolgate/internal/jsonread/legacyjson"
 	"github.com/toolgate/toolgate/internal/result"
 )
 
@@ -75,7 +77,7 @@ func TestMappingRefusesCards(t *testing.T) {
 // unknown members refused. The v2 reading is held to it.
 func parseCardV1(body []byte) (*result.Card, error) {
 	var c result.Card
-	dec := json.NewDecoder(bytes.NewReader(body))
+	dec := legacyjson.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
 		return nil, err
@@ -96,10 +98,10 @@ func sameCardAsV1(t *testing.T, body []byte) {
 		}
 		return
 	}
-	// Without HTML escapes: json.Marshal would write a raw target's "&"
+	// Without HTML escapes: encoding/json's Marshal would write a raw target's "&"
 	// as \u0026, the same string but other bytes than ParseCard keeps.
 	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
+	enc := legacyjson.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(read)
 	exact := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
@@ -156,18 +158,18 @@ func TestParseCardRefusesTrailingData(t *testing.T) {
 }
 
 // fromButtonInputV1 is FromButtonInput as it was written on encoding/json.
-func fromButtonInputV1(input json.RawMessage) result.Result {
+func fromButtonInputV1(input legacyjson.RawMessage) result.Result {
 	if len(bytes.TrimSpace(input)) == 0 {
 		return result.Result{}
 	}
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(input, &obj) == nil {
+	var obj map[string]legacyjson.RawMessage
+	if legacyjson.Unmarshal(input, &obj) == nil {
 		if _, ok := obj["content"]; ok {
 			return result.Normalize(200, "application/json", input)
 		}
 	}
 	var buf bytes.Buffer
-	if err := json.Compact(&buf, input); err != nil {
+	if err := legacyjson.Compact(&buf, input); err != nil {
 		return result.Failure("the button's input is not valid JSON")
 	}
 	return result.Result{Content: buf.String()}
@@ -180,7 +182,7 @@ func TestFromButtonInputReadsAsEncodingJSON(t *testing.T) {
 		`{"a": 1, "a": 2, "b": [ 1.0e2 , "\u003c" ]}`, `[ {"content":"x"} ]`, `"text"`, ` null `, `12345678901234567890`,
 		`{"content":"x"} {}`, `{"content":`, `nul`,
 	} {
-		got, want := result.FromButtonInput(json.RawMessage(in)), fromButtonInputV1(json.RawMessage(in))
+		got, want := result.FromButtonInput(jsontext.Value(in)), fromButtonInputV1(legacyjson.RawMessage(in))
 		if got.IsError && want.IsError && strings.HasPrefix(got.Content, want.Content) {
 			continue
 		}

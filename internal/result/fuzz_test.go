@@ -2,13 +2,13 @@ package result_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
+	"github.com/toolgate/toolgate/internal/jsonread/legacyjson"
 	"github.com/toolgate/toolgate/internal/mapping"
 	"github.com/toolgate/toolgate/internal/result"
 )
@@ -113,7 +113,7 @@ func FuzzNormalize(f *testing.F) {
 			return
 		}
 		var obj map[string]any
-		if err := json.Unmarshal(body, &obj); err != nil || obj == nil {
+		if err := legacyjson.Unmarshal(body, &obj); err != nil || obj == nil {
 			t.Fatalf("non-error result %+v from a JSON body that is not an object: %q", r, body)
 		}
 		content, ok := obj["content"].(string)
@@ -130,9 +130,9 @@ func FuzzNormalize(f *testing.F) {
 // encoding/json into a map, exact names, the last of repeated names. The
 // fuzz target holds the reader to it.
 func mapFromJSON(body []byte) (r result.Result, card bool, invalid bool) {
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(body, &obj); err != nil {
-		if json.Valid(body) {
+	var obj map[string]legacyjson.RawMessage
+	if err := legacyjson.Unmarshal(body, &obj); err != nil {
+		if legacyjson.Valid(body) {
 			return result.Failure("handler answered JSON that is not an object: a JSON answer needs a string \"content\""), false, false
 		}
 		return result.Failure("handler answered invalid JSON"), false, true
@@ -141,23 +141,23 @@ func mapFromJSON(body []byte) (r result.Result, card bool, invalid bool) {
 		return result.Failure("handler answered JSON null: a JSON answer needs a string \"content\""), false, false
 	}
 	var typ string
-	if t, ok := obj["type"]; ok && json.Unmarshal(t, &typ) == nil && typ == result.CardType {
+	if t, ok := obj["type"]; ok && legacyjson.Unmarshal(t, &typ) == nil && typ == result.CardType {
 		return result.Failure("handler answered an action-required card where a tool result was expected"), true, false
 	}
 	raw, ok := obj["content"]
 	if !ok {
 		return result.Failure("handler answered JSON without \"content\": a JSON answer needs a string \"content\" for the model"), false, false
 	}
-	if err := json.Unmarshal(raw, &r.Content); err != nil || string(raw) == "null" {
+	if err := legacyjson.Unmarshal(raw, &r.Content); err != nil || string(raw) == "null" {
 		return result.Failure("handler answered a \"content\" that is not a string"), false, false
 	}
 	if raw, ok := obj["markdown"]; ok && string(raw) != "null" {
-		if err := json.Unmarshal(raw, &r.Markdown); err != nil {
+		if err := legacyjson.Unmarshal(raw, &r.Markdown); err != nil {
 			return result.Failure("handler answered a \"markdown\" that is not a string"), false, false
 		}
 	}
 	if raw, ok := obj["embedUrl"]; ok && string(raw) != "null" {
-		if err := json.Unmarshal(raw, &r.EmbedURL); err != nil {
+		if err := legacyjson.Unmarshal(raw, &r.EmbedURL); err != nil {
 			return result.Failure("handler answered an \"embedUrl\" that is not a string"), false, false
 		}
 		if err := result.CheckEmbedURL(r.EmbedURL); err != nil {
@@ -216,7 +216,7 @@ func FuzzParseCard(f *testing.F) {
 			t.Fatalf("%q: a mapping refuses it as a card: %v; IsCard: %v", body, refused, result.IsCard(body))
 		}
 
-		if json.Valid(body) {
+		if legacyjson.Valid(body) {
 			sameCardAsV1(t, body)
 		}
 		c, err := result.ParseCard(body)
@@ -242,7 +242,7 @@ func FuzzParseCard(f *testing.F) {
 				t.Fatalf("Button(%q) = %+v, %v", e.ID, b, ok)
 			}
 		}
-		recorded, err := json.Marshal(c)
+		recorded, err := legacyjson.Marshal(c)
 		if err != nil {
 			t.Fatalf("the accepted card %q does not marshal: %v", body, err)
 		}
@@ -250,7 +250,7 @@ func FuzzParseCard(f *testing.F) {
 		if err != nil {
 			t.Fatalf("the recorded card %s does not parse: %v", recorded, err)
 		}
-		if twice, _ := json.Marshal(again); !bytes.Equal(twice, recorded) {
+		if twice, _ := legacyjson.Marshal(again); !bytes.Equal(twice, recorded) {
 			t.Fatalf("the recorded card %s parses to %s", recorded, twice)
 		}
 	})

@@ -3,7 +3,7 @@ package result
 import (
 	"net/http"
 
-	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/toolgate/toolgate/internal/jsonread"
 )
 
 // Answer is what a result mapping reads: a target's 2xx answer with its
@@ -98,11 +98,11 @@ func fromMap(m map[string]any) Result {
 }
 
 // decodeBody is what a mapping sees of a body: its JSON value as
-// encoding/json decoded it (v1Options; numbers are float64), or its text
-// when it is not JSON.
+// encoding/json decoded it (jsonread.UnmarshalAnyCase; numbers are
+// float64), or its text when it is not JSON.
 func decodeBody(body []byte) any {
 	var v any
-	if jsonv2.Unmarshal(body, &v, v1Options) != nil {
+	if jsonread.UnmarshalAnyCase(body, &v) != nil {
 		return string(body)
 	}
 	return v

@@ -1,16 +1,17 @@
 package result
 
 import (
-	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/internal/jsonread/legacyjson"
 )
 
 // decodeBodyV1 is how a mapping's body was decoded on encoding/json.
 func decodeBodyV1(body []byte) any {
 	var v any
-	if json.Unmarshal(body, &v) != nil {
+	if legacyjson.Unmarshal(body, &v) != nil {
 		return string(body)
 	}
 	return v

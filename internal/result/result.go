@@ -11,9 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
-	jsonv1 "github.com/go-json-experiment/json/v1"
 	"golang.org/x/net/html"
 
 	"github.com/toolgate/toolgate/internal/jsonread"
@@ -73,22 +71,6 @@ func FromJSON(body []byte) Result {
 	r, _ := fromJSON(body)
 	return r
 }
-
-// jsonOptions read an answer as encoding/json reads it into a map: a
-// repeated member's last value wins, invalid UTF-8 becomes U+FFFD.
-var jsonOptions = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)}
-
-// v1Options decode into Go values as encoding/json did, for the readers
-// written on it: names match a struct's fields ignoring case (but not '_'
-// or '-'), a repeated member replaces the one before it, and invalid UTF-8
-// becomes U+FFFD. Tests hold each reader to encoding/json.
-var v1Options = jsonv2.JoinOptions(
-	jsontext.AllowDuplicateNames(true),
-	jsontext.AllowInvalidUTF8(true),
-	jsonv2.MatchCaseInsensitiveNames(true),
-	jsonv1.MatchCaseSensitiveDelimiter(true),
-	jsonv1.MergeWithLegacySemantics(true),
-)
 
 // member is one channel of a JSON answer as read: its kind ('"' for a
 // string, 'n' for null, 0 when absent) and its string value.
@@ -151,7 +133,7 @@ func fromJSON(body []byte) (Result, bool) {
 		}
 		_, err := d.ReadToken()
 		return err
-	}, jsonOptions...)
+	}, jsonread.Lenient)
 	switch {
 	case err != nil:
 		return Failure("handler answered invalid JSON: %v", err), false
@@ -253,7 +235,7 @@ func failure(status int, contentType string, jsonBody bool, body []byte) Result 
 			Code  *string `json:"code"`
 			Error *string `json:"error"`
 		}
-		if jsonv2.Unmarshal(body, &de, v1Options) == nil && de.Code != nil && de.Error != nil {
+		if jsonread.UnmarshalAnyCase(body, &de) == nil && de.Code != nil && de.Error != nil {
 			return Failure("%s: %s: %s", head, bounded(*de.Code), bounded(*de.Error))
 		}
 	}

@@ -1,11 +1,11 @@
 package result_test
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
+	"github.com/toolgate/toolgate/internal/jsonread/legacyjson"
 	"github.com/toolgate/toolgate/internal/result"
 )
 
@@ -375,7 +375,7 @@ func TestDomainErrorAsEncodingJSON(t *testing.T) {
 			Error *string `json:"error"`
 		}
 		want := "handler answered 404 Not Found: " + body
-		if json.Unmarshal([]byte(body), &de) == nil && de.Code != nil && de.Error != nil {
+		if legacyjson.Unmarshal([]byte(body), &de) == nil && de.Code != nil && de.Error != nil {
 			want = "handler answered 404 Not Found: " + *de.Code + ": " + *de.Error
 		}
 		if !utf8.ValidString(body) && want == "handler answered 404 Not Found: "+body {

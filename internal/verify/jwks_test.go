@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-json-experiment/json"
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/toolgate/toolgate/internal/clock"
@@ -319,7 +319,7 @@ func TestRemoteKeySetRedirects(t *testing.T) {
 	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		plainHits.Add(1)
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"keys": []map[string]string{pubJWK(t, "k1", pub)}})
+		_ = json.MarshalWrite(w, map[string]any{"keys": []map[string]string{pubJWK(t, "k1", pub)}})
 	}))
 	defer plain.Close()
 	var tlsSrv *httptest.Server
@@ -331,7 +331,7 @@ func TestRemoteKeySetRedirects(t *testing.T) {
 			http.Redirect(w, r, tlsSrv.URL+"/jwks.json", http.StatusMovedPermanently)
 		default:
 			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(map[string]any{"keys": []map[string]string{pubJWK(t, "k1", pub)}})
+			_ = json.MarshalWrite(w, map[string]any{"keys": []map[string]string{pubJWK(t, "k1", pub)}})
 		}
 	}))
 	defer tlsSrv.Close()
