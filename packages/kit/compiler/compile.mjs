@@ -43,8 +43,12 @@ export const TARGET_KINDS = {
   app: {
     fields: ['type', 'component', 'method', 'path', 'query', 'headers', 'body'],
     http: true,
-    // The gateway owns an app target's Authorization (docs/configuration.md, "Targets").
-    ownHeaders: { authorization: 'an app target may not set Authorization: toolgate sends the identity token in it' },
+    // The gateway owns the headers it sends an app target (docs/configuration.md, "Targets").
+    ownHeaders: {
+      authorization: 'an app target may not set Authorization: toolgate sends the identity token in it',
+      'kazzle-tool-context': "an app target may not set Kazzle-Tool-Context: toolgate sends the call's context in it",
+      'idempotency-key': "an app target may not set Idempotency-Key: toolgate sends the call's idempotency key in it",
+    },
     check(target, { nonEmpty, fail }) {
       nonEmpty('component');
       if (typeof target.path !== 'string' || !target.path.startsWith('/')) fail('target.path', 'required: a string starting with "/"');

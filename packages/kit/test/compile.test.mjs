@@ -153,6 +153,8 @@ test('bad tools.ts files: exit 1, the file, the tool and the field named', async
       'test/fixtures/bad-fields.ts: tool "auth": target.path: required: a string starting with "/"',
       'test/fixtures/bad-fields.ts: tool "auth": target.method: "GETS" is not one of GET, POST, PUT, PATCH, DELETE',
       'test/fixtures/bad-fields.ts: tool "auth": target.headers.authorization: an app target may not set Authorization: toolgate sends the identity token in it',
+      'test/fixtures/bad-fields.ts: tool "auth": target.headers.Idempotency-Key: an app target may not set Idempotency-Key: toolgate sends the call\'s idempotency key in it',
+      'test/fixtures/bad-fields.ts: tool "auth": target.headers.kazzle-tool-context: an app target may not set Kazzle-Tool-Context: toolgate sends the call\'s context in it',
       'test/fixtures/bad-fields.ts: tool "auth": annotations.title: unknown hint (toolgate has readOnlyHint, destructiveHint, idempotentHint, openWorldHint)',
       'test/fixtures/bad-fields.ts: tool "auth": annotations.readOnlyHint: must be true or false',
       'test/fixtures/bad-fields.ts: tool "bigint": input.n[]: BigInt cannot be represented in JSON Schema',
