@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bytes"
-	"errors"
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/toolgate/toolgate/internal/jsonread"
@@ -21,58 +20,13 @@ func decodeInput(raw []byte) (any, error) {
 	}
 	var v any
 	err := jsonread.One(raw, func(d *jsontext.Decoder) (err error) {
-		v, err = readValue(d)
+		v, err = jsonread.Value(d)
 		return err
 	}, jsontext.AllowInvalidUTF8(true))
 	if err != nil {
 		return nil, err
 	}
 	return v, nil
-}
-
-func readValue(d *jsontext.Decoder) (any, error) {
-	tok, err := d.ReadToken()
-	if err != nil {
-		return nil, err
-	}
-	switch tok.Kind() {
-	case 'n':
-		return nil, nil
-	case 't', 'f':
-		return tok.Bool(), nil
-	case '"':
-		return tok.String(), nil
-	case '0':
-		return jsonread.Number(tok.String()), nil
-	case '{':
-		obj := map[string]any{}
-		for d.PeekKind() != '}' {
-			name, err := d.ReadToken()
-			if err != nil {
-				return nil, err
-			}
-			key := name.String()
-			v, err := readValue(d)
-			if err != nil {
-				return nil, err
-			}
-			obj[key] = v
-		}
-		_, err := d.ReadToken()
-		return obj, err
-	case '[':
-		arr := []any{}
-		for d.PeekKind() != ']' {
-			v, err := readValue(d)
-			if err != nil {
-				return nil, err
-			}
-			arr = append(arr, v)
-		}
-		_, err := d.ReadToken()
-		return arr, err
-	}
-	return nil, errors.New("unexpected token")
 }
 
 // inputDigest is the ledger's digest of a call's input: of the value

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"reflect"
 	"strconv"
 	"strings"
@@ -250,48 +249,8 @@ func copyToken(d *jsontext.Decoder, e *jsontext.Encoder) error {
 	return e.WriteToken(tok)
 }
 
-// plainValue reads one value as encoding/json read it into an any.
-func plainValue(d *jsontext.Decoder) (any, error) {
-	tok, err := d.ReadToken()
-	if err != nil {
-		return nil, err
-	}
-	switch tok.Kind() {
-	case 'n':
-		return nil, nil
-	case 't', 'f':
-		return tok.Bool(), nil
-	case '"':
-		return tok.String(), nil
-	case '0':
-		return strconv.ParseFloat(tok.String(), 64)
-	case '{':
-		obj := map[string]any{}
-		for d.PeekKind() != '}' {
-			name, err := d.ReadToken()
-			if err != nil {
-				return nil, err
-			}
-			key := name.String()
-			v, err := plainValue(d)
-			if err != nil {
-				return nil, err
-			}
-			obj[key] = v
-		}
-		_, err := d.ReadToken()
-		return obj, err
-	case '[':
-		arr := []any{}
-		for d.PeekKind() != ']' {
-			v, err := plainValue(d)
-			if err != nil {
-				return nil, err
-			}
-			arr = append(arr, v)
-		}
-		_, err := d.ReadToken()
-		return arr, err
-	}
-	return nil, io.ErrUnexpectedEOF
-}
+// plainValue reads one value as encoding/json read it into an any:
+// numbers as float64.
+func plainValue(d *jsontext.Decoder) (any, error) { return value(d, floatNumber) }
+
+func floatNumber(text string) (any, error) { return strconv.ParseFloat(text, 64) }

@@ -10,7 +10,13 @@ import (
 // and references read: map[string]any, []any, string, bool, nil and
 // Number, which keeps numbers exact. Whether a repeated name is an error
 // is d's option (jsontext.AllowDuplicateNames); otherwise the last wins.
-func Value(d *jsontext.Decoder) (any, error) {
+func Value(d *jsontext.Decoder) (any, error) { return value(d, exactNumber) }
+
+func exactNumber(text string) (any, error) { return Number(text), nil }
+
+// value reads one JSON value from d, each number made by number from its
+// text.
+func value(d *jsontext.Decoder, number func(text string) (any, error)) (any, error) {
 	tok, err := d.ReadToken()
 	if err != nil {
 		return nil, err
@@ -23,7 +29,7 @@ func Value(d *jsontext.Decoder) (any, error) {
 	case '"':
 		return tok.String(), nil
 	case '0':
-		return Number(tok.String()), nil
+		return number(tok.String())
 	case '{':
 		obj := map[string]any{}
 		for d.PeekKind() != '}' {
@@ -33,7 +39,7 @@ func Value(d *jsontext.Decoder) (any, error) {
 			}
 			// The name's token is void once the value is read.
 			key := name.String()
-			v, err := Value(d)
+			v, err := value(d, number)
 			if err != nil {
 				return nil, err
 			}
@@ -44,7 +50,7 @@ func Value(d *jsontext.Decoder) (any, error) {
 	case '[':
 		arr := []any{}
 		for d.PeekKind() != ']' {
-			v, err := Value(d)
+			v, err := value(d, number)
 			if err != nil {
 				return nil, err
 			}

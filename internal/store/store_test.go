@@ -45,8 +45,9 @@ func roundTrip(t *testing.T, s *store.Store) {
 	}
 }
 
-func TestLocal(t *testing.T) {
-	cfg := &ledger.Config{Path: filepath.Join(t.TempDir(), "ledger.db")}
+// mustOpen checks cfg and opens its store.
+func mustOpen(t *testing.T, cfg *ledger.Config) *store.Store {
+	t.Helper()
 	if err := cfg.Check(); err != nil {
 		t.Fatal(err)
 	}
@@ -54,6 +55,12 @@ func TestLocal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+func TestLocal(t *testing.T) {
+	cfg := &ledger.Config{Path: filepath.Join(t.TempDir(), "ledger.db")}
+	s := mustOpen(t, cfg)
 	if !s.Ledger().Records() {
 		t.Error("the bolt store's ledger records nothing")
 	}
@@ -62,10 +69,7 @@ func TestLocal(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Closed, the file is free for the next store.
-	again, err := store.Open(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	again := mustOpen(t, cfg)
 	if _, err := again.Ledger().Get(context.Background(), ledger.Key("u", "i", "c1")); err != nil {
 		t.Errorf("the call recorded before: %v", err)
 	}
@@ -74,13 +78,7 @@ func TestLocal(t *testing.T) {
 
 func TestOff(t *testing.T) {
 	cfg := &ledger.Config{Backend: "off"}
-	if err := cfg.Check(); err != nil {
-		t.Fatal(err)
-	}
-	s, err := store.Open(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustOpen(t, cfg)
 	defer s.Close()
 	if s.Ledger().Records() {
 		t.Error("ledger off records")
@@ -90,13 +88,7 @@ func TestOff(t *testing.T) {
 func TestRedis(t *testing.T) {
 	rs := redistest.Start(t)
 	cfg := &ledger.Config{Backend: "redis", Addr: rs.Addr}
-	if err := cfg.Check(); err != nil {
-		t.Fatal(err)
-	}
-	s, err := store.Open(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustOpen(t, cfg)
 	if !s.Ledger().Records() {
 		t.Error("the Redis store's ledger records nothing")
 	}
