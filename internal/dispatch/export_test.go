@@ -1,4 +1,10 @@
 package dispatch
 
-// SocketOf is socketOf for the tests of package dispatch_test.
-var SocketOf = socketOf
+import "context"
+
+// SocketOf is the path of the socket a request's context was marked for
+// (Socket), or "", for the tests of package dispatch_test.
+func SocketOf(ctx context.Context) string {
+	s, _ := Socket(ctx).(string)
+	return s
+}

@@ -75,9 +75,3 @@ func withSocket(ctx context.Context, socket any) context.Context {
 // Target.Request: the path of the unix socket it goes to, boxed once in an
 // any (a sender keys its transports by it), or nil for TCP.
 func Socket(ctx context.Context) any { return ctx.Value(socketKey{}) }
-
-// socketOf is the socket a request's context was marked for, if any.
-func socketOf(ctx context.Context) string {
-	s, _ := ctx.Value(socketKey{}).(string)
-	return s
-}
