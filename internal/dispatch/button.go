@@ -30,6 +30,24 @@ func CompileButton(raw jsontext.Value, owner *Component) (*Target, error) {
 	return compileButton(s, owner)
 }
 
+// CompileCardButton compiles a card's button for the target whose call
+// answered the card: an app target's buttons run by CompileButton's rules
+// on its component, an mcp target's only continue its own call on its
+// server and tool. A target of any other kind answers no card.
+func CompileCardButton(raw jsontext.Value, owner *Target) (*Target, error) {
+	if owner == nil || !owner.kind.AnswersCards() {
+		return nil, result.ErrCardNotFromApp
+	}
+	if owner.kind.Name() != TypeMCP {
+		return CompileButton(raw, owner.Component)
+	}
+	s, err := decodeButton(raw)
+	if err != nil {
+		return nil, err
+	}
+	return compileMCPButton(s, owner)
+}
+
 // CheckButton checks a button's target by the rules of CompileButton, for
 // a component that checks its card before answering it and does not know
 // the base URL the gateway has for it. owner is the component's name as

@@ -9,7 +9,7 @@ import (
 
 // A Kind is what a target's type means: which fields its spec takes, what a
 // call of it needs, and how it runs. Each kind is a file of this package
-// (app.go, url.go, client.go), listed once in kinds; nothing else branches
+// (app.go, url.go, clienttool.go, mcp.go), listed once in kinds; nothing else branches
 // on a target's type.
 type Kind interface {
 	// Name is the kind's spelling on the wire: a spec's "type".
@@ -48,7 +48,7 @@ type Kind interface {
 
 // kinds are the target kinds, in the order messages list them. A new
 // kind is a file of its own and a line here.
-var kinds = []Kind{appKind{}, urlKind{}, clientKind{}}
+var kinds = []Kind{appKind{}, urlKind{}, clientKind{}, mcpKind{}}
 
 // KindOf returns the kind spelled name on the wire.
 func KindOf(name string) (Kind, bool) {
@@ -63,7 +63,7 @@ func KindOf(name string) (Kind, bool) {
 // Kinds returns every target kind, in the order messages list them.
 func Kinds() []Kind { return append([]Kind(nil), kinds...) }
 
-// KindNames lists the kinds' wire names for a message: "app, url or kazzle".
+// KindNames lists the kinds' wire names for a message: "app, url, kazzle or mcp".
 func KindNames() string {
 	names := make([]string, len(kinds))
 	for i, k := range kinds {
@@ -95,6 +95,8 @@ type Executor interface {
 	// RunInPage offers the call to the pages of its thread and waits for
 	// one of them to answer.
 	RunInPage(t *Target) Outcome
+	// CallMCP calls t's tool on its upstream MCP server.
+	CallMCP(t *Target) Outcome
 }
 
 // Sending says how Executor.Send sends a target.

@@ -13,6 +13,12 @@ import (
 type recordingExecutor struct {
 	sent   *dispatch.Sending
 	inPage bool
+	mcp    bool
+}
+
+func (x *recordingExecutor) CallMCP(*dispatch.Target) dispatch.Outcome {
+	x.mcp = true
+	return dispatch.Outcome{}
 }
 
 func (x *recordingExecutor) Send(_ *dispatch.Target, how dispatch.Sending) dispatch.Outcome {
@@ -32,15 +38,16 @@ func TestKinds(t *testing.T) {
 	for _, c := range []struct {
 		spec                              dispatch.Spec
 		needsUser, inPage, cards, showsUI bool
-		sent                              *dispatch.Sending // nil: run in the page
+		sent                              *dispatch.Sending // nil: run in the page or called over MCP
 		describe                          string
 	}{
 		{dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/x"}, true, false, true, true, &dispatch.Sending{Identity: true}, "api /x"},
 		{dispatch.Spec{Type: "url", Method: "GET", URL: "https://example.com/x"}, false, false, false, false, &dispatch.Sending{CheckEmbeds: true}, "https://example.com/x"},
 		{dispatch.Spec{Type: "kazzle", Name: "where"}, false, true, false, false, nil, "client tool where"},
+		{dispatch.Spec{Type: "mcp", Server: "crm", Tool: "search"}, false, false, true, false, nil, "mcp server crm tool search"},
 	} {
 		t.Run(c.spec.Type, func(t *testing.T) {
-			tgt, err := dispatch.Compile(c.spec, dispatch.Env{Components: comps})
+			tgt, err := dispatch.Compile(c.spec, dispatch.Env{Components: comps, Servers: testServers()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -55,7 +62,9 @@ func TestKinds(t *testing.T) {
 			var x recordingExecutor
 			k.Execute(tgt, &x)
 			switch {
-			case c.sent == nil && (x.sent != nil || !x.inPage):
+			case c.sent == nil && c.spec.Type == "mcp" && (x.sent != nil || x.inPage || !x.mcp):
+				t.Errorf("Execute sent %+v, ran in the page %v, called over MCP %v; want it called over MCP", x.sent, x.inPage, x.mcp)
+			case c.sent == nil && c.spec.Type != "mcp" && (x.sent != nil || !x.inPage):
 				t.Errorf("Execute sent %+v, ran in the page %v; want it run in the page", x.sent, x.inPage)
 			case c.sent != nil && (x.sent == nil || *x.sent != *c.sent || x.inPage):
 				t.Errorf("Execute sent %+v, ran in the page %v; want it sent %+v", x.sent, x.inPage, *c.sent)
@@ -82,12 +91,12 @@ func TestKindTable(t *testing.T) {
 	if _, ok := dispatch.KindOf("ftp"); ok {
 		t.Error(`KindOf("ftp") found a kind`)
 	}
-	if got := dispatch.KindNames(); got != "app, url or kazzle" {
+	if got := dispatch.KindNames(); got != "app, url, kazzle or mcp" {
 		t.Errorf("KindNames = %q", got)
 	}
 	for _, c := range []struct{ typ, want string }{
-		{"", "target type is required (app, url or kazzle)"},
-		{"ftp", `unknown target type "ftp" (want app, url or kazzle)`},
+		{"", "target type is required (app, url, kazzle or mcp)"},
+		{"ftp", `unknown target type "ftp" (want app, url, kazzle or mcp)`},
 	} {
 		if _, err := dispatch.Compile(dispatch.Spec{Type: c.typ}, dispatch.Env{}); err == nil || err.Error() != c.want {
 			t.Errorf("Compile of type %q: %v, want %q", c.typ, err, c.want)

@@ -60,6 +60,15 @@ type Spec struct {
 	// Result is an expression (expr-lang) mapping a url target's answer
 	// {status, headers, body} into {content, markdown?, embedUrl?}.
 	Result string `json:"result,omitempty"`
+
+	// Server is the upstream MCP server an mcp target calls, by its name
+	// in the config; Tool is the tool it calls there.
+	Server string `json:"server,omitempty"`
+	Tool   string `json:"tool,omitempty"`
+	// Continue marks the button of a card the gateway built from an mcp
+	// server's input requests: it continues the call with the button's
+	// input. No spec an author writes sets it.
+	Continue bool `json:"continue,omitempty"`
 }
 
 // Component is one of the app's own components.
@@ -125,6 +134,8 @@ type Target struct {
 	body    *refs.Value
 	// Mapping is the compiled Result expression, if any.
 	Mapping *result.Mapping
+	// Server is an mcp target's upstream MCP server.
+	Server MCPServer
 }
 
 type param struct {
@@ -139,6 +150,8 @@ type Env struct {
 	// Results compiles a url target's result expression (mapping.Compile);
 	// nil, a target with one is refused.
 	Results func(src string) (*result.Mapping, error)
+	// Servers are the declared upstream MCP servers, by name.
+	Servers map[string]MCPServer
 }
 
 // Compile checks a spec against the rules of targets and references
@@ -172,6 +185,12 @@ func compile(s Spec, env Env) (*Target, error) {
 // Kind returns the target's kind.
 func (t *Target) Kind() Kind { return t.kind }
 
+// NeedsUser reports whether a call of the target must name its user: its
+// kind sends an identity token, or its MCP server is configured to.
+func (t *Target) NeedsUser() bool {
+	return t.kind.NeedsUser() || t.Server != nil && t.Server.SendsIdentity()
+}
+
 // Describe names the target in logs and errors (Kind.Describe).
 func (t *Target) Describe() string { return t.kind.Describe(t) }
 
@@ -181,6 +200,9 @@ func (t *Target) compileHTTP(components map[string]*Component) error {
 	s := t.Spec
 	if s.Name != "" {
 		return fmt.Errorf("%s target: name is only for kazzle targets", s.Type)
+	}
+	if s.Server != "" || s.Tool != "" || s.Continue {
+		return fmt.Errorf("%s target: server and tool are for mcp targets", s.Type)
 	}
 	if !methods[s.Method] {
 		return fmt.Errorf("%s target: method %q is not one of GET, POST, PUT, PATCH, DELETE", s.Type, s.Method)

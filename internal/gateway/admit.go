@@ -94,7 +94,7 @@ func (g *Gateway) Visible(call Call) []*manifest.Compiled {
 		call.Origin.Source = SourceAPI
 	}
 	var out []*manifest.Compiled
-	for _, t := range g.tools.List() {
+	for _, t := range g.Tools().List() {
 		if ok, err := g.Allowed(t, call, nil); ok || err != nil {
 			out = append(out, t)
 		}

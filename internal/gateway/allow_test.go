@@ -83,7 +83,7 @@ func TestAllowInexactMessage(t *testing.T) {
 		InputSchema: []byte(`{"type":"object"}`),
 		Target:      dispatch.Spec{Type: "app", Component: "api", Method: "POST", Path: "/pay"},
 	})
-	tool, _ := gw.tools.Lookup("pay")
+	tool, _ := gw.Tools().Lookup("pay")
 	ok, err := gw.Allowed(tool, Call{Tool: "pay"}, map[string]any{"amount": jsonread.Number("100.0000000000000001")})
 	if ok || err == nil {
 		t.Fatalf("Allowed = %v, %v; want a denial with an error", ok, err)

@@ -182,6 +182,15 @@ func TestAnswerWritesEveryResultField(t *testing.T) {
 			f.SetBool(true)
 		case reflect.String:
 			f.SetString("v" + v.Type().Field(i).Name)
+		case reflect.Slice:
+			switch f.Interface().(type) {
+			case jsontext.Value:
+				f.Set(reflect.ValueOf(jsontext.Value(`{"v":"` + v.Type().Field(i).Name + `"}`)))
+			case []result.Item:
+				f.Set(reflect.ValueOf([]result.Item{{Type: "image", MIMEType: "image/png", Data: []byte{1, 2}, URI: "https://x.example/a", Name: "n", Title: "t", Text: "x"}}))
+			default:
+				t.Fatalf("result.Result.%s is a %s: teach this test to set one", v.Type().Field(i).Name, f.Type())
+			}
 		default:
 			t.Fatalf("result.Result.%s is a %s: teach this test to set one", v.Type().Field(i).Name, f.Kind())
 		}
@@ -196,7 +205,7 @@ func TestAnswerWritesEveryResultField(t *testing.T) {
 	if err := json.Unmarshal(a.AppendJSON(nil), &got, json.RejectUnknownMembers(true)); err != nil {
 		t.Fatal(err)
 	}
-	if got.Result != want || got.CallID != a.CallID || got.Tool != a.Tool || got.Status != a.Status {
+	if !got.Result.Equal(want) || got.CallID != a.CallID || got.Tool != a.Tool || got.Status != a.Status {
 		t.Errorf("the answer read back is %+v, want %+v", got, a)
 	}
 }

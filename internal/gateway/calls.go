@@ -68,11 +68,11 @@ func (g *Gateway) settle(ctx context.Context, c *ledger.Call) (*Answer, error) {
 }
 
 // checkCard validates a card by the rules of docs/http-api.md ("Cards:
-// pause and resume") and dispatch.CompileButton, with owner the component
-// whose handler answered it, and returns it as compact JSON, written as
+// pause and resume") and dispatch.CompileCardButton, with owner the target
+// whose call answered it, and returns it as compact JSON, written as
 // encoding/json wrote it (<, > and & escaped): the ledger keeps those bytes
 // and an answer writes them as they are.
-func checkCard(owner *dispatch.Component, body []byte) (jsontext.Value, error) {
+func checkCard(owner *dispatch.Target, body []byte) (jsontext.Value, error) {
 	card, err := result.ParseCard(body)
 	if err != nil {
 		return nil, err
@@ -84,31 +84,31 @@ func checkCard(owner *dispatch.Component, body []byte) (jsontext.Value, error) {
 }
 
 // checkButtons checks each button target of a card answered by owner.
-func checkButtons(owner *dispatch.Component, card *result.Card) error {
+func checkButtons(owner *dispatch.Target, card *result.Card) error {
 	for _, b := range card.Elements {
 		if len(b.Target) == 0 {
 			continue
 		}
-		if _, err := dispatch.CompileButton(b.Target, owner); err != nil {
+		if _, err := dispatch.CompileCardButton(b.Target, owner); err != nil {
 			return fmt.Errorf("invalid card: button %q: %v", b.ID, err)
 		}
 	}
 	return nil
 }
 
-// cardOwner is the component a recorded call's card may run buttons on:
-// that of the call's tool as this gateway serves it now. The card was
+// cardOwner is the target a recorded call's card may run buttons for:
+// the call's tool's, as this gateway serves it now. The card was
 // checked when it was recorded, but perhaps by an older build or another
 // instance with another config, so it is checked again before a button runs.
-func (g *Gateway) cardOwner(c *ledger.Call) (*dispatch.Component, error) {
-	tool, ok := g.tools.Lookup(c.Tool)
+func (g *Gateway) cardOwner(c *ledger.Call) (*dispatch.Target, error) {
+	tool, ok := g.Tools().Lookup(c.Tool)
 	if !ok {
 		return nil, fmt.Errorf("tool %q is no longer served", c.Tool)
 	}
 	if !tool.Target.Kind().AnswersCards() {
 		return nil, result.ErrCardNotFromApp
 	}
-	return tool.Target.Component, nil
+	return tool.Target, nil
 }
 
 // Status answers GET /calls/{callId}: the shape the invoke would answer now.
@@ -247,7 +247,7 @@ func (g *Gateway) answerCard(ctx context.Context, c *ledger.Call, card *result.C
 	if len(button.Target) == 0 {
 		return result.FromButtonInput(button.Input)
 	}
-	t, err := dispatch.CompileButton(button.Target, owner)
+	t, err := dispatch.CompileCardButton(button.Target, owner)
 	if err != nil {
 		return result.Failure("button %q: %v", button.ID, err)
 	}

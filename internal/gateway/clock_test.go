@@ -68,7 +68,7 @@ func TestClockGovernsCalls(t *testing.T) {
 	}()
 	select {
 	case a := <-done:
-		if a == nil || a.Status != StatusDone || a.Result != outcomeUnknown {
+		if a == nil || a.Status != StatusDone || !a.Result.Equal(outcomeUnknown) {
 			t.Errorf("repeat of a call past its deadline = %+v, want outcome unknown", a)
 		}
 	case <-time.After(5 * time.Second):

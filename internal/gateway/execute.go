@@ -45,7 +45,7 @@ func (g *Gateway) execute(ctx, caller context.Context, tool *manifest.Compiled, 
 	if call.Origin.Source != SourceThread {
 		return outcome{res: result.Failure("the handler answered an action-required card to an api call; a handler must answer a domain error when no person is in the conversation"), upstream: out.Upstream}
 	}
-	card, err := checkCard(tool.Target.Component, out.Card)
+	card, err := checkCard(tool.Target, out.Card)
 	if err != nil {
 		return outcome{res: result.Failure("the handler answered an %v", err), upstream: out.Upstream}
 	}
@@ -63,6 +63,10 @@ type runner struct {
 
 func (r *runner) Send(t *dispatch.Target, how dispatch.Sending) dispatch.Outcome {
 	return r.g.send(r.ctx, t, r.input, r.call, how)
+}
+
+func (r *runner) CallMCP(t *dispatch.Target) dispatch.Outcome {
+	return r.g.callMCP(r.ctx, t, r.input, r.call)
 }
 
 func (r *runner) RunInPage(t *dispatch.Target) dispatch.Outcome {

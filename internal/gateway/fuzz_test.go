@@ -44,8 +44,9 @@ func FuzzCheckCard(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
+	ownA, ownB := appOwner(f, a), appOwner(f, b)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		recorded, err := checkCard(a, body)
+		recorded, err := checkCard(ownA, body)
 		if err != nil {
 			if recorded != nil {
 				t.Fatalf("checkCard returned a card and the error %v", err)
@@ -56,7 +57,7 @@ func FuzzCheckCard(f *testing.F) {
 		if err != nil {
 			t.Fatalf("the recorded card %s does not parse: %v", recorded, err)
 		}
-		if err := checkButtons(a, card); err != nil {
+		if err := checkButtons(ownA, card); err != nil {
 			t.Fatalf("the recorded card %s fails the check at resume: %v", recorded, err)
 		}
 		targets := 0
@@ -94,7 +95,7 @@ func FuzzCheckCard(f *testing.F) {
 				t.Fatalf("button %q sends a's env:\n%s\n%s", e.ID, sent(req), sent(twinReq))
 			}
 		}
-		if _, err := checkCard(b, body); targets > 0 && err == nil {
+		if _, err := checkCard(ownB, body); targets > 0 && err == nil {
 			t.Fatalf("a card with button targets is valid for both a and b: %s", body)
 		}
 		if !jsontext.Value(recorded).IsValid() {
@@ -112,4 +113,16 @@ func sent(req *http.Request) string {
 		_, _ = io.Copy(&b, req.Body)
 	}
 	return b.String()
+}
+
+// appOwner is an app target on c: the owner of the cards c's handlers
+// answer.
+func appOwner(tb testing.TB, c *dispatch.Component) *dispatch.Target {
+	tb.Helper()
+	t, err := dispatch.Compile(dispatch.Spec{Type: dispatch.TypeApp, Component: c.Name, Method: "GET", Path: "/"},
+		dispatch.Env{Components: map[string]*dispatch.Component{c.Name: c}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return t
 }

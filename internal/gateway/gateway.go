@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -60,7 +61,8 @@ type Config struct {
 
 // Gateway serves one set of tools.
 type Gateway struct {
-	tools      *manifest.Set
+	tools      atomic.Pointer[manifest.Set]
+	onTools    []func(*manifest.Set)
 	issuer     *identity.Issuer
 	client     *outbound.Client
 	ledger     ledger.Ledger
@@ -87,13 +89,14 @@ type Gateway struct {
 // New returns a gateway.
 func New(c Config) *Gateway {
 	g := &Gateway{
-		tools: c.Tools, issuer: c.Issuer, client: c.Client,
+		issuer: c.Issuer, client: c.Client,
 		ledger: c.Ledger, logger: c.Logger, instance: c.Instance, clock: clock.Or(c.Clock),
 		bridge: c.Bridge, clientWait: c.ClientTimeout, obs: observe.Or(c.Observer),
 		embeds: make(map[string]bool, len(c.EmbedOrigins)), embedList: slices.Clone(c.EmbedOrigins),
 		closeWait: closeWait,
 	}
 	g.closing, g.close = context.WithCancel(context.Background())
+	g.tools.Store(c.Tools)
 	for _, o := range c.EmbedOrigins {
 		g.embeds[o] = true
 	}
@@ -117,7 +120,27 @@ func New(c Config) *Gateway {
 }
 
 // Tools returns the tool set.
-func (g *Gateway) Tools() *manifest.Set { return g.tools }
+func (g *Gateway) Tools() *manifest.Set { return g.tools.Load() }
+
+// SetTools replaces the tools served (an upstream MCP server's list
+// changed) and tells those who asked (OnToolsChange). A call already
+// admitted runs with the tool it was admitted with.
+func (g *Gateway) SetTools(set *manifest.Set) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.tools.Store(set)
+	for _, f := range g.onTools {
+		f(set)
+	}
+}
+
+// OnToolsChange calls f with the new tools each time SetTools replaces
+// them, in the order of the changes.
+func (g *Gateway) OnToolsChange(f func(*manifest.Set)) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.onTools = append(g.onTools, f)
+}
 
 // SpendOnce marks a one-time token id used until it expires, in the
 // gateway's ledger (ledger.Ledger's Spend): it reports whether it was
@@ -164,7 +187,7 @@ func (g *Gateway) newCallID() string { return newCallID(g.clock.Now()) }
 // anything is recorded); every failure of the tool itself is an Answer
 // with IsError set, whose content the model reads.
 func (g *Gateway) Invoke(ctx context.Context, call Call) (ans *Answer, err error) {
-	tool, ok := g.tools.Lookup(call.Tool)
+	tool, ok := g.Tools().Lookup(call.Tool)
 	if !ok {
 		return nil, &RequestError{Code: "unknown_tool", Msg: fmt.Sprintf("no tool named %q", call.Tool), kind: ErrUnknownTool}
 	}
@@ -184,8 +207,8 @@ func (g *Gateway) Invoke(ctx context.Context, call Call) (ans *Answer, err error
 		return nil, err
 	}
 	kind := tool.Target.Kind()
-	if kind.NeedsUser() && call.Identity.User == "" {
-		return nil, badRequest("identity_required", "tool %q runs on an app component: identity.user is required", call.Tool)
+	if tool.Target.NeedsUser() && call.Identity.User == "" {
+		return nil, badRequest("identity_required", "tool %q is sent the user's identity (%s): identity.user is required", call.Tool, tool.Target.Describe())
 	}
 	start := g.clock.Now()
 	input, inputErr := decodeInput(call.Input)

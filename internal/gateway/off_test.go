@@ -61,7 +61,7 @@ func TestLedgerOff(t *testing.T) {
 
 func TestLedgerOffCard(t *testing.T) {
 	rig := newCardRig(t)
-	rig.gw = New(Config{Tools: rig.gw.tools, Issuer: rig.gw.issuer, Client: rig.gw.client, Ledger: ledger.Off})
+	rig.gw = New(Config{Tools: rig.gw.Tools(), Issuer: rig.gw.issuer, Client: rig.gw.client, Ledger: ledger.Off})
 	a := rig.invoke(t, "a_card", "plain", "card_1")
 	if a.Status != StatusDone || !a.IsError || a.Content != "the handler answered an action-required card, but cards need the call ledger (ledger off)" || a.Card != nil {
 		t.Fatalf("a card with the ledger off: %+v", a)

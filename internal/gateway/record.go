@@ -59,7 +59,7 @@ func (g *Gateway) record(ctx context.Context, c *ledger.Call, from ledger.State)
 			g.logger.Error("recording a finished call: the gateway closed before the ledger returned", append(fields, zap.Error(err))...)
 		case err == nil:
 			g.logger.Info("recorded a finished call after the ledger returned", fields...)
-		case errors.Is(err, ledger.ErrConflict) && cur != nil && cur.State == done.State && cur.Result != nil && done.Result != nil && *cur.Result == *done.Result:
+		case errors.Is(err, ledger.ErrConflict) && cur != nil && cur.State == done.State && cur.Result != nil && done.Result != nil && cur.Result.Equal(*done.Result):
 			// An earlier try was written, though its reply was lost.
 		case errors.Is(err, ledger.ErrConflict):
 			// A waiter closed it as outcome unknown at its deadline: the

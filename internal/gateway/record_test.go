@@ -73,13 +73,13 @@ func TestRecordWhenLedgerReturns(t *testing.T) {
 	led.down.Store(false)
 	select {
 	case a := <-repeat:
-		if a == nil || a.Status != StatusDone || a.Result != first.Result {
+		if a == nil || a.Status != StatusDone || !a.Result.Equal(first.Result) {
 			t.Fatalf("repeat = %+v, want the first answer %+v", a, first)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the repeat did not answer once the ledger returned")
 	}
-	if got, err := gw.Status(ctx, call.Identity, "c1"); err != nil || got.Result != first.Result {
+	if got, err := gw.Status(ctx, call.Identity, "c1"); err != nil || !got.Result.Equal(first.Result) {
 		t.Errorf("Status = %+v, %v; want the recorded result", got, err)
 	}
 	select {

@@ -47,6 +47,11 @@ type Tool struct {
 	// view. Only an app target may show one. Default: true for app
 	// targets, false for others.
 	UI *bool `json:"ui,omitempty"`
+
+	// OutputSchema and Meta are an upstream MCP server's tool's, passed
+	// on as it listed them; no manifest sets them.
+	OutputSchema jsontext.Value `json:"-"`
+	Meta         map[string]any `json:"-"`
 }
 
 // ShowsUI reports whether the tool's answers show in the MCP Apps view.
@@ -184,10 +189,16 @@ func Load(files []string, inline []Tool, components map[string]*dispatch.Compone
 // Compile checks and compiles every tool of every source. The first error
 // names the source and the tool.
 func Compile(sources []Source, components map[string]*dispatch.Component) (*Set, error) {
+	return CompileIn(sources, dispatch.Env{Components: components})
+}
+
+// CompileIn is Compile against env: its components and its upstream MCP
+// servers (env.Results is always mapping.Compile).
+func CompileIn(sources []Source, env dispatch.Env) (*Set, error) {
 	set := &Set{byName: map[string]*Compiled{}}
 	for _, src := range sources {
 		for i, t := range src.Tools {
-			c, err := CompileTool(t, components)
+			c, err := compileTool(t, env)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %s: %w", src.Name, toolLabel(t, i), err)
 			}
@@ -212,6 +223,10 @@ func toolLabel(t Tool, i int) string {
 
 // CompileTool checks one tool against the declared components.
 func CompileTool(t Tool, components map[string]*dispatch.Component) (*Compiled, error) {
+	return compileTool(t, dispatch.Env{Components: components})
+}
+
+func compileTool(t Tool, env dispatch.Env) (*Compiled, error) {
 	if !nameRE.MatchString(t.Name) {
 		return nil, fmt.Errorf("name %q must match %s", t.Name, nameRE)
 	}
@@ -228,7 +243,8 @@ func CompileTool(t Tool, components map[string]*dispatch.Component) (*Compiled, 
 	if err != nil {
 		return nil, err
 	}
-	target, err := dispatch.Compile(t.Target, dispatch.Env{Components: components, Results: mapping.Compile})
+	env.Results = mapping.Compile
+	target, err := dispatch.Compile(t.Target, env)
 	if err != nil {
 		return nil, fmt.Errorf("target: %w", err)
 	}

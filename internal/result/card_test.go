@@ -68,7 +68,7 @@ func TestMappingRefusesCards(t *testing.T) {
 	}
 	// A "type" of another value is data like any other.
 	m, _ := mapping.Compile(`body.type`)
-	if got := m.Apply(200, jsonHeader(), []byte(`{"type":"action"}`)); got != (result.Result{Content: "action"}) {
+	if got := m.Apply(200, jsonHeader(), []byte(`{"type":"action"}`)); !got.Equal(result.Result{Content: "action"}) {
 		t.Errorf("Apply = %+v", got)
 	}
 }
@@ -186,7 +186,7 @@ func TestFromButtonInputReadsAsEncodingJSON(t *testing.T) {
 		if got.IsError && want.IsError && strings.HasPrefix(got.Content, want.Content) {
 			continue
 		}
-		if got != want {
+		if !got.Equal(want) {
 			t.Errorf("FromButtonInput(%q) = %+v; on encoding/json %+v", in, got, want)
 		}
 	}

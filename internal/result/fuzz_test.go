@@ -182,7 +182,7 @@ func sameAsMapDecode(t *testing.T, body []byte, got result.Result, gotCard bool)
 		}
 		return
 	}
-	if got != want || gotCard != wantCard {
+	if !got.Equal(want) || gotCard != wantCard {
 		t.Fatalf("%q gave %+v (card %v), encoding/json into a map gives %+v (card %v)", body, got, gotCard, want, wantCard)
 	}
 }

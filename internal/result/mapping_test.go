@@ -123,7 +123,7 @@ func TestMappingApply(t *testing.T) {
 			if header == nil {
 				header = jsonHeader()
 			}
-			if got := m.Apply(status, header, []byte(tt.body)); got != tt.want {
+			if got := m.Apply(status, header, []byte(tt.body)); !got.Equal(tt.want) {
 				t.Errorf("Apply = %+v, want %+v", got, tt.want)
 			}
 		})
@@ -176,7 +176,7 @@ func TestMappingNon2xx(t *testing.T) {
 			if got.Content != tt.want {
 				t.Errorf("content = %q, want %q", got.Content, tt.want)
 			}
-			if plain := result.Normalize(tt.status, tt.contentType, []byte(tt.body)); got != plain {
+			if plain := result.Normalize(tt.status, tt.contentType, []byte(tt.body)); !got.Equal(plain) {
 				t.Errorf("Apply = %+v, Normalize = %+v: want the same", got, plain)
 			}
 		})

@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -31,6 +32,45 @@ type Result struct {
 	EmbedURL string `json:"embedUrl,omitempty"`
 	// Card says which channel the card shows: embedUrl wins over markdown.
 	Card string `json:"card,omitempty"`
+	// Structured is an upstream MCP tool's structuredContent, passed on
+	// as it came (docs/mcp-servers.md).
+	Structured jsontext.Value `json:"structuredContent,omitempty"`
+	// Items are an upstream MCP tool's content besides its text: images,
+	// audio and resources, kept for MCP clients.
+	Items []Item `json:"items,omitempty"`
+}
+
+// Item is a content item of an upstream MCP tool's answer that is not
+// text. Type is "image", "audio", "resource_link" or "resource".
+type Item struct {
+	Type     string `json:"type"`
+	MIMEType string `json:"mimeType,omitempty"`
+	// Data is an image's or audio's bytes, or a resource's blob.
+	Data  []byte `json:"data,omitempty"`
+	URI   string `json:"uri,omitempty"`
+	Name  string `json:"name,omitempty"`
+	Title string `json:"title,omitempty"`
+	// Text is a text resource's text.
+	Text string `json:"text,omitempty"`
+}
+
+// Equal reports whether r and o are the same result.
+func (r Result) Equal(o Result) bool {
+	return r.IsError == o.IsError && r.Content == o.Content && r.Markdown == o.Markdown && r.EmbedURL == o.EmbedURL &&
+		r.Card == o.Card && bytes.Equal(r.Structured, o.Structured) && slices.EqualFunc(r.Items, o.Items, func(a, b Item) bool {
+		return a.Type == b.Type && a.MIMEType == b.MIMEType && bytes.Equal(a.Data, b.Data) && a.URI == b.URI &&
+			a.Name == b.Name && a.Title == b.Title && a.Text == b.Text
+	})
+}
+
+// Size is about how many bytes r takes, written: what limits on the size
+// of an answer count.
+func (r Result) Size() int {
+	n := len(r.Content) + len(r.Markdown) + len(r.EmbedURL) + len(r.Structured)
+	for _, it := range r.Items {
+		n += len(it.Data)*4/3 + len(it.URI) + len(it.Name) + len(it.Title) + len(it.Text) + len(it.MIMEType)
+	}
+	return n
 }
 
 // Failure returns an error result (IsError) whose content, the formatted

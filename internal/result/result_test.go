@@ -90,7 +90,7 @@ func TestNormalizeOK(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := result.Normalize(tt.status, tt.ct, []byte(tt.body))
-			if got != tt.want {
+			if !got.Equal(tt.want) {
 				t.Errorf("Normalize(%d, %q, %s) =\n  %+v\nwant\n  %+v", tt.status, tt.ct, tt.body, got, tt.want)
 			}
 		})
@@ -287,7 +287,7 @@ func TestErrorText(t *testing.T) {
 func TestFromJSON(t *testing.T) {
 	got := result.FromJSON([]byte(`{"content":"c","markdown":"m"}`))
 	want := result.Result{Content: "c", Markdown: "m", Card: result.CardMarkdown}
-	if got != want {
+	if !got.Equal(want) {
 		t.Errorf("FromJSON = %+v, want %+v", got, want)
 	}
 	if got := result.FromJSON([]byte(`{"content":7}`)); !got.IsError {
@@ -333,7 +333,7 @@ func TestCheckEmbedURL(t *testing.T) {
 
 func TestErrorf(t *testing.T) {
 	got := result.Failure("tool %s: %d", "t", 3)
-	if got != (result.Result{IsError: true, Content: "tool t: 3"}) {
+	if !got.Equal(result.Result{IsError: true, Content: "tool t: 3"}) {
 		t.Errorf("Errorf = %+v", got)
 	}
 }
