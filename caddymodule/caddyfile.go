@@ -84,6 +84,16 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			max_streams_per_thread <n>
 //			max_streams            <n>
 //		}
+//		mcp_server <name> <url> | command <program> [<args...>] {
+//			tools    <tool...>         (default: all it lists)
+//			prefix   <prefix>
+//			header   <name> <value>    (url)
+//			env      <name> <value>    (command)
+//			dir      <path>            (command)
+//			identity                   (send the user's identity token)
+//			timeout  <duration>        (default 30s)
+//			max_result_size <size>     (default: max_response_size)
+//		}
 //		client_tool_timeout <duration>
 //		allowed_hosts     <host...>
 //		upstream_timeout  <duration>
@@ -97,6 +107,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			target app <component> <method> <path>
 //			target url <method> <url>
 //			target kazzle <client_tool>
+//			target mcp <mcp_server> <tool>
 //			query  <key> <value>
 //			header <name> <value>
 //			body   <json>
@@ -107,7 +118,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		}
 //	}
 //
-// manifest, component, allowed_hosts and tool may repeat, and so may key,
+// manifest, component, mcp_server, allowed_hosts and tool may repeat, and so may key,
 // env, origins, authorization_server, scopes, query and header in their
 // blocks. A tool's component line
 // lets a url target use that component's env in ${env.NAME} references. A
@@ -142,6 +153,20 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			h.Components[name] = new(Component)
 			return h.Components[name].UnmarshalCaddyfile(d.NewFromNextSegment())
+		},
+		"mcp_server": func(d *caddyfile.Dispenser) error {
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			name := d.Val()
+			if _, dup := h.MCPServers[name]; dup {
+				return d.Errf("mcp_server %s already specified", name)
+			}
+			if h.MCPServers == nil {
+				h.MCPServers = map[string]*MCPServer{}
+			}
+			h.MCPServers[name] = new(MCPServer)
+			return h.MCPServers[name].UnmarshalCaddyfile(d.NewFromNextSegment())
 		},
 		"identity":            subBlock(&h.Identity),
 		"callers":             subBlock(&h.Callers),
@@ -192,9 +217,10 @@ func (h *Handler) checkTools(d *caddyfile.Dispenser, at []caddyfile.Token) error
 		}
 		components[name] = comp
 	}
+	env := dispatch.Env{Components: components, Servers: h.declaredServers()}
 	seen := map[string]int{}
 	for i, t := range h.Tools {
-		if _, err := manifest.CompileTool(t, components); err != nil {
+		if _, err := manifest.CompileToolIn(t, env); err != nil {
 			return fmt.Errorf("%s:%d: tool %q: %w", at[i].File, at[i].Line, t.Name, err)
 		}
 		if prev, dup := seen[t.Name]; dup {
@@ -453,6 +479,9 @@ var targetLines = map[string]targetLine{
 	}},
 	"kazzle": {"<client_tool>", 1, func(s *dispatch.Spec, a []string) {
 		s.Name = a[0]
+	}},
+	"mcp": {"<mcp_server> <tool>", 2, func(s *dispatch.Spec, a []string) {
+		s.Server, s.Tool = a[0], a[1]
 	}},
 }
 

@@ -198,7 +198,7 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"app target short", []string{"tool t {", "target app api GET", "}"}, "want: target app <component> <method> <path>, at Testfile:3"},
 		{"url target short", []string{"tool t {", "target url https://x", "}"}, "want: target url <method> <url>, at Testfile:3"},
 		{"kazzle target long", []string{"tool t {", "target kazzle a b", "}"}, "want: target kazzle <client_tool>, at Testfile:3"},
-		{"unknown target", []string{"tool t {", "target grpc x", "}"}, "unknown target type grpc (want app, url or kazzle), at Testfile:3"},
+		{"unknown target", []string{"tool t {", "target grpc x", "}"}, "unknown target type grpc (want app, url, kazzle or mcp), at Testfile:3"},
 		{"unknown tool option", []string{"tool t {", "method GET", "}"}, "unrecognized tool subdirective method, at Testfile:3"},
 		{"tool that does not compile", []string{api, "", "tool t {", "description d", schema, "target app nope GET /", "}"},
 			`Testfile:4: tool "t": target: app target: component "nope" is not declared`},

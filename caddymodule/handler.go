@@ -61,6 +61,10 @@ type Handler struct {
 	// by name.
 	Components map[string]*Component `json:"components,omitempty"`
 
+	// MCPServers are upstream MCP servers, by name, whose tools the
+	// gateway serves beside its own (docs/mcp-servers.md).
+	MCPServers map[string]*MCPServer `json:"mcp_servers,omitempty"`
+
 	// Identity configures the tokens that tell components who the user is.
 	Identity *Identity `json:"identity,omitzero"`
 
@@ -114,6 +118,7 @@ type Handler struct {
 	logger   *zap.Logger
 	storeKey string              // this config's reference in stores, once provisioned
 	pages    *clienttools.Bridge // this config's view of the store's bridge
+	ups      *upstreams          // the upstream MCP servers, running
 }
 
 // Component is one of the app's components.
@@ -294,10 +299,6 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) (err error) {
 			return err
 		}
 	}
-	tools, err := manifest.Load(h.Manifests, h.Tools, components)
-	if err != nil {
-		return err
-	}
 	callers, pages, err := h.authenticators(ctx, repl)
 	if err != nil {
 		return err
@@ -316,6 +317,29 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) (err error) {
 		return fmt.Errorf("identity key: %w", err)
 	}
 	issuer := identity.NewIssuer(issuerName, time.Duration(idc.TTL), key, others...)
+
+	// The upstream MCP servers run from here on: whatever fails below
+	// stops them again.
+	ups, err := h.startUpstreams(repl, logger, issuer)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			ups.close()
+			return
+		}
+		h.ups = ups
+	}()
+	env := ups.env
+	env.Components = components
+	tools, err := manifest.LoadIn(h.Manifests, h.Tools, env)
+	if err != nil {
+		return err
+	}
+	if tools, err = ups.addTo(tools); err != nil {
+		return err
+	}
 
 	lc := h.Ledger
 	if lc == nil {
@@ -370,7 +394,12 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) (err error) {
 	if h.api, err = httpapi.New(cfg); err != nil {
 		return err
 	}
-	h.logger.Info("toolgate ready", zap.Int("tools", len(tools.List())), zap.String("kid", key.ID))
+	var track func([]observe.Tool)
+	if m, ok := obs.(interface{ Track([]observe.Tool) }); ok {
+		track = m.Track
+	}
+	ups.serve(h.gw.Tools, h.gw.SetTools, track)
+	h.logger.Info("toolgate ready", zap.Int("tools", len(tools.List())), zap.String("kid", key.ID), zap.String("mcp_servers", ups.describe()))
 	return nil
 }
 
@@ -430,6 +459,8 @@ func (h *Handler) Cleanup() error {
 	if h.client != nil {
 		h.client.CloseIdleConnections()
 	}
+	h.ups.close()
+	h.ups = nil
 	if h.storeKey != "" {
 		_, err := stores.Delete(h.storeKey)
 		h.storeKey = ""

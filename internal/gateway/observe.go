@@ -22,7 +22,7 @@ func (g *Gateway) refused(tool *manifest.Compiled, call Call, reason string, err
 // logCall counts a call that ran here and writes its line.
 func (g *Gateway) logCall(tool *manifest.Compiled, call Call, out outcome, start time.Time) {
 	c := observe.Call{
-		CallID: call.CallID, Tool: call.Tool, TargetType: tool.Target.Kind().Name(),
+		CallID: call.CallID, Tool: call.Tool, TargetType: tool.Target.Kind().Name(), MCPServer: tool.Target.Spec.Server,
 		Outcome: observe.OutcomeDone, Status: StatusDone, IsError: out.res.IsError,
 		Duration: g.clock.Now().Sub(start), UpstreamStatus: out.upstream, Ledger: observe.LedgerNew,
 	}

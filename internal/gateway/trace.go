@@ -23,6 +23,9 @@ func startCall(ctx context.Context, tool *manifest.Compiled) (context.Context, t
 	ctx, span := tracing.Start(ctx, tracing.CallSpan)
 	if span != nil {
 		span.SetAttributes(attribute.String(tracing.AttrTool, tool.Name), attribute.String(tracing.AttrTargetType, tool.Target.Kind().Name()))
+		if s := tool.Target.Spec.Server; s != "" {
+			span.SetAttributes(attribute.String(tracing.AttrMCPServer, s))
+		}
 	}
 	return ctx, span
 }

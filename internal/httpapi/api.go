@@ -34,11 +34,13 @@ import (
 	"net/http"
 	"path"
 	"slices"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 
 	"github.com/toolgate/toolgate/internal/clienttools"
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/manifest"
 	"github.com/toolgate/toolgate/internal/mcp"
 	"github.com/toolgate/toolgate/internal/observe"
 	"github.com/toolgate/toolgate/internal/web"
@@ -107,7 +109,7 @@ type API struct {
 	corsOrigins map[string]bool
 	jwks        []byte
 	origPath    func(*http.Request) string
-	list        toolList
+	list        atomic.Pointer[toolList] // replaced when the tools change
 	mcp         http.Handler
 	mcpServer   *mcp.Server // behind mcp; tests reach it to compare its two paths
 	maxRequest  int64
@@ -139,9 +141,20 @@ func New(c Config) (*API, error) {
 	if a.loopback, err = newLoopback(c.AllowedHosts); err != nil {
 		return nil, err
 	}
-	if a.list, err = newToolList(c.Gateway); err != nil {
+	list, err := newToolList(c.Gateway.Tools())
+	if err != nil {
 		return nil, err
 	}
+	a.list.Store(&list)
+	c.Gateway.OnToolsChange(func(set *manifest.Set) {
+		// The tools an upstream MCP server lists: their schemas compiled,
+		// so they write.
+		if l, err := newToolList(set); err == nil {
+			a.list.Store(&l)
+		} else {
+			a.logger.Error("listing the changed tools", zap.Error(err))
+		}
+	})
 	if err := checkSessionLimits(c.MCPSessions); err != nil {
 		return nil, err
 	}

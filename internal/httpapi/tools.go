@@ -101,8 +101,8 @@ type openAITool struct {
 	} `json:"function"`
 }
 
-func newToolList(gw *gateway.Gateway) (toolList, error) {
-	tools := gw.Tools().List()
+func newToolList(set *manifest.Set) (toolList, error) {
+	tools := set.List()
 	var l toolList
 	for f := range l.entries {
 		l.entries[f] = make(map[string][]byte, len(tools))
@@ -145,11 +145,15 @@ func (l *toolList) join(f listFormat, tools []*manifest.Compiled) []byte {
 	}
 	buf := make([]byte, 0, size)
 	buf = append(buf, '[')
-	for i, t := range tools {
-		if i > 0 {
+	for _, t := range tools {
+		e, ok := entries[t.Name]
+		if !ok {
+			continue // a tool listed while the list changes
+		}
+		if len(buf) > 1 {
 			buf = append(buf, ',')
 		}
-		buf = append(buf, entries[t.Name]...)
+		buf = append(buf, e...)
 	}
 	return append(buf, ']')
 }
@@ -161,9 +165,10 @@ func (a *API) serveList(w http.ResponseWriter, r *http.Request, c caller) {
 		writeError(w, http.StatusBadRequest, "unknown_format", "format must be toolgate (the default), openai or anthropic")
 		return
 	}
-	list := a.list.full[f]
+	l := a.list.Load()
+	list := l.full[f]
 	if list == nil {
-		list = a.list.join(f, a.gw.Visible(gateway.Call{Identity: c.Identity, Claims: c.Claims}))
+		list = l.join(f, a.gw.Visible(gateway.Call{Identity: c.Identity, Claims: c.Claims}))
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(list)

@@ -172,6 +172,11 @@ type Set struct {
 // Load reads the manifest files and compiles their tools and the inline
 // ones (named "inline tools" in errors) against the components.
 func Load(files []string, inline []Tool, components map[string]*dispatch.Component) (*Set, error) {
+	return LoadIn(files, inline, dispatch.Env{Components: components})
+}
+
+// LoadIn is Load against env's components and upstream MCP servers.
+func LoadIn(files []string, inline []Tool, env dispatch.Env) (*Set, error) {
 	var sources []Source
 	for _, path := range files {
 		src, err := ReadFile(path)
@@ -183,7 +188,7 @@ func Load(files []string, inline []Tool, components map[string]*dispatch.Compone
 	if len(inline) > 0 {
 		sources = append(sources, Source{Name: "inline tools", Tools: inline})
 	}
-	return Compile(sources, components)
+	return CompileIn(sources, env)
 }
 
 // Compile checks and compiles every tool of every source. The first error
@@ -225,6 +230,10 @@ func toolLabel(t Tool, i int) string {
 func CompileTool(t Tool, components map[string]*dispatch.Component) (*Compiled, error) {
 	return compileTool(t, dispatch.Env{Components: components})
 }
+
+// CompileToolIn is CompileTool against env's components and upstream MCP
+// servers.
+func CompileToolIn(t Tool, env dispatch.Env) (*Compiled, error) { return compileTool(t, env) }
 
 func compileTool(t Tool, env dispatch.Env) (*Compiled, error) {
 	if !nameRE.MatchString(t.Name) {

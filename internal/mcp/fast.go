@@ -64,7 +64,7 @@ func (s *Server) serveFast(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	fc, ok := decodeCall(body)
-	if !ok || !s.fastTools[fc.name] || fc.name != r.Header.Get("Mcp-Name") {
+	if !ok || !s.index.Load().fast[fc.name] || fc.name != r.Header.Get("Mcp-Name") {
 		return false
 	}
 	caps, ok := s.caps.sessionless(fc.version, fc.clientCaps, fc.clientInfo, fc.hasInfo)

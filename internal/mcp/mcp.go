@@ -6,19 +6,18 @@
 package mcp
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -110,9 +109,10 @@ type Server struct {
 	// gateway's ledger: once across instances and restarts.
 	spend func(ctx context.Context, id string, until time.Time) (bool, error)
 
-	// uiTools are the tools whose answers show in the MCP Apps view, as
-	// tools/list gives them to Apps clients (with the view in _meta).
-	uiTools map[string]*sdk.Tool
+	// index says which tools show in the view and which the fast path
+	// serves; syncTools replaces it when the gateway's tools change.
+	index   atomic.Pointer[toolIndex]
+	indexMu sync.Mutex
 	// view is the view's resources/read content, built at load.
 	view *sdk.ResourceContents
 
@@ -120,10 +120,6 @@ type Server struct {
 	// _meta as the SDK marshals it, for the fast path's answers.
 	impl     *sdk.Implementation
 	implMeta []byte
-	// fastTools are the tools whose sessionless calls the fast path
-	// (fast.go) may serve: the gateway's, but for those whose input
-	// schema binds a parameter to a header, which the SDK checks.
-	fastTools map[string]bool
 	// maxBody is the SDK's request body limit; negative is none.
 	maxBody int64
 	// sdkOnly sends every request to the SDK, for tests that compare the
@@ -161,7 +157,6 @@ func New(gw *gateway.Gateway, opts Options) *Server {
 	if s.maxBody == 0 {
 		s.maxBody = sdk.DefaultMaxRequestBodyBytes
 	}
-	s.fastTools = map[string]bool{}
 	s.server = sdk.NewServer(s.impl, &sdk.ServerOptions{
 		// Logging is the SDK's default, kept; the MCP Apps extension is
 		// declared for hosts that look for it before showing a view.
@@ -170,32 +165,10 @@ func New(gw *gateway.Gateway, opts Options) *Server {
 			Extensions: map[string]any{AppsExtension: map[string]any{}},
 		},
 	})
-	s.uiTools = map[string]*sdk.Tool{}
-	for _, t := range gw.Tools().List() {
-		tool := &sdk.Tool{
-			Name:        t.Name,
-			Title:       t.DisplayName,
-			Description: t.Description,
-			InputSchema: jsontext.Value(t.InputSchema),
-		}
-		if a := t.Annotations; a != nil {
-			tool.Annotations = &sdk.ToolAnnotations{
-				DestructiveHint: a.DestructiveHint,
-				OpenWorldHint:   a.OpenWorldHint,
-				ReadOnlyHint:    a.ReadOnlyHint != nil && *a.ReadOnlyHint,
-				IdempotentHint:  a.IdempotentHint != nil && *a.IdempotentHint,
-			}
-		}
-		s.server.AddTool(tool, s.call)
-		s.fastTools[t.Name] = !bytes.Contains(t.InputSchema, []byte("x-mcp-header"))
-		if t.ShowsUI() {
-			ui := *tool
-			ui.Meta = uiMeta()
-			s.uiTools[t.Name] = &ui
-		}
-	}
+	s.index.Store(&toolIndex{})
+	s.syncTools(gw.Tools())
+	gw.OnToolsChange(s.syncTools)
 	s.server.AddTool(cardAnswerTool(), s.answerCard)
-	delete(s.fastTools, manifest.CardAnswerTool)
 	s.view = viewContents(gw.Tools().List(), gw.EmbedOrigins())
 	s.server.AddResource(&sdk.Resource{URI: web.MCPAppURI, Name: "toolgate-card", Title: "toolgate card", MIMEType: web.MCPAppMIMEType}, s.readView)
 	// A session is open from its initialize until it closes (idle
@@ -339,7 +312,7 @@ func (s *Server) filterList(next sdk.MethodHandler) sdk.MethodHandler {
 			if !visible[t.Name] {
 				continue
 			}
-			if ui, ok := s.uiTools[t.Name]; ok && apps {
+			if ui, ok := s.index.Load().ui[t.Name]; ok && apps {
 				t = ui
 			}
 			kept = append(kept, t)
@@ -416,7 +389,7 @@ func (s *Server) callTool(ctx context.Context, req *sdk.CallToolRequest, caps *s
 // inView reports whether the client shows the tool's answers in the MCP
 // Apps view.
 func (s *Server) inView(tool string, caps *sdk.ClientCapabilities) bool {
-	_, ok := s.uiTools[tool]
+	_, ok := s.index.Load().ui[tool]
 	return ok && isAppsClient(caps)
 }
 
@@ -440,9 +413,20 @@ func (s *Server) reply(ans *gateway.Answer, c Caller, caps *sdk.ClientCapabiliti
 }
 
 // toolResult maps a result onto MCP content: one text item for the model,
-// the markdown for the user, and with link the embed as a resource link.
+// the markdown for the user, and with link the embed as a resource link;
+// an upstream MCP tool's structured content and other items as it gave
+// them.
 func toolResult(r result.Result, link bool) *sdk.CallToolResult {
 	out := &sdk.CallToolResult{IsError: r.IsError, Content: []sdk.Content{&sdk.TextContent{Text: r.Content}}}
+	if r.Structured != nil {
+		out.StructuredContent = r.Structured
+	}
+	if len(r.Items) > 0 {
+		// The markdown names the items for the card; an MCP client
+		// gets the items themselves.
+		out.Content = append(out.Content, itemContent(r.Items)...)
+		return out
+	}
 	if r.Markdown != "" {
 		out.Content = append(out.Content, &sdk.TextContent{
 			Text:        r.Markdown,

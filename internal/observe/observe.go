@@ -66,9 +66,11 @@ const (
 type Call struct {
 	CallID string
 	Tool   string
-	// TargetType is the tool's target type as configured: app, url or
-	// kazzle (a client tool).
+	// TargetType is the tool's target type as configured: app, url,
+	// kazzle (a client tool) or mcp.
 	TargetType string
+	// MCPServer names an mcp target's upstream MCP server.
+	MCPServer string
 	// Outcome is one of the Outcome constants.
 	Outcome string
 	// Status is the call's status: done or action_required.
@@ -136,7 +138,7 @@ func LogCall(logger *zap.Logger, c Call) {
 	if ce == nil {
 		return
 	}
-	ce.Write(
+	fields := []zap.Field{
 		zap.String("call_id", c.CallID),
 		zap.String("tool", c.Tool),
 		zap.String("target_type", c.TargetType),
@@ -145,7 +147,11 @@ func LogCall(logger *zap.Logger, c Call) {
 		zap.Duration("duration", c.Duration),
 		zap.Int("upstream_status", c.UpstreamStatus),
 		zap.String("ledger", c.Ledger),
-	)
+	}
+	if c.MCPServer != "" {
+		fields = append(fields, zap.String("mcp_server", c.MCPServer))
+	}
+	ce.Write(fields...)
 }
 
 // LogRefusal writes a refused request's line at info. code is the error

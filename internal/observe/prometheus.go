@@ -2,6 +2,8 @@ package observe
 
 import (
 	"errors"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -114,7 +116,9 @@ type Metrics struct {
 	c *Collectors
 	// tools hold each tool's label children, resolved once here rather
 	// than per call: WithLabelValues hashes its labels and takes a lock.
-	tools     map[string]*toolMetrics
+	// Track replaces the map, never changes it.
+	tools     atomic.Pointer[map[string]*toolMetrics]
+	trackMu   sync.Mutex
 	client    map[string]prometheus.Counter
 	cards     map[string]prometheus.Counter
 	refusals  map[string]prometheus.Counter
@@ -151,7 +155,6 @@ func outcomeIndex(outcome string) int {
 func (c *Collectors) Observer(backend string, tools []Tool) *Metrics {
 	m := &Metrics{
 		c:        c,
-		tools:    make(map[string]*toolMetrics, len(tools)),
 		client:   children(c.clientEvents, ClientOffered, ClientClaimed, ClientAnswered, ClientTimedOut, ClientDropped),
 		cards:    children(c.cards, CardOpened, CardButton, CardSkip, CardCancel),
 		refusals: children(c.refusals, RefusedAuth, RefusedPolicy, RefusedLoopback, RefusedLimits),
@@ -166,7 +169,26 @@ func (c *Collectors) Observer(backend string, tools []Tool) *Metrics {
 		}
 		m.ledgerErr[backend] = c.ledgerErrors.WithLabelValues(backend)
 	}
+	m.tools.Store(&map[string]*toolMetrics{})
+	m.Track(tools)
+	return m
+}
+
+// Track counts tools too from now on: tools an upstream MCP server lists
+// after the config loaded. A tool it tracks already keeps its series.
+func (m *Metrics) Track(tools []Tool) {
+	m.trackMu.Lock()
+	defer m.trackMu.Unlock()
+	old := *m.tools.Load()
+	next := make(map[string]*toolMetrics, len(old)+len(tools))
+	for k, v := range old {
+		next[k] = v
+	}
+	c := m.c
 	for _, t := range tools {
+		if _, ok := next[t.Name]; ok {
+			continue
+		}
 		tm := &toolMetrics{
 			duration: c.callDuration.WithLabelValues(t.Name),
 			upstream: c.upstream.WithLabelValues(t.Name),
@@ -174,9 +196,9 @@ func (c *Collectors) Observer(backend string, tools []Tool) *Metrics {
 		for i, o := range []string{OutcomeDone, OutcomeError, OutcomeActionRequired, OutcomeRefused} {
 			tm.outcomes[i] = c.calls.WithLabelValues(t.Name, t.TargetType, o)
 		}
-		m.tools[t.Name] = tm
+		next[t.Name] = tm
 	}
-	return m
+	m.tools.Store(&next)
 }
 
 func children(v *prometheus.CounterVec, values ...string) map[string]prometheus.Counter {
@@ -190,7 +212,7 @@ func children(v *prometheus.CounterVec, values ...string) map[string]prometheus.
 // Call implements Observer. A refused call was not run: it is counted,
 // but its duration is not.
 func (m *Metrics) Call(c Call) {
-	t := m.tools[c.Tool]
+	t := (*m.tools.Load())[c.Tool]
 	if t == nil {
 		return
 	}
@@ -203,7 +225,7 @@ func (m *Metrics) Call(c Call) {
 
 // Upstream implements Observer.
 func (m *Metrics) Upstream(tool string, d time.Duration) {
-	if t := m.tools[tool]; t != nil {
+	if t := (*m.tools.Load())[tool]; t != nil {
 		t.upstream.Observe(d.Seconds())
 	}
 }

@@ -33,6 +33,7 @@ const (
 const (
 	AttrTool       = "toolgate.tool"
 	AttrTargetType = "toolgate.target_type"
+	AttrMCPServer  = "toolgate.mcp_server"
 	AttrStatus     = "toolgate.status"
 	// AttrAction is how a card was answered: button, skip or cancel.
 	AttrAction = "toolgate.action"
