@@ -46,7 +46,7 @@ check:
 npm:
 	npm ci --no-audit --no-fund
 
-unit: tools npm
+unit: tools npm mcp-deps
 	go test -race -timeout 20m ./...
 
 # The browser client's own rules, in Node's test runner.
@@ -79,8 +79,14 @@ browser-deps:
 	cd examples/browser && npm ci --no-audit --no-fund
 
 # MCP with the official TypeScript SDK client.
-mcp:
-	cd examples/mcp && npm ci --no-audit --no-fund && node --test
+# examples/mcp's own packages (the official TypeScript MCP SDK): its tests
+# use them, and so does the Go test that puts its contacts server behind
+# the gateway.
+mcp-deps:
+	cd examples/mcp && npm ci --no-audit --no-fund
+
+mcp: mcp-deps
+	cd examples/mcp && node --test
 
 # The npm tarballs of @toolgate/kit and @toolgate/react, in dist/npm/.
 # dist/ of each package is removed first: npm pack's prepare script builds it.

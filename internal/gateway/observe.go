@@ -12,7 +12,7 @@ import (
 // was recorded, for one of observe's Refused reasons.
 func (g *Gateway) refused(tool *manifest.Compiled, call Call, reason string, err error) error {
 	g.obs.Refused(reason)
-	g.obs.Call(observe.Call{CallID: call.CallID, Tool: tool.Name, TargetType: tool.Target.Kind().Name(), Outcome: observe.OutcomeRefused})
+	g.obs.Call(observe.Call{CallID: call.CallID, Tool: tool.Name, TargetType: tool.Target.Kind().Name(), MCPServer: tool.Target.Spec.Server, Outcome: observe.OutcomeRefused})
 	if re, ok := err.(*RequestError); ok {
 		observe.LogRefusal(g.logger, reason, re.Code)
 	}
@@ -45,7 +45,7 @@ func (g *Gateway) logRepeat(tool *manifest.Compiled, existing *ledger.Call, ans 
 		how = observe.LedgerJoined
 	}
 	c := observe.Call{
-		CallID: existing.CallID, Tool: existing.Tool, TargetType: tool.Target.Kind().Name(),
+		CallID: existing.CallID, Tool: existing.Tool, TargetType: tool.Target.Kind().Name(), MCPServer: tool.Target.Spec.Server,
 		Status: ans.Status, IsError: ans.IsError, Duration: g.clock.Now().Sub(start), Ledger: how,
 	}
 	observe.LogCall(g.logger, c)
