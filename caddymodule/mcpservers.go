@@ -60,7 +60,7 @@ type MCPServer struct {
 	// components get it, in Authorization: Bearer, with aud the server's
 	// name. The gateway's own requests (connecting, listing) carry a
 	// token with an empty sub.
-	Identity bool `json:"identity,omitempty"`
+	Identity bool `json:"identity,omitzero"`
 
 	// Timeout bounds connecting, listing and each call. Default: 30s.
 	Timeout caddy.Duration `json:"timeout,omitzero"`

@@ -13,6 +13,7 @@
 #   TOOLGATE_ADMIN_PORT  Caddy's admin API, on localhost [2019]
 #   BOOKMARKS_PORT       the bookmarks component (Go) [9001]
 #   NOTES_PORT           the notes component (TypeScript) [9002]
+#   CONTACTS_PORT        the contacts MCP server (TypeScript) [9003]
 #
 #   TOOLGATE_PORT=8180 TOOLGATE_ADMIN_PORT=2119 examples/quickstart.sh
 #
@@ -27,9 +28,10 @@ bin=$(mktemp -d "${TMPDIR:-/tmp}/toolgate-quickstart.XXXXXX")
 
 component_pid=
 notes_pid=
+contacts_pid=
 toolgate_pid=
 cleanup() {
-	for pid in $toolgate_pid $notes_pid $component_pid; do
+	for pid in $toolgate_pid $contacts_pid $notes_pid $component_pid; do
 		if kill -0 "$pid" 2>/dev/null; then
 			kill "$pid" 2>/dev/null || true
 			wait "$pid" 2>/dev/null || true
@@ -47,9 +49,9 @@ trap 'exit 143' TERM
 # and Go listen with SO_REUSEPORT) and answer every few requests with a
 # 503: refuse at once, naming what is there, and change nothing.
 export TOOLGATE_PORT=${TOOLGATE_PORT:-8080} TOOLGATE_ADMIN_PORT=${TOOLGATE_ADMIN_PORT:-2019}
-export BOOKMARKS_PORT=${BOOKMARKS_PORT:-9001} NOTES_PORT=${NOTES_PORT:-9002}
+export BOOKMARKS_PORT=${BOOKMARKS_PORT:-9001} NOTES_PORT=${NOTES_PORT:-9002} CONTACTS_PORT=${CONTACTS_PORT:-9003}
 site=http://127.0.0.1:$TOOLGATE_PORT
-for var in TOOLGATE_PORT TOOLGATE_ADMIN_PORT BOOKMARKS_PORT NOTES_PORT; do
+for var in TOOLGATE_PORT TOOLGATE_ADMIN_PORT BOOKMARKS_PORT NOTES_PORT CONTACTS_PORT; do
 	port=${!var}
 	if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
 		holder=
@@ -117,6 +119,10 @@ if [[ ! -x node_modules/.bin/toolgate-tools || package-lock.json -nt node_module
 else
 	step 3 "the npm workspace is installed"
 fi
+# The contacts MCP server's own packages (the official TypeScript MCP SDK).
+if [[ ! -d examples/mcp/node_modules/@modelcontextprotocol/sdk || examples/mcp/package-lock.json -nt examples/mcp/node_modules/.package-lock.json ]]; then
+	(cd examples/mcp && npm ci --no-audit --no-fund)
+fi
 step 4 "building the notes component (TypeScript) and the lesson page (React) ..."
 npm run --silent build -w @toolgate/kit -w examples/notes
 npm run --silent build -w examples/lesson
@@ -144,8 +150,23 @@ jwks=$site/toolgate/.well-known/jwks.json
 component_pid=$!
 node examples/notes/dist/src/main.js --addr "127.0.0.1:$NOTES_PORT" --jwks "$jwks" &
 notes_pid=$!
+# The contacts MCP server (examples/mcp), which toolgate puts behind
+# itself (mcp_server contacts in Caddyfile.example): it verifies the
+# identity tokens toolgate sends it against toolgate's JWKS.
+TOOLGATE_JWKS_URL=$jwks TOOLGATE_AUDIENCE=contacts node examples/mcp/contacts-server.mjs --http "$CONTACTS_PORT" &
+contacts_pid=$!
 wait_for bookmarks "$component_pid" "127.0.0.1:$BOOKMARKS_PORT"
 wait_for notes "$notes_pid" "127.0.0.1:$NOTES_PORT"
+echo "waiting for the contacts MCP server on 127.0.0.1:$CONTACTS_PORT ..."
+for ((tries = 50; ; tries--)); do
+	# Any HTTP answer will do: the server is up.
+	[[ $(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$CONTACTS_PORT/mcp" 2>/dev/null) != 000 ]] && break
+	if ! kill -0 "$contacts_pid" 2>/dev/null || ((tries == 0)); then
+		echo "the contacts MCP server did not start on 127.0.0.1:$CONTACTS_PORT" >&2
+		exit 1
+	fi
+	sleep 0.1
+done
 
 sed -e "s|http://127.0.0.1:8080|$site|g" -e "s|127.0.0.1:9002|127.0.0.1:$NOTES_PORT|g" <<'EOF'
 
@@ -187,11 +208,18 @@ when it loads, and run on the TypeScript component on 127.0.0.1:9002:
   curl -s http://127.0.0.1:8080/toolgate/tools/add_note -H 'Content-Type: application/json' -d '{"input":{"text":"Buy milk","tags":["home"]},"identity":{"user":"u_1","install":"in_1"}}'
   curl -s http://127.0.0.1:8080/toolgate/tools/export_notes -H 'Content-Type: application/json' -d '{"input":{},"identity":{"user":"u_1","install":"in_1"}}'
 
+The crm_ tools are those of an MCP server (examples/mcp/contacts-server.mjs,
+the official TypeScript SDK) that toolgate puts behind itself; crm_whoami says
+who toolgate told it the user is, in a token it verified:
+
+  curl -s http://127.0.0.1:8080/toolgate/tools/crm_search_contacts -H 'Content-Type: application/json' -d '{"input":{"query":"ada"},"identity":{"user":"u_1","install":"in_1"}}'
+  curl -s http://127.0.0.1:8080/toolgate/tools/crm_whoami -H 'Content-Type: application/json' -d '{"input":{},"identity":{"user":"u_1","install":"in_1"}}'
+
 EOF
 # The reload line names the ports this run changed: the reload command
 # adapts Caddyfile.example again, in the other terminal.
 ports=
-for var in TOOLGATE_PORT TOOLGATE_ADMIN_PORT BOOKMARKS_PORT NOTES_PORT; do
+for var in TOOLGATE_PORT TOOLGATE_ADMIN_PORT BOOKMARKS_PORT NOTES_PORT CONTACTS_PORT; do
 	[[ ${!var} != "$(sed -n "s/.*{\$$var:\([0-9]*\)}.*/\1/p" Caddyfile.example | head -1)" ]] && ports+="$var=${!var} "
 done
 cat <<EOF

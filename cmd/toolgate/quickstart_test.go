@@ -38,7 +38,7 @@ func TestQuickstart(t *testing.T) {
 		t.Skip("the npm workspace is not installed (npm ci at the repository root)")
 	}
 	ports := map[string]int{}
-	for _, name := range []string{"TOOLGATE_PORT", "TOOLGATE_ADMIN_PORT", "BOOKMARKS_PORT", "NOTES_PORT"} {
+	for _, name := range []string{"TOOLGATE_PORT", "TOOLGATE_ADMIN_PORT", "BOOKMARKS_PORT", "NOTES_PORT", "CONTACTS_PORT"} {
 		ports[name] = freePort(t)
 	}
 	// Caddy's storage (the ledger, the identity key) and its autosave go
@@ -130,8 +130,19 @@ func TestQuickstart(t *testing.T) {
 			t.Errorf("GET %s: %d %s; want a JSON 404 that says where the endpoints are", path, status, body)
 		}
 	}
-	if status, body := get("/toolgate/tools"); status != 200 || !strings.Contains(body, `"save_bookmark"`) {
+	if status, body := get("/toolgate/tools"); status != 200 || !strings.Contains(body, `"save_bookmark"`) || !strings.Contains(body, `"crm_search_contacts"`) {
 		t.Errorf("GET /toolgate/tools: %d %.200s", status, body)
+	}
+	// The contacts MCP server behind toolgate verified the identity token
+	// toolgate sent it against toolgate's JWKS.
+	resp, err := client.Post(site+"/toolgate/tools/crm_whoami", "application/json", strings.NewReader(`{"input":{},"identity":{"user":"u_1","install":"in_1"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	whoami, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(whoami), "user=u_1 install=in_1 aud=contacts verified=true") {
+		t.Errorf("crm_whoami: %d %s", resp.StatusCode, whoami)
 	}
 
 	// A page token from the component, signed with the secret the quick

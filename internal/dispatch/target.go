@@ -68,7 +68,7 @@ type Spec struct {
 	// Continue marks the button of a card the gateway built from an mcp
 	// server's input requests: it continues the call with the button's
 	// input. No spec an author writes sets it.
-	Continue bool `json:"continue,omitempty"`
+	Continue bool `json:"continue,omitzero"`
 }
 
 // Component is one of the app's own components.

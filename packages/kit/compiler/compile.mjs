@@ -70,6 +70,15 @@ export const TARGET_KINDS = {
       nonEmpty('name');
     },
   },
+  // A tool of an upstream MCP server the gateway's config declares (mcp_server).
+  mcp: {
+    fields: ['type', 'server', 'tool'],
+    http: false,
+    check(target, { nonEmpty }) {
+      nonEmpty('server');
+      nonEmpty('tool');
+    },
+  },
 };
 
 // kindNames lists the kinds' wire names, each written by quote: "a", "b" or "c".
@@ -80,7 +89,7 @@ function kindNames(quote, last) {
 
 // The order a target's fields are written in, whatever order the author
 // used: the manifest must not change when tools.ts is only reordered.
-const TARGET_ORDER = ['type', 'component', 'method', 'path', 'url', 'query', 'headers', 'body', 'name', 'result'];
+const TARGET_ORDER = ['type', 'component', 'method', 'path', 'url', 'query', 'headers', 'body', 'name', 'result', 'server', 'tool'];
 
 // compile loads file and returns the manifest's text: 2-space JSON with a
 // trailing newline, the same bytes for the same tools.ts and zod.

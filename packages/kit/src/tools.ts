@@ -8,6 +8,7 @@ export type {
   AppTarget,
   KazzleTarget,
   KazzleTool,
+  McpTarget,
   Method,
   RequestSpec,
   Target,

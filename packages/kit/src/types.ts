@@ -51,8 +51,20 @@ export type KazzleTarget = {
   name: string;
 };
 
+/**
+ * A tool of an upstream MCP server that the gateway's config declares
+ * (`mcp_server`): the call's input is its arguments.
+ */
+export type McpTarget = {
+  type: 'mcp';
+  /** The server's name in the config. */
+  server: string;
+  /** The tool's name on the server. */
+  tool: string;
+};
+
 /** Where a call (or a card's button) goes. */
-export type Target = AppTarget | UrlTarget | KazzleTarget;
+export type Target = AppTarget | UrlTarget | KazzleTarget | McpTarget;
 
 /**
  * Hints for MCP clients. toolgate's manifest knows these four only; a

@@ -148,7 +148,7 @@ test('bad tools.ts files: exit 1, the file, the tool and the field named', async
     ['bad-fields.ts', [
       'test/fixtures/bad-fields.ts: tools[0]: name: "bad name" must match ^[a-zA-Z0-9_-]{1,64}$',
       'test/fixtures/bad-fields.ts: tool "not_object": input: a Zod string schema: the input must be z.object({...})',
-      'test/fixtures/bad-fields.ts: tool "ftp": target.type: "ftp" is not "app", "url" or "kazzle"',
+      'test/fixtures/bad-fields.ts: tool "ftp": target.type: "ftp" is not "app", "url", "kazzle" or "mcp"',
       'test/fixtures/bad-fields.ts: tool "auth": description: required: a non-empty string',
       'test/fixtures/bad-fields.ts: tool "auth": target.path: required: a string starting with "/"',
       'test/fixtures/bad-fields.ts: tool "auth": target.method: "GETS" is not one of GET, POST, PUT, PATCH, DELETE',
@@ -225,5 +225,5 @@ test('the example tools.ts and a handler type-check; a target of an unknown type
   }
   const r = tsc('type-ftp.ts');
   assert.equal(r.status, 1);
-  assert.match(r.stdout, /type-ftp\.ts\(11,15\): error TS2322: Type '"ftp"' is not assignable to type '"app" \| "kazzle" \| "url"'/);
+  assert.match(r.stdout, /type-ftp\.ts\(11,15\): error TS2322: Type '"ftp"' is not assignable to type '"app" \| "kazzle" \| "mcp" \| "url"'/);
 });
