@@ -140,34 +140,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			h.Manifests = append(h.Manifests, file)
 			return err
 		},
-		"component": func(d *caddyfile.Dispenser) error {
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			name := d.Val()
-			if _, dup := h.Components[name]; dup {
-				return d.Errf("component %s already specified", name)
-			}
-			if h.Components == nil {
-				h.Components = map[string]*Component{}
-			}
-			h.Components[name] = new(Component)
-			return h.Components[name].UnmarshalCaddyfile(d.NewFromNextSegment())
-		},
-		"mcp_server": func(d *caddyfile.Dispenser) error {
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			name := d.Val()
-			if _, dup := h.MCPServers[name]; dup {
-				return d.Errf("mcp_server %s already specified", name)
-			}
-			if h.MCPServers == nil {
-				h.MCPServers = map[string]*MCPServer{}
-			}
-			h.MCPServers[name] = new(MCPServer)
-			return h.MCPServers[name].UnmarshalCaddyfile(d.NewFromNextSegment())
-		},
+		"component":  namedBlock(&h.Components),
+		"mcp_server": namedBlock(&h.MCPServers),
 		"identity":            subBlock(&h.Identity),
 		"callers":             subBlock(&h.Callers),
 		"mcp":                 subBlock(&h.MCP),
@@ -558,6 +532,32 @@ func subBlock[T any, P interface {
 	}
 }
 
+// namedBlock reads a repeatable `<option> <name> …` segment, such as a
+// component, into a new entry of *dst under its name, by the type's own
+// UnmarshalCaddyfile (which skips the name); a name given twice is an
+// error.
+func namedBlock[T any, P interface {
+	*T
+	caddyfile.Unmarshaler
+}](dst *map[string]P) option {
+	return func(d *caddyfile.Dispenser) error {
+		opt := d.Val()
+		if !d.NextArg() {
+			return d.ArgErr()
+		}
+		name := d.Val()
+		if _, dup := (*dst)[name]; dup {
+			return d.Errf("%s %s already specified", opt, name)
+		}
+		if *dst == nil {
+			*dst = map[string]P{}
+		}
+		entry := P(new(T))
+		(*dst)[name] = entry
+		return entry.UnmarshalCaddyfile(d.NewFromNextSegment())
+	}
+}
+
 // stringArg reads the option's one argument into dst.
 func stringArg(dst *string) option {
 	return func(d *caddyfile.Dispenser) error {
@@ -668,4 +668,5 @@ var (
 	_ caddyfile.Unmarshaler = (*MCP)(nil)
 	_ caddyfile.Unmarshaler = (*Pages)(nil)
 	_ caddyfile.Unmarshaler = (*Ledger)(nil)
+	_ caddyfile.Unmarshaler = (*MCPServer)(nil)
 )
