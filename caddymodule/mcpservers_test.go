@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -186,6 +187,25 @@ func TestMCPServerBehindGateway(t *testing.T) {
 		res := apitest.CallTool(t, cs, &sdk.CallToolParams{Name: "crm_echo", Arguments: map[string]any{"text": "hi"}, Meta: apitest.U1()})
 		if res.IsError || apitest.ModelText(t, res) != "hi" || !strings.Contains(apitest.Dump(res.StructuredContent), `"echo":"hi"`) {
 			t.Errorf("crm_echo over MCP: %s", apitest.Dump(res))
+		}
+
+		// An MCP Apps tool keeps its view, served under the gateway's name.
+		ui, _ := tools["crm_board"].Meta["ui"].(map[string]any)
+		view, _ := ui["resourceUri"].(string)
+		if view != "ui://toolgate/upstream/crm/upstreamtest/board.html" || fmt.Sprint(ui["visibility"]) != "[model app]" {
+			t.Fatalf("crm_board's _meta: %s", apitest.Dump(tools["crm_board"].Meta))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		got, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: view})
+		if err != nil || len(got.Contents) != 1 || got.Contents[0].Text != upstreamtest.BoardHTML || got.Contents[0].URI != view {
+			t.Fatalf("reading the view: %v %s", err, apitest.Dump(got))
+		}
+		// Only the views the tools name: no other resource of the server.
+		for _, uri := range []string{"ui://toolgate/upstream/crm/upstreamtest/secret.html", "ui://toolgate/upstream/other/upstreamtest/board.html"} {
+			if got, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: uri}); err == nil {
+				t.Errorf("read %s through the gateway: %s", uri, apitest.Dump(got))
+			}
 		}
 	})
 

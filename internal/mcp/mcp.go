@@ -171,6 +171,8 @@ func New(gw *gateway.Gateway, opts Options) *Server {
 	s.server.AddTool(cardAnswerTool(), s.answerCard)
 	s.view = viewContents(gw.Tools().List(), gw.EmbedOrigins())
 	s.server.AddResource(&sdk.Resource{URI: web.MCPAppURI, Name: "toolgate-card", Title: "toolgate card", MIMEType: web.MCPAppMIMEType}, s.readView)
+	s.server.AddResourceTemplate(&sdk.ResourceTemplate{URITemplate: upstreamViewPrefix + "{server}/{+view}", Name: "upstream-views",
+		Title: "Views of upstream MCP servers' tools", MIMEType: web.MCPAppMIMEType}, s.readUpstreamView)
 	// A session is open from its initialize until it closes (idle
 	// timeout, DELETE, its token's end). Stateless requests are not
 	// initialized, and are not sessions.

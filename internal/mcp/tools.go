@@ -2,11 +2,14 @@ package mcp
 
 import (
 	"bytes"
+	"context"
 	"reflect"
+	"strings"
 
 	"github.com/go-json-experiment/json/jsontext"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/manifest"
 	"github.com/toolgate/toolgate/internal/result"
 )
@@ -71,6 +74,9 @@ func sdkTool(t *manifest.Compiled) *sdk.Tool {
 	if t.OutputSchema != nil {
 		tool.OutputSchema = jsontext.Value(t.OutputSchema)
 	}
+	if meta, _, ok := upstreamView(t); ok {
+		tool.Meta = meta
+	}
 	if a := t.Annotations; a != nil {
 		tool.Annotations = &sdk.ToolAnnotations{
 			DestructiveHint: a.DestructiveHint,
@@ -98,4 +104,88 @@ func itemContent(items []result.Item) []sdk.Content {
 		}
 	}
 	return out
+}
+
+// upstreamViewPrefix starts the names under which the gateway serves the
+// MCP Apps views of upstream MCP servers' tools:
+// ui://toolgate/upstream/SERVER/ and the server's own URI without ui://.
+const upstreamViewPrefix = "ui://toolgate/upstream/"
+
+// upstreamView returns the view an upstream MCP server's tool names in
+// _meta.ui.resourceUri (or the older _meta["ui/resourceUri"]), and its
+// _meta as the gateway lists it: the same, the view named as the gateway
+// serves it. ok is false for any other tool.
+func upstreamView(t *manifest.Compiled) (meta sdk.Meta, view string, ok bool) {
+	if t.Target.Spec.Type != dispatch.TypeMCP || t.Meta == nil {
+		return nil, "", false
+	}
+	ui, _ := t.Meta["ui"].(map[string]any)
+	view, _ = ui["resourceUri"].(string)
+	if view == "" {
+		view, _ = t.Meta["ui/resourceUri"].(string)
+	}
+	rest, isUI := strings.CutPrefix(view, "ui://")
+	if !isUI || rest == "" {
+		return nil, "", false
+	}
+	ours := upstreamViewPrefix + t.Target.Spec.Server + "/" + rest
+	meta = sdk.Meta{}
+	for k, v := range t.Meta {
+		meta[k] = v
+	}
+	if ui != nil {
+		copied := map[string]any{}
+		for k, v := range ui {
+			copied[k] = v
+		}
+		copied["resourceUri"] = ours
+		meta["ui"] = copied
+	}
+	if _, ok := t.Meta["ui/resourceUri"]; ok {
+		meta["ui/resourceUri"] = ours
+	}
+	return meta, view, true
+}
+
+// resourceReader is an upstream MCP server that reads its resources
+// (upstream.Server).
+type resourceReader interface {
+	ReadResource(ctx context.Context, uri string) (*sdk.ReadResourceResult, error)
+}
+
+// readUpstreamView serves an upstream tool's view under the gateway's
+// name for it: read from the server, only if one of the tools the
+// gateway serves from that server names it, so that no other resource of
+// the server is reached through the gateway.
+func (s *Server) readUpstreamView(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+	uri := req.Params.URI
+	server, rest, _ := strings.Cut(strings.TrimPrefix(uri, upstreamViewPrefix), "/")
+	want := "ui://" + rest
+	for _, t := range s.gw.Tools().List() {
+		if t.Target.Spec.Server != server {
+			continue
+		}
+		if _, view, ok := upstreamView(t); !ok || view != want {
+			continue
+		}
+		reader, ok := t.Target.Server.(resourceReader)
+		if !ok {
+			break
+		}
+		res, err := reader.ReadResource(ctx, want)
+		if err != nil {
+			return nil, err
+		}
+		out := &sdk.ReadResourceResult{Meta: res.Meta}
+		for _, c := range res.Contents {
+			if c == nil {
+				continue
+			}
+			cc := *c
+			cc.URI = uri
+			out.Contents = append(out.Contents, &cc)
+		}
+		return out, nil
+	}
+	return nil, sdk.ResourceNotFoundError(uri)
 }

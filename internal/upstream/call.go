@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/go-json-experiment/json"
@@ -142,7 +143,20 @@ func (s *Server) callFailed(ctx context.Context, cs *sdk.ClientSession, st *call
 	case ctx.Err() == context.DeadlineExceeded:
 		return fail("mcp server %s did not answer within %v; the call may or may not have run", s.cfg.Name, s.cfg.Timeout)
 	}
-	return fail("mcp server %s: the call failed (%v); it may or may not have run", s.cfg.Name, errors.Unwrap(err))
+	return fail("mcp server %s: the call failed (%s); it may or may not have run", s.cfg.Name, reason(err))
+}
+
+// reason says why a request failed without the server's address, which
+// a transport error names (and which may hold a secret).
+func reason(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err.Error()
+	}
+	if inner := errors.Unwrap(err); inner != nil {
+		return inner.Error()
+	}
+	return err.Error()
 }
 
 func fail(format string, args ...any) dispatch.Outcome {
@@ -218,4 +232,30 @@ func firstOf(s ...string) string {
 		}
 	}
 	return ""
+}
+
+// ReadResource reads a resource of the server, such as the view an MCP
+// Apps tool names in _meta.ui.resourceUri, within the timeout and
+// max_result_size.
+func (s *Server) ReadResource(ctx context.Context, uri string) (*sdk.ReadResourceResult, error) {
+	cs, err := s.current(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("mcp server %s is unavailable: %v", s.cfg.Name, trimName(err, s.cfg.Name))
+	}
+	st := new(callState)
+	ctx, cancel := context.WithTimeout(context.WithValue(ctx, callKey{}, st), s.cfg.Timeout)
+	defer cancel()
+	res, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: uri})
+	if err != nil {
+		var rpc *jsonrpc.Error
+		if !errors.As(err, &rpc) {
+			s.setDown(cs, s.failure("reading a resource", err))
+			s.wake(s.kick)
+		}
+		if st.tooLarge.Load() {
+			return nil, fmt.Errorf("mcp server %s answered more than max_result_size (%d bytes)", s.cfg.Name, s.cfg.MaxResultSize)
+		}
+		return nil, fmt.Errorf("mcp server %s: reading %s: %s", s.cfg.Name, uri, reason(err))
+	}
+	return res, nil
 }

@@ -32,6 +32,9 @@ import (
 //   - slow {}: waits until the call is cancelled
 //   - big {n}: n bytes of text
 //   - picture {}: a text, an image and a resource link
+//   - board {}: an MCP Apps tool, whose view is the resource BoardView
+//
+// It also has a resource no tool names, SecretResource.
 type Server struct {
 	MCP *sdk.Server
 	// Sessions serves every client in a session, as servers of the
@@ -119,8 +122,26 @@ func New() *Server {
 				&sdk.ResourceLink{URI: "https://example.com/pic.png", Name: "pic", Title: "The picture"},
 			}}, nil
 		})
+	s.add(&sdk.Tool{Name: "board", Description: "A board, shown in a view.", InputSchema: obj(``),
+		Meta: sdk.Meta{"ui": map[string]any{"resourceUri": BoardView, "visibility": []any{"model", "app"}}}},
+		func(context.Context, map[string]any, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "3 cards"}}, StructuredContent: map[string]any{"cards": 3}}, nil
+		})
+	for uri, html := range map[string]string{BoardView: BoardHTML, SecretResource: "secret"} {
+		s.MCP.AddResource(&sdk.Resource{URI: uri, Name: uri, MIMEType: "text/html;profile=mcp-app"},
+			func(context.Context, *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+				return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: uri, MIMEType: "text/html;profile=mcp-app", Text: html}}}, nil
+			})
+	}
 	return s
 }
+
+// The board tool's view, and a resource no tool names.
+const (
+	BoardView      = "ui://upstreamtest/board.html"
+	BoardHTML      = "<!doctype html><title>board</title>"
+	SecretResource = "ui://upstreamtest/secret.html"
+)
 
 func text(s string) *sdk.CallToolResult {
 	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: s}}}
