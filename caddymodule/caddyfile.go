@@ -140,8 +140,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			h.Manifests = append(h.Manifests, file)
 			return err
 		},
-		"component":  namedBlock(&h.Components),
-		"mcp_server": namedBlock(&h.MCPServers),
+		"component":           namedBlock(&h.Components),
+		"mcp_server":          namedBlock(&h.MCPServers),
 		"identity":            subBlock(&h.Identity),
 		"callers":             subBlock(&h.Callers),
 		"mcp":                 subBlock(&h.MCP),
