@@ -253,7 +253,10 @@ func toolsOf(srv *upstream.Server) []manifest.Tool {
 }
 
 // addTo adds every server's tools to set, for a config being loaded: a
-// name clash, or a tool that does not compile, is a config error.
+// name clash is a config error, naming both tools. A tool that does not
+// compile (a schema the gateway cannot read, a name it does not take) is
+// left out and logged: the server is someone else's, and one bad tool of
+// it must not stop the gateway.
 func (u *upstreams) addTo(set *manifest.Set) (*manifest.Set, error) {
 	names := make([]string, 0, len(u.servers))
 	for name := range u.servers {
@@ -264,8 +267,16 @@ func (u *upstreams) addTo(set *manifest.Set) (*manifest.Set, error) {
 		var errs []error
 		env := u.env
 		set, errs = set.WithServer(name, toolsOf(u.servers[name]), env)
-		if len(errs) > 0 {
-			return nil, errors.Join(errs...)
+		var clashes []error
+		for _, err := range errs {
+			if _, ok := errors.AsType[*manifest.ClashError](err); ok {
+				clashes = append(clashes, err)
+			} else {
+				u.logger.Error("mcp server's tool left out", zap.String("mcp_server", name), zap.Error(err))
+			}
+		}
+		if len(clashes) > 0 {
+			return nil, errors.Join(clashes...)
 		}
 	}
 	return set, nil

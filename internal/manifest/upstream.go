@@ -7,6 +7,18 @@ import (
 	"github.com/toolgate/toolgate/internal/dispatch"
 )
 
+// ClashError is a tool an upstream MCP server lists under a name another
+// tool already takes.
+type ClashError struct {
+	Server, Tool string
+	// Other is where the other tool was declared (Compiled.Source).
+	Other string
+}
+
+func (e *ClashError) Error() string {
+	return fmt.Sprintf("%s: tool %q: the name is taken by a tool of %s", ServerSource(e.Server), e.Tool, e.Other)
+}
+
 // ServerSource is how errors and Compiled.Source name the tools an
 // upstream MCP server listed.
 func ServerSource(server string) string { return "mcp server " + server }
@@ -35,7 +47,7 @@ func (s *Set) WithServer(server string, tools []Tool, env dispatch.Env) (*Set, [
 			continue
 		}
 		if prev, dup := out.byName[t.Name]; dup {
-			errs = append(errs, fmt.Errorf("%s: tool %q: the name is taken by a tool of %s", src, t.Name, prev.Source))
+			errs = append(errs, &ClashError{Server: server, Tool: t.Name, Other: prev.Source})
 			continue
 		}
 		c.Source = src

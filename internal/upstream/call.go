@@ -32,7 +32,7 @@ const (
 // on its name, its schemas and hints as the server listed them.
 func (s *Server) tool(t *sdk.Tool) manifest.Tool {
 	out := manifest.Tool{
-		Name:        s.cfg.Prefix + t.Name,
+		Name:        s.cfg.Prefix + toolName(t.Name),
 		DisplayName: t.Title,
 		Description: t.Description,
 		Target:      dispatch.Spec{Type: dispatch.TypeMCP, Server: s.cfg.Name, Tool: t.Name},
@@ -59,12 +59,24 @@ func (s *Server) tool(t *sdk.Tool) manifest.Tool {
 	return out
 }
 
+// toolName is a server's tool name as the gateway takes one: MCP allows
+// dots and slashes, which become underscores. The target keeps the
+// server's own name.
+func toolName(name string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, name)
+}
+
 // Placeholder is the tool the gateway serves for a tool the config names
 // (Config.Tools) while the server has not listed it: every call of it
 // answers that the server is unavailable.
 func (s *Server) Placeholder(name string) manifest.Tool {
 	return manifest.Tool{
-		Name:        s.cfg.Prefix + name,
+		Name:        s.cfg.Prefix + toolName(name),
 		Description: fmt.Sprintf("%s, a tool of MCP server %s, which is not reachable now.", name, s.cfg.Name),
 		InputSchema: jsontext.Value(`{"type":"object"}`),
 		Target:      dispatch.Spec{Type: dispatch.TypeMCP, Server: s.cfg.Name, Tool: name},

@@ -86,14 +86,16 @@ func (s *Server) inputCard(tool string, args jsontext.Value, res *sdk.CallToolRe
 		return fail("mcp server %s asked for the client's roots; toolgate shares none", s.cfg.Name)
 	}
 	choices, note := choicesOf(elicit)
-	desc := elicit.Message
+	// The card's description is markdown; the server's message is text,
+	// shown as it is written.
+	desc := mdEscape(elicit.Message)
 	if elicit.Mode == "url" && elicit.URL != "" {
-		desc += "\n\nOpen " + elicit.URL + " to do this step, then press Done."
+		desc += "\n\nOpen " + link(elicit.URL, elicit.URL) + " to do this step, then press Done."
 	}
 	if note != "" {
-		desc += "\n\n" + note
+		desc += "\n\n" + mdEscape(note)
 	}
-	desc = strings.TrimSpace(desc + fmt.Sprintf("\n\n(Asked by MCP server %s, tool %s.)", s.cfg.Name, tool))
+	desc = strings.TrimSpace(desc + fmt.Sprintf("\n\n(Asked by MCP server %s, tool %s.)", mdEscape(s.cfg.Name), mdEscape(tool)))
 	target, _ := json.Marshal(dispatch.Spec{Type: dispatch.TypeMCP, Server: s.cfg.Name, Tool: tool, Continue: true})
 	card := result.Card{Type: result.CardType, Title: title(elicit.Message, s.cfg.Name), Description: desc}
 	for _, c := range choices {

@@ -260,6 +260,9 @@ func (s *Server) list(cs *sdk.ClientSession) (time.Duration, error) {
 				tools = append(tools, s.tool(t))
 			}
 		}
+		if len(tools) > maxTools {
+			return 0, fmt.Errorf("mcp server %q: more than %d tools", s.cfg.Name, maxTools)
+		}
 		if res.TTLMs > 0 {
 			ttl = max(time.Duration(res.TTLMs)*time.Millisecond, time.Second)
 		}
@@ -277,9 +280,13 @@ func (s *Server) list(cs *sdk.ClientSession) (time.Duration, error) {
 	return ttl, nil
 }
 
-// maxPages bounds a tool list's pages: a server that pages forever must
-// not hold the gateway.
-const maxPages = 100
+// maxPages bounds a tool list's pages, and maxTools the tools taken from
+// one server: a server that pages forever, or lists without end, must not
+// hold the gateway or fill its memory.
+const (
+	maxPages = 100
+	maxTools = 1000
+)
 
 // setDown drops the session cs (nil: whichever is up), if it is still
 // the live one, and says why.
