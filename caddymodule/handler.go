@@ -394,11 +394,7 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) (err error) {
 	if h.api, err = httpapi.New(cfg); err != nil {
 		return err
 	}
-	var track func([]observe.Tool)
-	if m, ok := obs.(interface{ Track([]observe.Tool) }); ok {
-		track = m.Track
-	}
-	ups.serve(h.gw.Tools, h.gw.SetTools, track)
+	ups.serve(h.gw.Tools, h.gw.SetTools, obs)
 	h.logger.Info("toolgate ready", zap.Int("tools", len(tools.List())), zap.String("kid", key.ID), zap.String("mcp_servers", ups.describe()))
 	return nil
 }

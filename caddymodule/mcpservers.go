@@ -187,6 +187,9 @@ type upstreams struct {
 	// set, once the gateway is built, takes each server's new tools.
 	set   func() (*manifest.Set, func(*manifest.Set))
 	track func([]observe.Tool)
+	// up records a server's session coming and going (metrics), once the
+	// gateway is built.
+	up func(server string, up bool)
 }
 
 // startUpstreams checks the servers' configs and starts them, all at
@@ -215,6 +218,7 @@ func (h *Handler) startUpstreams(repl *caddy.Replacer, logger *zap.Logger, issue
 			Logger:        logger,
 			Authorization: issuer.Authorization,
 			Changed:       func(s *upstream.Server) { u.sync(s.Name()) },
+			State:         func(up bool) { u.state(name, up) },
 			Version:       gatewayVersion(),
 		})
 		if err != nil {
@@ -306,12 +310,27 @@ func (u *upstreams) sync(name string) {
 	u.logger.Info("mcp server's tools changed", zap.String("mcp_server", name), zap.Int("tools", len(next.List())))
 }
 
-// serve starts following the servers' lists into the gateway's tools,
-// and syncs each once: a list may have changed while the config loaded.
-func (u *upstreams) serve(current func() *manifest.Set, replace func(*manifest.Set), track func([]observe.Tool)) {
+// state records a server's session coming or going.
+func (u *upstreams) state(name string, up bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.up != nil {
+		u.up(name, up)
+	}
+}
+
+// serve starts following the servers' lists into the gateway's tools and
+// their sessions into the metrics, and syncs each once: a list may have
+// changed while the config loaded.
+func (u *upstreams) serve(current func() *manifest.Set, replace func(*manifest.Set), obs observe.Observer) {
 	u.mu.Lock()
 	u.set = func() (*manifest.Set, func(*manifest.Set)) { return current(), replace }
-	u.track = track
+	if m, ok := obs.(*observe.Metrics); ok {
+		u.track, u.up = m.Track, m.MCPServer
+		for name, srv := range u.servers {
+			m.MCPServer(name, srv.Connected())
+		}
+	}
 	u.mu.Unlock()
 	for name := range u.servers {
 		u.sync(name)

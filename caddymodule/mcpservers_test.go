@@ -218,12 +218,26 @@ func TestMCPServerBehindGateway(t *testing.T) {
 		}
 	})
 
+	metric := func(line string) bool {
+		_, body := client(tc).Get(t, "http://localhost:2999/metrics")
+		return strings.Contains(body, line+"\n")
+	}
 	t.Run("a server that goes away and comes back", func(t *testing.T) {
+		if !metric(`caddy_toolgate_mcp_server_up{mcp_server="crm"} 1`) {
+			t.Error("the server is not up in the metrics")
+		}
+		if !metric(`caddy_toolgate_calls_total{outcome="done",target_type="mcp",tool="crm_create"} 1`) {
+			t.Error("crm_create's call is not counted")
+		}
+		if !metric(`caddy_toolgate_calls_total{outcome="done",target_type="mcp",tool="crm_later"} 1`) {
+			t.Error("crm_later, listed after the load, is not counted")
+		}
 		up.Stop()
 		a := upstreamCall(t, tc, "crm_echo", `{"text":"x"}`, "", false)
-		if !a.IsError || !strings.Contains(a.Content, "mcp server crm") || strings.Contains(a.Content, "k-123") {
+		if !a.IsError || !strings.Contains(a.Content, "mcp server crm") || strings.Contains(a.Content, "k-123") || strings.Contains(a.Content, "127.0.0.1") {
 			t.Errorf("while down: %+v", a)
 		}
+		waitFor(t, "the server down in the metrics", func() bool { return metric(`caddy_toolgate_mcp_server_up{mcp_server="crm"} 0`) })
 		up.Restart(t)
 		waitFor(t, "a call after the restart", func() bool {
 			return upstreamCall(t, tc, "crm_echo", `{"text":"back"}`, "", false).Content == "back"

@@ -30,6 +30,8 @@ type Collectors struct {
 	mcpSessions  prometheus.Gauge
 	mcpCalls     prometheus.Counter
 	refusals     *prometheus.CounterVec
+	mcpUp        *prometheus.GaugeVec
+	mcpConnects  *prometheus.CounterVec
 }
 
 // NewCollectors makes toolgate's metrics, registered nowhere yet.
@@ -79,6 +81,14 @@ func NewCollectors() *Collectors {
 			Namespace: namespace, Name: "refusals_total",
 			Help: "Requests refused, by reason (auth, policy, loopback, limits).",
 		}, []string{"reason"}),
+		mcpUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "mcp_server_up",
+			Help: "Whether the gateway has a session with the upstream MCP server (1) or not (0).",
+		}, []string{"mcp_server"}),
+		mcpConnects: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "mcp_server_connects_total",
+			Help: "Sessions set up with the upstream MCP server: the first, and each one after a loss.",
+		}, []string{"mcp_server"}),
 	}
 }
 
@@ -86,6 +96,7 @@ func (c *Collectors) all() []prometheus.Collector {
 	return []prometheus.Collector{
 		c.calls, c.callDuration, c.upstream, c.clientEvents, c.clientWait,
 		c.ledgerOps, c.ledgerErrors, c.cards, c.mcpSessions, c.mcpCalls, c.refusals,
+		c.mcpUp, c.mcpConnects,
 	}
 }
 
@@ -172,6 +183,17 @@ func (c *Collectors) Observer(backend string, tools []Tool) *Metrics {
 	m.tools.Store(&map[string]*toolMetrics{})
 	m.Track(tools)
 	return m
+}
+
+// MCPServer records whether the gateway has a session with the upstream
+// MCP server name; each time it gets one counts as a connect.
+func (m *Metrics) MCPServer(name string, up bool) {
+	v := 0.0
+	if up {
+		v = 1
+		m.c.mcpConnects.WithLabelValues(name).Inc()
+	}
+	m.c.mcpUp.WithLabelValues(name).Set(v)
 }
 
 // Track counts tools too from now on: tools an upstream MCP server lists

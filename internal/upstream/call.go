@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
 
@@ -140,8 +141,7 @@ func (s *Server) Call(ctx context.Context, c dispatch.MCPCall) dispatch.Outcome 
 // the session (not an error the server answered) drops it, so that the
 // next call finds a new one.
 func (s *Server) callFailed(ctx context.Context, cs *sdk.ClientSession, st *callState, err error) dispatch.Outcome {
-	var rpc *jsonrpc.Error
-	if errors.As(err, &rpc) {
+	if rpc, ok := refusal(err); ok {
 		return fail("mcp server %s refused the call: %s", s.cfg.Name, rpc.Message)
 	}
 	// Anything else may have broken the session: the next call gets a
@@ -158,9 +158,26 @@ func (s *Server) callFailed(ctx context.Context, cs *sdk.ClientSession, st *call
 	return fail("mcp server %s: the call failed (%s); it may or may not have run", s.cfg.Name, reason(err))
 }
 
+// codeRejected is the code of the JSON-RPC error the SDK's client wraps a
+// failure of its transport in: not the server's answer.
+const codeRejected = -32005
+
+// refusal is the server's own JSON-RPC error, if err is one.
+func refusal(err error) (*jsonrpc.Error, bool) {
+	var rpc *jsonrpc.Error
+	if !errors.As(err, &rpc) || rpc.Code == codeRejected {
+		return nil, false
+	}
+	return rpc, true
+}
+
 // reason says why a request failed without the server's address, which
 // a transport error names (and which may hold a secret).
 func reason(err error) string {
+	var op *net.OpError
+	if errors.As(err, &op) {
+		return op.Op + ": " + op.Err.Error()
+	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		return ue.Err.Error()
@@ -259,8 +276,7 @@ func (s *Server) ReadResource(ctx context.Context, uri string) (*sdk.ReadResourc
 	defer cancel()
 	res, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: uri})
 	if err != nil {
-		var rpc *jsonrpc.Error
-		if !errors.As(err, &rpc) {
+		if _, ok := refusal(err); !ok {
 			s.setDown(cs, s.failure("reading a resource", err))
 			s.wake(s.kick)
 		}

@@ -35,6 +35,9 @@ type Options struct {
 	Changed func(*Server)
 	// Version is the gateway's, told to the server.
 	Version string
+	// State is told when the server's session comes up or goes down
+	// (metrics); never after Close.
+	State func(up bool)
 }
 
 // Server is one upstream MCP server: its session, kept up while the
@@ -58,6 +61,8 @@ type Server struct {
 	listed bool
 	// told is set once Start returned: a list from then on is a change.
 	told atomic.Bool
+	// state is what State was last told: -1 nothing yet, 0 down, 1 up.
+	state atomic.Int32
 	// kick wakes run to reconnect at once (a call found the session gone)
 	// or to list again (list_changed, a list's ttl).
 	kick chan struct{}
@@ -76,6 +81,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	opts.Logger = opts.Logger.With(zap.String("mcp_server", cfg.Name))
 	s := &Server{cfg: cfg, opts: opts, done: make(chan struct{}), kick: make(chan struct{}, 1), relist: make(chan struct{}, 1), up: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.state.Store(-1)
 	version := opts.Version
 	if version == "" {
 		version = "dev"
@@ -236,6 +242,7 @@ func (s *Server) connect() (*sdk.ClientSession, time.Duration, error) {
 	s.session, s.lastErr = cs, nil
 	close(s.up)
 	s.mu.Unlock()
+	s.report(true)
 	return cs, ttl, nil
 }
 
@@ -296,11 +303,37 @@ func (s *Server) setDown(cs *sdk.ClientSession, err error) {
 	if s.session == nil || cs != nil && s.session != cs {
 		if s.session == nil {
 			s.lastErr = err
+			s.report(false)
 		}
 		return
 	}
 	s.session, s.lastErr = nil, err
 	s.up = make(chan struct{})
+	s.report(false)
+}
+
+// report tells State of a change, while the server runs: a config being
+// replaced must not mark down the server its successor has up.
+func (s *Server) report(up bool) {
+	v := int32(0)
+	if up {
+		v = 1
+	}
+	if s.opts.State == nil || s.ctx.Err() != nil {
+		return
+	}
+	// Each session up is told (a connect); down only when it was not.
+	if prev := s.state.Swap(v); !up && prev == 0 {
+		return
+	}
+	s.opts.State(up)
+}
+
+// Connected reports whether the server has a session now.
+func (s *Server) Connected() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.session != nil
 }
 
 // reconnectWait bounds how long a call waits for a session that is being
