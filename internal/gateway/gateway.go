@@ -62,6 +62,7 @@ type Config struct {
 // Gateway serves one set of tools.
 type Gateway struct {
 	tools      atomic.Pointer[manifest.Set]
+	toolsMu    sync.Mutex // orders SetTools and its listeners
 	onTools    []func(*manifest.Set)
 	issuer     *identity.Issuer
 	client     *outbound.Client
@@ -126,8 +127,8 @@ func (g *Gateway) Tools() *manifest.Set { return g.tools.Load() }
 // changed) and tells those who asked (OnToolsChange). A call already
 // admitted runs with the tool it was admitted with.
 func (g *Gateway) SetTools(set *manifest.Set) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	g.toolsMu.Lock()
+	defer g.toolsMu.Unlock()
 	g.tools.Store(set)
 	for _, f := range g.onTools {
 		f(set)
@@ -137,8 +138,8 @@ func (g *Gateway) SetTools(set *manifest.Set) {
 // OnToolsChange calls f with the new tools each time SetTools replaces
 // them, in the order of the changes.
 func (g *Gateway) OnToolsChange(f func(*manifest.Set)) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	g.toolsMu.Lock()
+	defer g.toolsMu.Unlock()
 	g.onTools = append(g.onTools, f)
 }
 
