@@ -36,9 +36,12 @@ type MCPCall struct {
 	// target holds, which names the responses to the server's input
 	// requests and the state to send back. Nil for a first call.
 	Continue jsontext.Value
-	// User and Install are who the call acts for; CallID names it, for
-	// the server's own idempotency (_meta).
-	User, Install, CallID string
+	// User and Install are who the call acts for.
+	User, Install string
+	// IdempotencyKey names the call for the server's own idempotency
+	// (_meta), as IdempotencyKey makes it: one key a call, another for
+	// another user's call of the same id.
+	IdempotencyKey string
 	// Traceparent is the call's W3C trace context, sent in _meta.
 	Traceparent string
 }

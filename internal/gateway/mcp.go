@@ -18,7 +18,8 @@ import (
 func (g *Gateway) callMCP(ctx context.Context, t *dispatch.Target, input any, call Call) dispatch.Outcome {
 	c := dispatch.MCPCall{
 		Tool: t.Spec.Tool, User: call.Identity.User, Install: call.Identity.Install,
-		CallID: call.CallID, Traceparent: tracing.Traceparent(ctx),
+		IdempotencyKey: dispatch.IdempotencyKey(call.Identity.User, call.Identity.Install, call.CallID),
+		Traceparent:    tracing.Traceparent(ctx),
 	}
 	if input == nil {
 		input = map[string]any{}

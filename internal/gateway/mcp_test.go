@@ -95,7 +95,7 @@ func TestMCPTarget(t *testing.T) {
 		t.Fatalf("the server was called %d times", len(calls))
 	}
 	c := calls[0]
-	if c.Tool != "run" || string(c.Arguments) != `{"n":1.50,"s":"\u003cx\u003e"}` || c.User != "u_1" || c.Install != "in_1" || c.CallID != "c1" || c.Continue != nil {
+	if c.Tool != "run" || string(c.Arguments) != `{"n":1.50,"s":"\u003cx\u003e"}` || c.User != "u_1" || c.Install != "in_1" || c.IdempotencyKey != dispatch.IdempotencyKey("u_1", "in_1", "c1") || c.Continue != nil {
 		t.Errorf("sent %+v (arguments %s)", c, c.Arguments)
 	}
 	// A schema violation sends nothing.
@@ -150,7 +150,7 @@ func TestMCPTargetResume(t *testing.T) {
 		t.Fatalf("resume: %v %+v", err, r)
 	}
 	calls := srv.recorded()
-	if len(calls) != 2 || calls[1].CallID != "k1/yes" || calls[1].User != "u_1" {
+	if len(calls) != 2 || calls[1].IdempotencyKey != dispatch.IdempotencyKey("u_1", "in_1", "k1/yes") || calls[1].User != "u_1" {
 		t.Errorf("calls = %+v", calls)
 	}
 }

@@ -22,9 +22,11 @@ import (
 
 // Keys of the _meta a call sends the server.
 const (
-	// MetaCallID names the call, as toolgate's callers name it: a server
-	// may use it to run a call once, as the gateway does.
-	MetaCallID = "toolgate/callId"
+	// MetaIdempotencyKey names the call as the Idempotency-Key header
+	// names it to app components: a server may use it to run a call once,
+	// as the gateway does, and one user's call never shares it with
+	// another's.
+	MetaIdempotencyKey = "toolgate/idempotencyKey"
 	// MetaTraceparent is the call's W3C trace context.
 	MetaTraceparent = "traceparent"
 )
@@ -92,8 +94,8 @@ func (s *Server) Configured() []string { return s.cfg.Tools }
 // header, a token or the server's address.
 func (s *Server) Call(ctx context.Context, c dispatch.MCPCall) dispatch.Outcome {
 	params := &sdk.CallToolParams{Name: c.Tool, Meta: sdk.Meta{}}
-	if c.CallID != "" {
-		params.Meta[MetaCallID] = c.CallID
+	if c.IdempotencyKey != "" {
+		params.Meta[MetaIdempotencyKey] = c.IdempotencyKey
 	}
 	if c.Traceparent != "" {
 		params.Meta[MetaTraceparent] = c.Traceparent

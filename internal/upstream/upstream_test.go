@@ -46,7 +46,7 @@ func start(t *testing.T, cfg upstream.Config, changed func(*upstream.Server)) *u
 }
 
 func call(s *upstream.Server, tool, args string) dispatch.Outcome {
-	return s.Call(context.Background(), dispatch.MCPCall{Tool: tool, Arguments: jsontext.Value(args), User: "u1", Install: "i1", CallID: "call-1"})
+	return s.Call(context.Background(), dispatch.MCPCall{Tool: tool, Arguments: jsontext.Value(args), User: "u1", Install: "i1", IdempotencyKey: "key-1"})
 }
 
 func names(s *upstream.Server) []string {
@@ -154,12 +154,16 @@ func TestListAndCall(t *testing.T) {
 func TestIdentity(t *testing.T) {
 	up := upstreamtest.New()
 	s := start(t, upstream.Config{URL: up.Serve(t), Identity: true, Headers: map[string]string{"X-Api-Key": "k1"}}, nil)
-	out := s.Call(context.Background(), dispatch.MCPCall{Tool: "whoami", Arguments: jsontext.Value(`{}`), User: "ada", Install: "i9", CallID: "c"})
+	tp := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	out := s.Call(context.Background(), dispatch.MCPCall{Tool: "whoami", Arguments: jsontext.Value(`{}`), User: "ada", Install: "i9", IdempotencyKey: "k", Traceparent: tp})
 	if out.Result.Content != "Bearer ada@i9->crm" {
 		t.Errorf("whoami = %+v", out.Result)
 	}
 	if h := up.Headers(); len(h) != 1 || h[0].Get("X-Api-Key") != "k1" {
 		t.Errorf("headers = %v", h)
+	}
+	if m := up.Metas(); len(m) != 1 || m[0][upstream.MetaIdempotencyKey] != "k" || m[0][upstream.MetaTraceparent] != tp {
+		t.Errorf("_meta = %v", m)
 	}
 	if out := s.Call(context.Background(), dispatch.MCPCall{Tool: "whoami", Arguments: jsontext.Value(`{}`)}); !out.Result.IsError || !strings.Contains(out.Result.Content, "names no user") {
 		t.Errorf("a call with no user = %+v", out.Result)

@@ -46,6 +46,7 @@ type Server struct {
 	mu     sync.Mutex
 	auth   []string // Authorization of each tools/call, in order
 	hdrs   []http.Header
+	metas  []sdk.Meta
 	ln     net.Listener
 	srv    *http.Server
 	addr   string
@@ -154,6 +155,7 @@ func (s *Server) add(t *sdk.Tool, h handler) {
 	s.MCP.AddTool(t, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		s.count(t.Name)
 		s.mu.Lock()
+		s.metas = append(s.metas, req.Params.Meta)
 		if req.Extra != nil && req.Extra.Header != nil {
 			s.auth = append(s.auth, req.Extra.Header.Get("Authorization"))
 			s.hdrs = append(s.hdrs, req.Extra.Header.Clone())
@@ -197,6 +199,13 @@ func (s *Server) Authorizations() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]string(nil), s.auth...)
+}
+
+// Metas are the _meta of the tools/calls so far.
+func (s *Server) Metas() []sdk.Meta {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]sdk.Meta(nil), s.metas...)
 }
 
 // Headers are the request headers of the tools/calls so far.
