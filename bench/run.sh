@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The load harness: toolgate beside plain Caddy reverse_proxy and the bare
-# upstream, in one run, on this machine. It builds toolgate and a fixed
-# loopback upstream (1 KiB JSON answers), then measures with wrk:
+# upstream, in one run, on this machine. It builds toolgate, a fixed
+# loopback upstream (1 KiB JSON answers) and a loopback MCP server
+# (1 KiB of text), then measures with wrk:
 #   a  the upstream directly
 #   h  a bare hop: httputil.ReverseProxy with a tuned transport, no Caddy
 #      (bench/barehop), sent the same POST as toolgate; the limit for any
@@ -32,8 +33,8 @@
 #   t  toolgate, ledger off, with that server behind it (mcp_server):
 #      echo through the Tools API, the envelope as c's
 #   v  MCP in, MCP out: a sessionless tools/call of echo on t's site
-#   w  t on a site with d's ledger (the same store, so d's warm-up is
-#      its too)
+#   w  t on a site with d's ledger (one config, so one store: d's
+#      warm-up fills it for w too)
 #   x  v on w's site
 # at each concurrency, and writes the "Load harness results" section of
 # bench/RESULTS.md (the other sections stay) with the project's budgets,
