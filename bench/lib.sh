@@ -12,11 +12,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# build builds toolgate, the upstream, the bare hop and faults.sh's
-# checker into $work.
+# build builds toolgate, the upstream, the MCP upstream, the bare hop and
+# faults.sh's checker into $work.
 build() {
 	go build -o "$work/toolgate" ./cmd/toolgate
 	go build -o "$work/upstream" ./bench/upstream
+	go build -o "$work/mcpupstream" ./bench/mcpupstream
 	go build -o "$work/barehop" ./bench/barehop
 	go build -o "$work/faultcheck" ./bench/faultcheck
 }

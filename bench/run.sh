@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The load harness: toolgate beside plain Caddy reverse_proxy and the bare
-# upstream, in one run, on this machine. It builds toolgate and a fixed
-# loopback upstream (1 KiB JSON answers), then measures with wrk:
+# upstream, in one run, on this machine. It builds toolgate, a fixed
+# loopback upstream (1 KiB JSON answers) and a loopback MCP server
+# (1 KiB of text), then measures with wrk:
 #   a  the upstream directly
 #   h  a bare hop: httputil.ReverseProxy with a tuned transport, no Caddy
 #      (bench/barehop), sent the same POST as toolgate; the limit for any
@@ -26,6 +27,15 @@
 #   s  MCP tools/call on a session (2025-11-25) on c's site
 #   i  c's site in a second toolgate process logging at Caddy's default
 #      level (INFO: one line a call, to a file), as a user runs it
+#   p  an MCP server directly (bench/mcpupstream: the official Go SDK,
+#      one tool, echo, answering 1 KiB of text), sent v's request: a
+#      sessionless (2026-07-28) tools/call
+#   t  toolgate, ledger off, with that server behind it (mcp_server):
+#      echo through the Tools API, the envelope as c's
+#   v  MCP in, MCP out: a sessionless tools/call of echo on t's site
+#   w  t on a site with d's ledger (one config, so one store: d's
+#      warm-up fills it for w too)
+#   x  v on w's site
 # at each concurrency, and writes the "Load harness results" section of
 # bench/RESULTS.md (the other sections stay) with the project's budgets,
 # computed here. They take turns:
@@ -55,7 +65,7 @@ OUT=${OUT:-bench/RESULTS.md}
 . bench/lib.sh
 build
 if [[ -n ${BUILD_ONLY:-} ]]; then
-	echo "bench: built toolgate, the upstream and the bare hop"
+	echo "bench: built toolgate, the upstream, the MCP upstream and the bare hop"
 	exit 0
 fi
 for cmd in wrk redis-server; do
@@ -63,8 +73,12 @@ for cmd in wrk redis-server; do
 done
 
 REDIS=127.0.0.1:9802
+MCPUP=127.0.0.1:9803
 SOCK=$work/upstream.sock
 start_upstream -unix "$SOCK"
+"$work/mcpupstream" -addr "$MCPUP" >"$work/mcpupstream.log" 2>&1 &
+mup=$!
+pids+=($mup)
 "$work/barehop" -addr 127.0.0.1:9815 -upstream "http://$UP" >"$work/barehop.log" 2>&1 &
 hop=$!
 pids+=($hop)
@@ -97,7 +111,43 @@ http://127.0.0.1:9816 {
 	bind 127.0.0.1
 $(tool off "unix/$SOCK")
 }
+http://127.0.0.1:9823 {
+	bind 127.0.0.1
+$(tool off "http://$UP" "			mcp_server up http://$MCPUP/mcp")
+}
+http://127.0.0.1:9824 {
+	bind 127.0.0.1
+$(tool "bolt $work/ledger.db {
+				retention 1m
+			}
+			client_tool_timeout 30s" "http://$UP" "			mcp_server up http://$MCPUP/mcp")
+}
 EOF
+# MCP: tools/call of get_item (of echo on the MCP upstream), sessionless
+# (the revision's headers and _meta on every request) and on a session
+# opened here. Each script sends the revision's headers, Mcp-Method and
+# Mcp-Name with them.
+mcp_headers=(-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream')
+mcp_meta='"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"wrk","version":"1"},"toolgate/identity":{"user":"u_1","install":"in_1"}}'
+mcp_call='{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_item","arguments":{"id":"b1"},'$mcp_meta'}}'
+mcp_echo='{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"},'$mcp_meta'}}'
+# mcp_lua TOOL BODY prints a wrk script sending BODY, a sessionless
+# tools/call of TOOL.
+mcp_lua() {
+	cat <<EOS
+wrk.method = "POST"
+wrk.body = '$2'
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Accept"] = "application/json, text/event-stream"
+wrk.headers["Mcp-Protocol-Version"] = "2026-07-28"
+wrk.headers["Mcp-Method"] = "tools/call"
+wrk.headers["Mcp-Name"] = "$1"
+EOS
+}
+mcp_lua get_item "$mcp_call" >"$work/mcp.lua"
+mcp_lua echo "$mcp_echo" >"$work/mcp_echo.lua"
+# The MCP upstream answers before toolgate, which lists its tools at load.
+wait_for "${mcp_headers[@]}" -H 'Mcp-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/call' -H 'Mcp-Name: echo' -d "$mcp_echo" "http://$MCPUP/mcp"
 wait_for "http://$UP/"
 wait_for --unix-socket "$SOCK" http://localhost/
 wait_for http://127.0.0.1:9815/
@@ -123,19 +173,13 @@ tgi=$!
 pids+=($tgi)
 wait_for http://127.0.0.1:9818/tools
 
-# MCP: tools/call of get_item, sessionless (the revision's headers and
-# _meta on every request) and on a session opened here.
-mcp_call='{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_item","arguments":{"id":"b1"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"wrk","version":"1"},"toolgate/identity":{"user":"u_1","install":"in_1"}}}}'
-cat >"$work/mcp.lua" <<EOF
+# The Tools API's call of echo, the envelope as post.lua's.
+cat >"$work/echo.lua" <<'EOF'
 wrk.method = "POST"
-wrk.body = '$mcp_call'
+wrk.body = '{"input":{"text":"x"},"identity":{"user":"u_1","install":"in_1"}}'
 wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Accept"] = "application/json, text/event-stream"
-wrk.headers["Mcp-Protocol-Version"] = "2026-07-28"
-wrk.headers["Mcp-Method"] = "tools/call"
-wrk.headers["Mcp-Name"] = "get_item"
 EOF
-mcp_headers=(-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream')
+# The session s runs on.
 session=$(curl -fsS -D - -o /dev/null "${mcp_headers[@]}" -d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"wrk","version":"1"}}}' http://127.0.0.1:9812/mcp |
 	awk -F': ' 'tolower($1) == "mcp-session-id" { sub(/\r$/, "", $2); print $2 }')
 [[ -n $session ]] || { echo "bench: no MCP session" >&2; exit 1; }
@@ -171,6 +215,9 @@ done
 for port in 9812 9813 9814 9816 9818; do
 	check -X POST -H 'Content-Type: application/json' -d '{"input":{"id":"b1"},"identity":{"user":"u_1","install":"in_1"}}' "http://127.0.0.1:$port/tools/get_item"
 done
+for port in 9823 9824; do
+	check -X POST -H 'Content-Type: application/json' -d '{"input":{"text":"x"},"identity":{"user":"u_1","install":"in_1"}}' "http://127.0.0.1:$port/tools/echo"
+done
 # check_mcp CURL-ARGS: an MCP answer holding the tool's text, not an error.
 check_mcp() {
 	local got
@@ -180,24 +227,27 @@ check_mcp() {
 for port in 9812 9813; do
 	check_mcp -H 'Mcp-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/call' -H 'Mcp-Name: get_item' -d "$mcp_call" "http://127.0.0.1:$port/mcp"
 done
+for url in "http://$MCPUP/mcp" http://127.0.0.1:9823/mcp http://127.0.0.1:9824/mcp; do
+	check_mcp -H 'Mcp-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/call' -H 'Mcp-Name: echo' -d "$mcp_echo" "$url"
+done
 check_mcp -H 'Mcp-Protocol-Version: 2025-11-25' -H "Mcp-Session-Id: $session" \
 	-d '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"get_item","arguments":{"id":"b1"},"_meta":{"toolgate/identity":{"user":"u_1","install":"in_1"}}}}' http://127.0.0.1:9812/mcp
 
 declare -A RPS P50 P99 CPU_GW CPU_UP CPU_RD
 TICK=$(getconf CLK_TCK)
-run() { # run NAME CONNS ROUND GATEWAY_PID URL [wrk args...]
-	local name=$1 c=$2 r=$3 gw=$4 url=$5
-	shift 5
+run() { # run NAME CONNS ROUND GATEWAY_PID UPSTREAM_PID URL [wrk args...]
+	local name=$1 c=$2 r=$3 gw=$4 upp=$5 url=$6
+	shift 6
 	[[ -z ${ONLY:-} || " $ONLY " == *" $name "* ]] || return 0
 	local t=2
 	((c < t)) && t=$c
 	local out gw0 up0 rd0 gw1 up1 rd1 n
 	gw0=$(cputicks "$gw")
-	up0=$(cputicks "$up")
+	up0=$(cputicks "$upp")
 	rd0=$(cputicks "$rds")
 	out=$(wrk -t"$t" -c"$c" -d"$DURATION" --latency "$@" "$url")
 	gw1=$(cputicks "$gw")
-	up1=$(cputicks "$up")
+	up1=$(cputicks "$upp")
 	rd1=$(cputicks "$rds")
 	n=$(awk '/requests in/ {print $1}' <<<"$out")
 	CPU_GW[$name,$c,$r]=$(awk -v d=$((gw1 - gw0)) -v n="$n" -v k="$TICK" 'BEGIN { printf "%.0f", d * 1e6 / k / n }')
@@ -220,21 +270,26 @@ if [[ $WARMUP != 0 && $WARMUP != 0s ]]; then
 	wrk -t2 -c32 -d"$WARMUP" -s "$work/post.lua" http://127.0.0.1:9813/tools/get_item >/dev/null
 fi
 
-NAMES="a_upstream h_bare_hop b_reverse_proxy g_reverse_proxy_get c_toolgate_off u_toolgate_unix d_toolgate_bolt e_toolgate_redis m_mcp_off n_mcp_bolt s_mcp_session_off i_toolgate_info"
+NAMES="a_upstream p_mcp_upstream h_bare_hop b_reverse_proxy g_reverse_proxy_get c_toolgate_off u_toolgate_unix d_toolgate_bolt e_toolgate_redis m_mcp_off n_mcp_bolt s_mcp_session_off i_toolgate_info t_upstream_off v_upstream_mcp_off w_upstream_bolt x_upstream_mcp_bolt"
 for c in $CONNS; do
 	for r in $(seq "$ROUNDS"); do
-		run a_upstream "$c" "$r" "$tg" "http://$UP/items/b1"
-		run h_bare_hop "$c" "$r" "$hop" "http://127.0.0.1:9815/items/b1" -s "$work/post.lua"
-		run b_reverse_proxy "$c" "$r" "$tg" "http://127.0.0.1:9811/items/b1" -s "$work/post.lua"
-		run g_reverse_proxy_get "$c" "$r" "$tg" "http://127.0.0.1:9811/items/b1"
-		run c_toolgate_off "$c" "$r" "$tg" "http://127.0.0.1:9812/tools/get_item" -s "$work/post.lua"
-		run u_toolgate_unix "$c" "$r" "$tg" "http://127.0.0.1:9816/tools/get_item" -s "$work/post.lua"
-		run d_toolgate_bolt "$c" "$r" "$tg" "http://127.0.0.1:9813/tools/get_item" -s "$work/post.lua"
-		run e_toolgate_redis "$c" "$r" "$tg" "http://127.0.0.1:9814/tools/get_item" -s "$work/post.lua"
-		run m_mcp_off "$c" "$r" "$tg" "http://127.0.0.1:9812/mcp" -s "$work/mcp.lua"
-		run n_mcp_bolt "$c" "$r" "$tg" "http://127.0.0.1:9813/mcp" -s "$work/mcp.lua"
-		run s_mcp_session_off "$c" "$r" "$tg" "http://127.0.0.1:9812/mcp" -s "$work/mcp_session.lua"
-		run i_toolgate_info "$c" "$r" "$tgi" "http://127.0.0.1:9818/tools/get_item" -s "$work/post.lua"
+		run a_upstream "$c" "$r" "$tg" "$up" "http://$UP/items/b1"
+		run p_mcp_upstream "$c" "$r" "$tg" "$mup" "http://$MCPUP/mcp" -s "$work/mcp_echo.lua"
+		run h_bare_hop "$c" "$r" "$hop" "$up" "http://127.0.0.1:9815/items/b1" -s "$work/post.lua"
+		run b_reverse_proxy "$c" "$r" "$tg" "$up" "http://127.0.0.1:9811/items/b1" -s "$work/post.lua"
+		run g_reverse_proxy_get "$c" "$r" "$tg" "$up" "http://127.0.0.1:9811/items/b1"
+		run c_toolgate_off "$c" "$r" "$tg" "$up" "http://127.0.0.1:9812/tools/get_item" -s "$work/post.lua"
+		run u_toolgate_unix "$c" "$r" "$tg" "$up" "http://127.0.0.1:9816/tools/get_item" -s "$work/post.lua"
+		run d_toolgate_bolt "$c" "$r" "$tg" "$up" "http://127.0.0.1:9813/tools/get_item" -s "$work/post.lua"
+		run e_toolgate_redis "$c" "$r" "$tg" "$up" "http://127.0.0.1:9814/tools/get_item" -s "$work/post.lua"
+		run m_mcp_off "$c" "$r" "$tg" "$up" "http://127.0.0.1:9812/mcp" -s "$work/mcp.lua"
+		run n_mcp_bolt "$c" "$r" "$tg" "$up" "http://127.0.0.1:9813/mcp" -s "$work/mcp.lua"
+		run s_mcp_session_off "$c" "$r" "$tg" "$up" "http://127.0.0.1:9812/mcp" -s "$work/mcp_session.lua"
+		run i_toolgate_info "$c" "$r" "$tgi" "$up" "http://127.0.0.1:9818/tools/get_item" -s "$work/post.lua"
+		run t_upstream_off "$c" "$r" "$tg" "$mup" "http://127.0.0.1:9823/tools/echo" -s "$work/echo.lua"
+		run v_upstream_mcp_off "$c" "$r" "$tg" "$mup" "http://127.0.0.1:9823/mcp" -s "$work/mcp_echo.lua"
+		run w_upstream_bolt "$c" "$r" "$tg" "$mup" "http://127.0.0.1:9824/tools/echo" -s "$work/echo.lua"
+		run x_upstream_mcp_bolt "$c" "$r" "$tg" "$mup" "http://127.0.0.1:9824/mcp" -s "$work/mcp_echo.lua"
 	done
 done
 
@@ -272,6 +327,11 @@ ratio() { awk -v x="$1" -v y="$2" 'BEGIN { if (y > 0) printf "%.2f", x / y; else
 # gateway CPU µs/req.
 r() { ratio "${RPS[$1,$c]}" "${RPS[$2,$c]}"; }
 rc() { ratio "${CPU_GW[$1,$c]}" "${CPU_GW[$2,$c]}"; }
+# added P50|P99 X Y prints what run X's latency adds to run Y's at $c, in ms.
+added() {
+	local -n arr=$1
+	awk -v x="${arr[$2,$c]}" -v y="${arr[$3,$c]}" 'BEGIN { printf "%.3f", x - y }'
+}
 
 {
 	echo "# Load harness results"
@@ -297,8 +357,9 @@ rc() { ratio "${CPU_GW[$1,$c]}" "${CPU_GW[$2,$c]}"; }
 	echo
 	echo "CPU µs/req is the CPU time (user and system) a process used during the run over the"
 	echo "requests served, median of the rounds: \"gateway\" is the bare hop's process for h, and"
-	echo "the one Caddy process that serves b to u for the others (a counts it too: it is idle);"
-	echo "\"Redis\" is redis-server, which only e uses (the others show it idle)."
+	echo "the one Caddy process that serves b to u and t to x for the others (a and p count it too:"
+	echo "it is idle); \"upstream\" is bench/upstream, or for p to x the MCP upstream"
+	echo "(bench/mcpupstream); \"Redis\" is redis-server, which only e uses (the others show it idle)."
 	echo
 	echo "Throughput ratios (h = the bare hop, b = plain Caddy reverse_proxy sent the same POST,"
 	echo "g = sent a bare GET, a = the upstream directly; u = c with the component on a unix socket):"
@@ -327,6 +388,26 @@ rc() { ratio "${CPU_GW[$1,$c]}" "${CPU_GW[$2,$c]}"; }
 	for c in $CONNS; do
 		echo "| $c | $(r m_mcp_off c_toolgate_off) | $(r n_mcp_bolt d_toolgate_bolt) | $(r s_mcp_session_off c_toolgate_off) | $(r i_toolgate_info b_reverse_proxy) | $(rc m_mcp_off c_toolgate_off) | $(rc n_mcp_bolt d_toolgate_bolt) | $(rc s_mcp_session_off c_toolgate_off) | $(rc i_toolgate_info b_reverse_proxy) |"
 	done
+	echo
+	echo "An MCP upstream (p = an MCP server on the official Go SDK called directly, a sessionless"
+	echo "tools/call of its echo tool, 1 KiB of text; t = toolgate with it behind (mcp_server), ledger"
+	echo "off, through the Tools API; v = a sessionless tools/call on t's site, MCP in and out; w, x ="
+	echo "t, v on a site sharing d's bbolt ledger): what toolgate adds to calling p, in ms:"
+	echo
+	echo "| conns | p50 t−p | p50 v−p | p50 w−p | p50 x−p | p99 t−p | p99 v−p | p99 w−p | p99 x−p |"
+	echo "|---|---|---|---|---|---|---|---|---|"
+	for c in $CONNS; do
+		echo "| $c | $(added P50 t_upstream_off p_mcp_upstream) | $(added P50 v_upstream_mcp_off p_mcp_upstream) | $(added P50 w_upstream_bolt p_mcp_upstream) | $(added P50 x_upstream_mcp_bolt p_mcp_upstream) | $(added P99 t_upstream_off p_mcp_upstream) | $(added P99 v_upstream_mcp_off p_mcp_upstream) | $(added P99 w_upstream_bolt p_mcp_upstream) | $(added P99 x_upstream_mcp_bolt p_mcp_upstream) |"
+	done
+	echo
+	echo "and in throughput against plain Caddy reverse_proxy (b) and p, then the gateway's CPU"
+	echo "µs/req against the same call of an app tool (c, m, d, n):"
+	echo
+	echo "| conns | t/b | v/b | w/b | x/b | t/p | v/p | t/c CPU | v/m CPU | w/d CPU | x/n CPU |"
+	echo "|---|---|---|---|---|---|---|---|---|---|---|"
+	for c in $CONNS; do
+		echo "| $c | $(r t_upstream_off b_reverse_proxy) | $(r v_upstream_mcp_off b_reverse_proxy) | $(r w_upstream_bolt b_reverse_proxy) | $(r x_upstream_mcp_bolt b_reverse_proxy) | $(r t_upstream_off p_mcp_upstream) | $(r v_upstream_mcp_off p_mcp_upstream) | $(rc t_upstream_off c_toolgate_off) | $(rc v_upstream_mcp_off m_mcp_off) | $(rc w_upstream_bolt d_toolgate_bolt) | $(rc x_upstream_mcp_bolt n_mcp_bolt) |"
+	done
 	if [[ " $CONNS " == *" 32 "* || " $CONNS " == *" 1 "* ]]; then
 		echo
 		echo "Budgets (the project's, see docs/performance.md), computed by the script:"
@@ -349,6 +430,8 @@ rc() { ratio "${CPU_GW[$1,$c]}" "${CPU_GW[$2,$c]}"; }
 	if [[ " $CONNS " == *" 1 "* ]]; then
 		budget "p50 ms, ledger off, 1 conn: c ≤ b" "${P50[c_toolgate_off,1]}" "${P50[b_reverse_proxy,1]}" b 'x <= y'
 		budget "p50 ms, MCP sessionless, 1 conn: m ≤ c + 0.3" "${P50[m_mcp_off,1]}" "${P50[c_toolgate_off,1]}" c 'x <= y + 0.3'
+		budget "p50 ms, MCP upstream, Tools API, 1 conn: t ≤ p + 0.5" "${P50[t_upstream_off,1]}" "${P50[p_mcp_upstream,1]}" p 'x <= y + 0.5'
+		budget "p50 ms, MCP upstream, MCP in and out, 1 conn: v ≤ p + 0.5" "${P50[v_upstream_mcp_off,1]}" "${P50[p_mcp_upstream,1]}" p 'x <= y + 0.5'
 	fi
 } | write_section "$OUT" "# Load harness results"
 echo
