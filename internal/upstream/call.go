@@ -111,7 +111,7 @@ func (s *Server) Call(ctx context.Context, c dispatch.MCPCall) dispatch.Outcome 
 		params.InputResponses = k.responses()
 	}
 	params.Arguments = args
-	cs, err := s.current(ctx)
+	cs, fast, err := s.currentFor(ctx, c.Tool)
 	if err != nil {
 		return fail("mcp server %s is unavailable: %v", s.cfg.Name, trimName(err, s.cfg.Name))
 	}
@@ -129,7 +129,12 @@ func (s *Server) Call(ctx context.Context, c dispatch.MCPCall) dispatch.Outcome 
 	ctx = context.WithValue(ctx, callKey{}, st)
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	res, err := cs.CallTool(ctx, params)
+	var res *sdk.CallToolResult
+	if fast != "" {
+		res, err = s.fastCall(ctx, fast, params)
+	} else {
+		res, err = cs.CallTool(ctx, params)
+	}
 	if err != nil {
 		return s.callFailed(ctx, cs, st, err)
 	}

@@ -45,6 +45,7 @@ type Options struct {
 type Server struct {
 	cfg    Config
 	opts   Options
+	impl   *sdk.Implementation
 	client *sdk.Client
 	http   *http.Client
 
@@ -54,7 +55,13 @@ type Server struct {
 
 	mu      sync.Mutex
 	session *sdk.ClientSession
+	// fast is the session's protocol version when calls go out through
+	// fastCall (the sessionless revision, over HTTP); "" otherwise.
+	fast    string
 	lastErr error
+	// headerTools are the tools whose schemas bind arguments to headers,
+	// which the SDK's client writes (never fastCall).
+	headerTools map[string]bool
 	// up is closed when a session is up, and made anew when it goes.
 	up     chan struct{}
 	tools  []manifest.Tool
@@ -86,7 +93,8 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if version == "" {
 		version = "dev"
 	}
-	s.client = sdk.NewClient(&sdk.Implementation{Name: "toolgate", Version: version}, &sdk.ClientOptions{
+	s.impl = &sdk.Implementation{Name: "toolgate", Version: version}
+	s.client = sdk.NewClient(s.impl, &sdk.ClientOptions{
 		// No roots, sampling or elicitation: the gateway answers input
 		// requests with cards, in the round trips of the sessionless
 		// revision, never inside a call.
@@ -175,7 +183,7 @@ func (s *Server) run(first chan<- error) {
 			continue
 		}
 		backoff = minBackoff
-		s.opts.Logger.Info("mcp server connected")
+		s.opts.Logger.Info("mcp server connected", zap.String("protocol_version", cs.InitializeResult().ProtocolVersion))
 		s.serve(cs, ttl)
 		_ = cs.Close()
 	}
@@ -238,8 +246,12 @@ func (s *Server) connect() (*sdk.ClientSession, time.Duration, error) {
 		_ = cs.Close()
 		return nil, 0, err
 	}
+	fast := ""
+	if v := cs.InitializeResult().ProtocolVersion; s.cfg.URL != "" && v >= sessionless {
+		fast = v
+	}
 	s.mu.Lock()
-	s.session, s.lastErr = cs, nil
+	s.session, s.fast, s.lastErr = cs, fast, nil
 	close(s.up)
 	s.mu.Unlock()
 	s.report(true)
@@ -252,6 +264,7 @@ func (s *Server) list(cs *sdk.ClientSession) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.Timeout)
 	defer cancel()
 	var tools []manifest.Tool
+	headerTools := map[string]bool{}
 	ttl := time.Duration(0)
 	params := &sdk.ListToolsParams{}
 	for pages := 0; ; pages++ {
@@ -264,7 +277,11 @@ func (s *Server) list(cs *sdk.ClientSession) (time.Duration, error) {
 		}
 		for _, t := range res.Tools {
 			if t != nil && s.cfg.wants(t.Name) {
-				tools = append(tools, s.tool(t))
+				tool := s.tool(t)
+				tools = append(tools, tool)
+				if bytes.Contains(tool.InputSchema, []byte("x-mcp-header")) {
+					headerTools[t.Name] = true
+				}
 			}
 		}
 		if len(tools) > maxTools {
@@ -279,7 +296,7 @@ func (s *Server) list(cs *sdk.ClientSession) (time.Duration, error) {
 		params = &sdk.ListToolsParams{Cursor: res.NextCursor}
 	}
 	s.mu.Lock()
-	s.tools, s.listed = tools, true
+	s.tools, s.listed, s.headerTools = tools, true, headerTools
 	s.mu.Unlock()
 	if s.told.Load() && s.opts.Changed != nil {
 		s.opts.Changed(s)
@@ -307,7 +324,7 @@ func (s *Server) setDown(cs *sdk.ClientSession, err error) {
 		}
 		return
 	}
-	s.session, s.lastErr = nil, err
+	s.session, s.fast, s.lastErr = nil, "", err
 	s.up = make(chan struct{})
 	s.report(false)
 }
@@ -329,6 +346,17 @@ func (s *Server) report(up bool) {
 	s.opts.State(up)
 }
 
+// ProtocolVersion is the revision of MCP the live session speaks; ""
+// while there is none.
+func (s *Server) ProtocolVersion() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.session == nil {
+		return ""
+	}
+	return s.session.InitializeResult().ProtocolVersion
+}
+
 // Connected reports whether the server has a session now.
 func (s *Server) Connected() bool {
 	s.mu.Lock()
@@ -343,11 +371,18 @@ const reconnectWait = 2 * time.Second
 // current is the live session, waiting a little for one being set up, or
 // why there is none.
 func (s *Server) current(ctx context.Context) (*sdk.ClientSession, error) {
+	cs, _, err := s.currentFor(ctx, "")
+	return cs, err
+}
+
+// currentFor is current, and the protocol version to call tool through
+// fastCall with; "" for the SDK's client.
+func (s *Server) currentFor(ctx context.Context, tool string) (*sdk.ClientSession, string, error) {
 	s.mu.Lock()
-	cs, up := s.session, s.up
+	cs, up, fast := s.session, s.up, s.fastFor(tool)
 	s.mu.Unlock()
 	if cs != nil {
-		return cs, nil
+		return cs, fast, nil
 	}
 	t := time.NewTimer(reconnectWait)
 	defer t.Stop()
@@ -363,9 +398,18 @@ func (s *Server) current(ctx context.Context) (*sdk.ClientSession, error) {
 		if err == nil {
 			err = errors.New("not connected yet")
 		}
-		return nil, err
+		return nil, "", err
 	}
-	return s.session, nil
+	return s.session, s.fastFor(tool), nil
+}
+
+// fastFor is the version fastCall calls tool with, "" for none; s.mu
+// is held.
+func (s *Server) fastFor(tool string) string {
+	if tool == "" || s.headerTools[tool] {
+		return ""
+	}
+	return s.fast
 }
 
 // failure names the server and what failed, never a header or token.
@@ -444,6 +488,9 @@ func (s *Server) httpClient() *http.Client {
 		}
 	}
 	tr.Proxy = nil
+	// Calls at once each hold a connection; kept idle, they are not
+	// dialled again for the next calls (the default keeps two).
+	tr.MaxIdleConnsPerHost = 256
 	return &http.Client{
 		Transport: &sender{s: s, next: tr},
 		CheckRedirect: func(*http.Request, []*http.Request) error {

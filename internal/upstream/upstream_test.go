@@ -112,11 +112,31 @@ func TestConfigCheck(t *testing.T) {
 	}
 }
 
+// servers are the test server as a server of the sessionless revision
+// (calls through the gateway's own client) and as one of the revisions
+// before it (a session, calls through the SDK's client).
+var servers = []struct {
+	name     string
+	sessions bool
+}{{"sessionless", false}, {"sessions", true}}
+
 // TestListAndCall: the tools listed, filtered and prefixed; a call's
 // answer in the gateway's channels, structured content passed on.
 func TestListAndCall(t *testing.T) {
-	up := upstreamtest.New()
+	for _, srv := range servers {
+		t.Run(srv.name, func(t *testing.T) {
+			up := upstreamtest.New()
+			up.Sessions = srv.sessions
+			testListAndCall(t, up)
+		})
+	}
+}
+
+func testListAndCall(t *testing.T, up *upstreamtest.Server) {
 	s := start(t, upstream.Config{URL: up.Serve(t), Prefix: "crm_", Tools: []string{"echo", "create", "picture"}}, nil)
+	if v := s.ProtocolVersion(); (v >= "2026-07-28") == up.Sessions {
+		t.Fatalf("protocol version %s with sessions %v", v, up.Sessions)
+	}
 	if got := names(s); !slices.Equal(got, []string{"crm_create", "crm_echo", "crm_picture"}) {
 		t.Fatalf("tools = %v", got)
 	}
@@ -152,7 +172,16 @@ func TestListAndCall(t *testing.T) {
 // TestIdentity: each call carries its user's token, addressed to the
 // server; the gateway's own requests carry one with no user.
 func TestIdentity(t *testing.T) {
-	up := upstreamtest.New()
+	for _, srv := range servers {
+		t.Run(srv.name, func(t *testing.T) {
+			up := upstreamtest.New()
+			up.Sessions = srv.sessions
+			testIdentity(t, up)
+		})
+	}
+}
+
+func testIdentity(t *testing.T, up *upstreamtest.Server) {
 	s := start(t, upstream.Config{URL: up.Serve(t), Identity: true, Headers: map[string]string{"X-Api-Key": "k1"}}, nil)
 	tp := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 	out := s.Call(context.Background(), dispatch.MCPCall{Tool: "whoami", Arguments: jsontext.Value(`{}`), User: "ada", Install: "i9", IdempotencyKey: "k", Traceparent: tp})
