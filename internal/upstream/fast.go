@@ -29,6 +29,10 @@ const (
 	metaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
 )
 
+// maxTrailer bounds what fastCall reads after the answer to keep the
+// connection.
+const maxTrailer = 64 << 10
+
 // fastCalls counts the ids of the requests fastCall sends.
 var fastCalls atomic.Int64
 
@@ -88,7 +92,13 @@ func (s *Server) fastCall(ctx context.Context, version string, p *sdk.CallToolPa
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
+	defer func() {
+		// What follows the answer (the end of the event stream) is read
+		// too, so that the connection is kept for the next call rather
+		// than closed half read.
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxTrailer))
+		resp.Body.Close()
+	}()
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
 		return nil, fmt.Errorf("the server answered HTTP %d", resp.StatusCode)
