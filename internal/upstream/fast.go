@@ -48,8 +48,66 @@ type rpcRequest struct {
 // its request, or anything else the server sends first (skipped).
 type rpcResponse struct {
 	ID     jsontext.Value `json:"id"`
-	Result jsontext.Value `json:"result"`
+	Result *wireResult    `json:"result"`
 	Error  *jsonrpc.Error `json:"error"`
+}
+
+// wireResult is a tools/call result as fastCall reads it, in the same
+// pass as the message around it: what the gateway maps onto its channels.
+// A result that asks for input is read again by the SDK's types
+// (needsInput), which know every kind of input request.
+type wireResult struct {
+	Content           []wireContent  `json:"content"`
+	StructuredContent jsontext.Value `json:"structuredContent"`
+	IsError           bool           `json:"isError"`
+	ResultType        string         `json:"resultType"`
+	InputRequests     jsontext.Value `json:"inputRequests"`
+}
+
+// wireContent is a content item of any kind.
+type wireContent struct {
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	Data     []byte `json:"data"`
+	MIMEType string `json:"mimeType"`
+	URI      string `json:"uri"`
+	Name     string `json:"name"`
+	Title    string `json:"title"`
+	Resource *struct {
+		URI      string `json:"uri"`
+		MIMEType string `json:"mimeType"`
+		Text     string `json:"text"`
+		Blob     []byte `json:"blob"`
+	} `json:"resource"`
+}
+
+func (r *wireResult) needsInput() bool {
+	return r.ResultType == "input_required" || len(r.InputRequests) > 0 && string(r.InputRequests) != "null"
+}
+
+// sdkResult is r as the SDK's type, for the mapping every call shares.
+func (r *wireResult) sdkResult() *sdk.CallToolResult {
+	out := &sdk.CallToolResult{IsError: r.IsError, Content: make([]sdk.Content, 0, len(r.Content))}
+	if len(r.StructuredContent) > 0 && string(r.StructuredContent) != "null" {
+		out.StructuredContent = r.StructuredContent
+	}
+	for _, c := range r.Content {
+		switch c.Type {
+		case "text":
+			out.Content = append(out.Content, &sdk.TextContent{Text: c.Text})
+		case "image":
+			out.Content = append(out.Content, &sdk.ImageContent{Data: c.Data, MIMEType: c.MIMEType})
+		case "audio":
+			out.Content = append(out.Content, &sdk.AudioContent{Data: c.Data, MIMEType: c.MIMEType})
+		case "resource_link":
+			out.Content = append(out.Content, &sdk.ResourceLink{URI: c.URI, Name: c.Name, Title: c.Title, MIMEType: c.MIMEType})
+		case "resource":
+			if r := c.Resource; r != nil {
+				out.Content = append(out.Content, &sdk.EmbeddedResource{Resource: &sdk.ResourceContents{URI: r.URI, MIMEType: r.MIMEType, Text: r.Text, Blob: r.Blob}})
+			}
+		}
+	}
+	return out
 }
 
 // fastCall sends one tools/call to a server of the sessionless revision
@@ -169,7 +227,7 @@ func answerIn(data []byte, id int64) (*sdk.CallToolResult, error, bool) {
 	if !isID(m.ID, id) || m.Result == nil && m.Error == nil {
 		return nil, nil, false
 	}
-	res, err := resultOf(m)
+	res, err := resultOf(m, data)
 	return res, err, true
 }
 
@@ -182,18 +240,26 @@ func decodeAnswer(msg []byte, id int64) (*sdk.CallToolResult, error) {
 	if !isID(m.ID, id) {
 		return nil, fmt.Errorf("the server answered another request (id %s)", m.ID)
 	}
-	return resultOf(m)
+	return resultOf(m, msg)
 }
 
-func resultOf(m rpcResponse) (*sdk.CallToolResult, error) {
-	if m.Error != nil {
+// resultOf is the result of m, read from msg.
+func resultOf(m rpcResponse, msg []byte) (*sdk.CallToolResult, error) {
+	switch {
+	case m.Error != nil:
 		return nil, m.Error
+	case m.Result == nil:
+		return nil, errors.New("the server's answer has no result")
+	case !m.Result.needsInput():
+		return m.Result.sdkResult(), nil
 	}
-	var res sdk.CallToolResult
-	if err := json.Unmarshal(m.Result, &res); err != nil {
-		return nil, fmt.Errorf("the server's result does not read as a tools/call result: %v", err)
+	var full struct {
+		Result *sdk.CallToolResult `json:"result"`
 	}
-	return &res, nil
+	if err := json.Unmarshal(msg, &full); err != nil || full.Result == nil {
+		return nil, fmt.Errorf("the server's input requests do not read: %v", err)
+	}
+	return full.Result, nil
 }
 
 func isID(raw jsontext.Value, id int64) bool {
