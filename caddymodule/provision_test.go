@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"context"
+	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"net/http/httptest"
 	"path/filepath"
@@ -24,8 +25,12 @@ func pooled(t *testing.T, path string) (int, *clienttools.Bridge) {
 	t.Helper()
 	var key string
 	var bridge *clienttools.Bridge
+	// The key is the ledger config as JSON, which names the whole path
+	// (quoted): a part of it, such as the temporary folder's "001", is
+	// also in other tests' keys.
+	quoted, _ := json.Marshal(path)
 	stores.Range(func(k, v any) bool {
-		if strings.Contains(k.(string), filepath.Base(filepath.Dir(path))) {
+		if strings.Contains(k.(string), string(quoted)) {
 			key, bridge = k.(string), v.(openStore).bridge
 			return false
 		}
