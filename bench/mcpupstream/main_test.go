@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/internal/upstream/upstreamtest"
 )
 
 // The SDK's client gets echo's padded text on either revision: the
@@ -48,14 +50,7 @@ func TestEcho(t *testing.T) {
 func TestSessionlessPost(t *testing.T) {
 	srv := httptest.NewServer(handler(newServer(1024)))
 	defer srv.Close()
-	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"wrk","version":"1"}}}}`
-	req, _ := http.NewRequest("POST", srv.URL+"/mcp", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", "tools/call")
-	req.Header.Set("Mcp-Name", "echo")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(upstreamtest.SessionlessRequest(srv.URL+"/mcp", "echo", `{"text":"x"}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,16 +38,9 @@ func BenchmarkCall(b *testing.B) {
 		}
 	})
 	b.Run("by hand", func(b *testing.B) {
-		body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"b","version":"1"}}}}`)
 		b.ReportAllocs()
 		for b.Loop() {
-			req, _ := http.NewRequest("POST", url, bytes.NewReader(body))
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Accept", "application/json, text/event-stream")
-			req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-			req.Header.Set("Mcp-Method", "tools/call")
-			req.Header.Set("Mcp-Name", "echo")
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := http.DefaultClient.Do(upstreamtest.SessionlessRequest(url, "echo", `{"text":"hello"}`))
 			if err != nil {
 				b.Fatal(err)
 			}

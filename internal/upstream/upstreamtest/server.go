@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -319,4 +320,21 @@ func ServeStdioIfAsked() {
 		os.Exit(1)
 	}
 	os.Exit(0)
+}
+
+// SessionlessRequest is a tools/call of tool with the given arguments
+// (JSON) as a client of the sessionless revision (2026-07-28) sends it on
+// its own, no session set up first: the protocol's headers, and the
+// version and the client in _meta. The load harness sends the same.
+func SessionlessRequest(url, tool, arguments string) *http.Request {
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":` + strconv.Quote(tool) + `,"arguments":` + arguments +
+		`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"test","version":"1"}}}}`
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	h := req.Header
+	h.Set("Content-Type", "application/json")
+	h.Set("Accept", "application/json, text/event-stream")
+	h.Set("Mcp-Protocol-Version", "2026-07-28")
+	h.Set("Mcp-Method", "tools/call")
+	h.Set("Mcp-Name", tool)
+	return req
 }
