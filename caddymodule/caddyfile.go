@@ -91,6 +91,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			env      <name> <value>    (command)
 //			dir      <path>            (command)
 //			identity                   (send the user's identity token)
+//			allow    <expression>      (for every tool it lists)
 //			timeout  <duration>        (default 30s)
 //			max_result_size <size>     (default: max_response_size)
 //		}

@@ -18,6 +18,7 @@ import (
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/manifest"
 	"github.com/toolgate/toolgate/internal/observe"
+	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/result"
 	"github.com/toolgate/toolgate/internal/upstream"
 )
@@ -61,6 +62,11 @@ type MCPServer struct {
 	// name. The gateway's own requests (connecting, listing) carry a
 	// token with an empty sub.
 	Identity bool `json:"identity,omitzero"`
+
+	// Allow is an allow expression (expr-lang, as a tool's allow) for
+	// every tool the server lists: a caller it refuses neither sees nor
+	// calls them. Default: every caller may.
+	Allow string `json:"allow,omitempty"`
 
 	// Timeout bounds connecting, listing and each call. Default: 30s.
 	Timeout caddy.Duration `json:"timeout,omitzero"`
@@ -108,6 +114,7 @@ func (m *MCPServer) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			m.Identity = true
 			return nil
 		},
+		"allow":           stringArg(&m.Allow),
 		"timeout":         durationArg(&m.Timeout, true),
 		"max_result_size": sizeArg(&m.MaxResultSize),
 	})
@@ -127,7 +134,14 @@ func (m *MCPServer) config(repl *caddy.Replacer, name string, maxResponse int64)
 	}
 	c := upstream.Config{
 		Name: name, Command: slices.Clone(m.Command), Dir: m.Dir, Tools: m.Tools, Prefix: m.Prefix,
-		Identity: m.Identity, Timeout: time.Duration(m.Timeout), MaxResultSize: m.MaxResultSize,
+		Identity: m.Identity, Timeout: time.Duration(m.Timeout), MaxResultSize: m.MaxResultSize, Allow: m.Allow,
+	}
+	if m.Allow != "" {
+		// Checked here: compiled with each tool the server lists, a bad
+		// expression would leave every one of them out.
+		if _, err := policy.Compile(m.Allow); err != nil {
+			return c, fmt.Errorf("mcp server %q: allow: %w", name, err)
+		}
 	}
 	if c.MaxResultSize == 0 {
 		c.MaxResultSize = maxResponse

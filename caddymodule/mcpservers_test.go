@@ -38,6 +38,7 @@ func mcpServerConfig(dir, url, note string) string {
 				prefix crm_
 				identity
 				header X-Api-Key {env.TOOLGATE_TEST_CRM_KEY}
+				allow "user != 'mallory'"
 				timeout 3s
 			}
 			tool crm_local {
@@ -142,6 +143,16 @@ func TestMCPServerBehindGateway(t *testing.T) {
 		again := upstreamCall(t, tc, "crm_create", `{"name":"ada"}`, "once-1", false)
 		if first.Content != "created ada (run 1)" || again.Content != first.Content {
 			t.Errorf("first %+v, again %+v", first, again)
+		}
+		if n := up.Runs("create"); n != 1 {
+			t.Errorf("create ran %d times", n)
+		}
+	})
+
+	t.Run("the server's allow expression", func(t *testing.T) {
+		status, body := client(tc).Send(t, "POST", base+"/tools/crm_create", "application/json", `{"input":{"name":"x"},"identity":{"user":"mallory"}}`)
+		if status != 403 || !strings.Contains(body, `"forbidden"`) {
+			t.Errorf("mallory: %d %s", status, body)
 		}
 		if n := up.Runs("create"); n != 1 {
 			t.Errorf("create ran %d times", n)
@@ -264,6 +275,7 @@ func TestMCPServerLoadErrors(t *testing.T) {
 			`mcp server crm: tool "crm_echo": the name is taken by a tool of inline tools`},
 		{"undeclared", "tool t {\ndescription d\ninput_schema `{\"type\":\"object\"}`\ntarget mcp erp search\n}", `mcp server "erp" is not declared`},
 		{"component name", "component crm http://127.0.0.1:1\nmcp_server crm " + url, `a component has the same name`},
+		{"bad allow", "mcp_server crm " + url + " {\nallow \"user ==\"\n}", `mcp server "crm": allow:`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			caddytest.AssertLoadError(t, cfg(c.inner), "caddyfile", strings.ReplaceAll(c.want, `"`, `\"`))

@@ -65,8 +65,8 @@ func (mcpKind) compile(t *Target, env Env) error {
 	if s.Tool == "" {
 		return fmt.Errorf("mcp target: tool is required")
 	}
-	if s.Component != "" || s.Method != "" || s.Path != "" || s.URL != "" || s.Query != nil || s.Headers != nil || s.Body != nil || s.Name != "" || s.Result != "" {
-		return fmt.Errorf("mcp target: only server and tool may be set; the server's tool takes the input as its arguments")
+	if s.Component != "" || s.Method != "" || s.Path != "" || s.URL != "" || s.Query != nil || s.Headers != nil || s.Body != nil || s.Name != "" {
+		return fmt.Errorf("mcp target: only server, tool and result may be set; the server's tool takes the input as its arguments")
 	}
 	if s.Continue {
 		return fmt.Errorf("mcp target: continue is the gateway's, for the buttons of the cards it builds")
@@ -76,6 +76,15 @@ func (mcpKind) compile(t *Target, env Env) error {
 		return fmt.Errorf("mcp target: mcp server %q is not declared", s.Server)
 	}
 	t.Server = srv
+	if s.Result != "" {
+		if env.Results == nil {
+			return fmt.Errorf("mcp target: a result expression cannot be compiled here")
+		}
+		var err error
+		if t.Mapping, err = env.Results(s.Result); err != nil {
+			return fmt.Errorf("mcp target: %w", err)
+		}
+	}
 	return nil
 }
 

@@ -58,7 +58,9 @@ type Spec struct {
 	Name string `json:"name,omitempty"`
 
 	// Result is an expression (expr-lang) mapping a url target's answer
-	// {status, headers, body} into {content, markdown?, embedUrl?}.
+	// {status, headers, body} into {content, markdown?, embedUrl?}; on an
+	// mcp target, body is the tool's result {content, structuredContent,
+	// isError}.
 	Result string `json:"result,omitempty"`
 
 	// Server is the upstream MCP server an mcp target calls, by its name

@@ -2,8 +2,10 @@ package gateway
 
 import (
 	"context"
+	"net/http"
 
 	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/jsonread"
@@ -36,5 +38,27 @@ func (g *Gateway) callMCP(ctx context.Context, t *dispatch.Target, input any, ca
 	sent := g.clock.Now()
 	out := t.Server.Call(ctx, c)
 	g.obs.Upstream(call.Tool, g.clock.Now().Sub(sent))
+	if t.Mapping != nil && out.Card == nil && out.Upstream != 0 {
+		out.Result = mapMCP(t.Mapping, out.Result)
+	}
 	return out
+}
+
+// mcpAnswer is an MCP tool's result as a result expression reads it: body
+// of a 200 answer.
+type mcpAnswer struct {
+	Content           string         `json:"content"`
+	StructuredContent jsontext.Value `json:"structuredContent,omitempty"`
+	IsError           bool           `json:"isError"`
+}
+
+// mapMCP maps an MCP tool's result through a result expression. An error
+// result that says what failed on the way (the server unreachable, too
+// large) stays as it is: there is no answer to map.
+func mapMCP(m *result.Mapping, r result.Result) result.Result {
+	body, err := json.Marshal(mcpAnswer{Content: r.Content, StructuredContent: r.Structured, IsError: r.IsError})
+	if err != nil {
+		return result.Failure("the result cannot be mapped: %v", err)
+	}
+	return m.Apply(http.StatusOK, http.Header{"Content-Type": {"application/json"}}, body)
 }

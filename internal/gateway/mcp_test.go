@@ -44,7 +44,7 @@ func (s *fakeMCP) Call(_ context.Context, c dispatch.MCPCall) dispatch.Outcome {
 	if c.Continue != nil {
 		return dispatch.Outcome{Result: result.Result{Content: "continued " + string(c.Continue)}}
 	}
-	return dispatch.Outcome{Result: result.Result{Content: "ran " + c.Tool + " " + string(c.Arguments)}}
+	return dispatch.Outcome{Result: result.Result{Content: "ran " + c.Tool + " " + string(c.Arguments)}, Upstream: 200}
 }
 
 func (s *fakeMCP) recorded() []dispatch.MCPCall {
@@ -59,6 +59,8 @@ func newMCPGateway(t *testing.T, srv *fakeMCP) *Gateway {
 	tools := []manifest.Tool{
 		{Name: "crm_run", Description: "d", InputSchema: schema, Target: dispatch.Spec{Type: "mcp", Server: "crm", Tool: "run"}},
 		{Name: "crm_ask", Description: "d", InputSchema: schema, Target: dispatch.Spec{Type: "mcp", Server: "crm", Tool: "ask"}},
+		{Name: "crm_mapped", Description: "d", InputSchema: schema, Target: dispatch.Spec{Type: "mcp", Server: "crm", Tool: "run",
+			Result: `{"content": "mapped: " + body.content, "isError": body.isError}`}},
 	}
 	set, err := manifest.CompileIn([]manifest.Source{{Name: "test", Tools: tools}}, dispatch.Env{Servers: map[string]dispatch.MCPServer{"crm": srv}})
 	if err != nil {
@@ -104,6 +106,11 @@ func TestMCPTarget(t *testing.T) {
 	}
 	if n := len(srv.recorded()); n != 1 {
 		t.Errorf("the server was called %d times after a refused input", n)
+	}
+
+	// A result expression reads the tool's result.
+	if a, err := gw.Invoke(ctx, Call{Tool: "crm_mapped", Identity: me, Input: []byte(`{"n":2}`)}); err != nil || a.IsError || a.Content != `mapped: ran run {"n":2}` {
+		t.Errorf("mapped: %v %+v", err, a)
 	}
 
 	srv.identity = true
@@ -172,7 +179,7 @@ func TestSetTools(t *testing.T) {
 		t.Errorf("a tool no longer served: %v", err)
 	}
 	gw.SetTools(old)
-	if len(heard) != 4 || heard[0] != 0 || heard[1] != 0 || heard[2] != 2 || heard[3] != -2 {
+	if len(heard) != 4 || heard[0] != 0 || heard[1] != 0 || heard[2] != 3 || heard[3] != -3 {
 		t.Errorf("heard %v", heard)
 	}
 }

@@ -40,6 +40,7 @@ func (s *Server) tool(t *sdk.Tool) manifest.Tool {
 		Description: t.Description,
 		Target:      dispatch.Spec{Type: dispatch.TypeMCP, Server: s.cfg.Name, Tool: t.Name},
 		Meta:        t.Meta,
+		Allow:       s.cfg.Allow,
 	}
 	if out.DisplayName == "" && t.Annotations != nil {
 		out.DisplayName = t.Annotations.Title
@@ -83,6 +84,7 @@ func (s *Server) Placeholder(name string) manifest.Tool {
 		Description: fmt.Sprintf("%s, a tool of MCP server %s, which is not reachable now.", name, s.cfg.Name),
 		InputSchema: jsontext.Value(`{"type":"object"}`),
 		Target:      dispatch.Spec{Type: dispatch.TypeMCP, Server: s.cfg.Name, Tool: name},
+		Allow:       s.cfg.Allow,
 	}
 }
 

@@ -43,6 +43,9 @@ type Config struct {
 	Prefix string
 	// Headers are static request headers, resolved at load.
 	Headers map[string]string
+	// Allow is the allow expression (expr-lang) of every tool the server
+	// lists; empty, every caller may call them.
+	Allow string
 	// Identity sends each call the user's identity token as
 	// Authorization: Bearer, with aud the server's name.
 	Identity bool
