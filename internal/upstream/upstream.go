@@ -49,9 +49,10 @@ type Server struct {
 	client *sdk.Client
 	http   *http.Client
 
-	ctx    context.Context // ends at Close
-	cancel context.CancelFunc
-	done   chan struct{} // closed when run returns
+	ctx     context.Context // ends at Close
+	cancel  context.CancelFunc
+	started atomic.Bool   // Start was called: run runs
+	done    chan struct{} // closed when run returns
 
 	mu      sync.Mutex
 	session *sdk.ClientSession
@@ -120,6 +121,9 @@ func (s *Server) SendsIdentity() bool { return s.cfg.Identity }
 // that exits is started again, with backoff. It returns the error of the
 // first attempt, if it failed; the server keeps trying all the same.
 func (s *Server) Start() error {
+	if s.started.Swap(true) {
+		return errors.New("started twice")
+	}
 	first := make(chan error, 1)
 	go s.run(first)
 	defer s.told.Store(true)
@@ -134,7 +138,9 @@ func (s *Server) Start() error {
 // Close ends the session and stops a command; it waits for them.
 func (s *Server) Close() error {
 	s.cancel()
-	<-s.done
+	if s.started.Load() {
+		<-s.done
+	}
 	return nil
 }
 
@@ -182,12 +188,29 @@ func (s *Server) run(first chan<- error) {
 			backoff = min(backoff*2, maxBackoff)
 			continue
 		}
-		backoff = minBackoff
 		s.opts.Logger.Info("mcp server connected", zap.String("protocol_version", cs.InitializeResult().ProtocolVersion))
+		since := time.Now()
 		s.serve(cs, ttl)
 		_ = cs.Close()
+		if time.Since(since) >= stableSession {
+			backoff = minBackoff
+			continue
+		}
+		// A session that ended soon after it began (a command that
+		// exits at once, a server that drops every session): the next
+		// waits, longer each time, as a failed connect does.
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, maxBackoff)
 	}
 }
+
+// stableSession is how long a session must last for the backoff to start
+// over.
+const stableSession = 30 * time.Second
 
 // serve watches a live session: it lists the tools again when told to
 // (or when a list's ttl ends) and returns when the session ends or the

@@ -345,3 +345,45 @@ func TestStdio(t *testing.T) {
 		t.Errorf("%d stderr lines logged, want one per start (2)", n)
 	}
 }
+
+// TestCloseUnstarted: a server never started closes at once.
+func TestCloseUnstarted(t *testing.T) {
+	s, err := upstream.New(upstream.Config{Name: "crm", URL: "http://127.0.0.1:1/mcp"}, upstream.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = s.Close()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close of a server never started hangs")
+	}
+}
+
+// TestCrashLoopBacksOff: a command that exits right after it answers is
+// started again after longer and longer waits, not at once.
+func TestCrashLoopBacksOff(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	s, err := upstream.New(upstream.Config{
+		Name: "crashy", Command: []string{os.Args[0]}, Env: map[string]string{upstreamtest.StdioEnv: "exit-after-list"}, Timeout: 10 * time.Second,
+	}, upstream.Options{Logger: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	// Waits of 0.25, 0.5 and 1 s fit at most 4 or 5 starts in 2 s (each
+	// start takes some time of its own); without them, dozens.
+	n := logs.FilterMessage("mcp server connected").Len()
+	t.Logf("%d starts in 2 s", n)
+	if n > 5 {
+		t.Errorf("%d starts in 2 s", n)
+	}
+}

@@ -292,18 +292,19 @@ const StdioEnv = "UPSTREAMTEST_STDIO"
 // ServeStdioIfAsked serves New's tools over stdin and stdout and exits,
 // when the process was started as a stdio server (StdioEnv set); call it
 // first thing in TestMain. With StdioEnv set to "exit-after-1", the
-// process exits after its first tools/call has been answered.
+// process exits after its first tools/call has been answered; with
+// "exit-after-list", after its first tools/list.
 func ServeStdioIfAsked() {
 	mode, ok := os.LookupEnv(StdioEnv)
 	if !ok {
 		return
 	}
 	s := New()
-	if mode == "exit-after-1" {
+	if exitAfter := map[string]string{"exit-after-1": "tools/call", "exit-after-list": "tools/list"}[mode]; exitAfter != "" {
 		s.MCP.AddReceivingMiddleware(func(next sdk.MethodHandler) sdk.MethodHandler {
 			return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 				res, err := next(ctx, method, req)
-				if method == "tools/call" {
+				if method == exitAfter {
 					go func() {
 						time.Sleep(100 * time.Millisecond)
 						os.Exit(0)
