@@ -66,6 +66,12 @@ func newMCPGateway(t *testing.T, srv *fakeMCP) *Gateway {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return boltGateway(t, set)
+}
+
+// boltGateway serves set with a bolt ledger of its own.
+func boltGateway(t testing.TB, set *manifest.Set) *Gateway {
+	t.Helper()
 	led, err := ledger.OpenBolt(filepath.Join(t.TempDir(), "ledger.db"), ledger.BoltOptions{})
 	if err != nil {
 		t.Fatal(err)

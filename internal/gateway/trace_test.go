@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,10 +18,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/clienttools"
 	"github.com/toolgate/toolgate/internal/dispatch"
-	"github.com/toolgate/toolgate/internal/identity"
-	"github.com/toolgate/toolgate/internal/ledger"
 	"github.com/toolgate/toolgate/internal/manifest"
-	"github.com/toolgate/toolgate/internal/outbound"
 )
 
 // Values that identify a call or carry its data: no span may hold one.
@@ -69,13 +65,7 @@ func newTraceRig(t *testing.T) *traceRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	led, err := ledger.OpenBolt(filepath.Join(t.TempDir(), "ledger.db"), ledger.BoltOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { led.Close() })
-	key, _ := identity.GenerateKey()
-	rig.gw = New(Config{Tools: set, Issuer: identity.NewIssuer("gw", time.Minute, key), Client: outbound.NewClient(time.Second, 1<<20), Ledger: led})
+	rig.gw = boltGateway(t, set)
 	rig.gw.clientWait = 5 * time.Second
 	return rig
 }

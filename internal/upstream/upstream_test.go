@@ -323,17 +323,7 @@ func TestLimits(t *testing.T) {
 // TestStdio: a command is started, its stderr logged, and started again
 // when it exits.
 func TestStdio(t *testing.T) {
-	core, logs := observer.New(zap.InfoLevel)
-	s, err := upstream.New(upstream.Config{
-		Name: "local", Command: []string{os.Args[0]}, Env: map[string]string{upstreamtest.StdioEnv: "exit-after-1"}, Timeout: 10 * time.Second,
-	}, upstream.Options{Logger: zap.New(core)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
+	s, logs := startStdio(t, "exit-after-1")
 	if out := call(s, "create", `{"name":"a"}`); out.Result.Content != "created a (run 1)" {
 		t.Fatalf("create = %+v", out.Result)
 	}
@@ -367,17 +357,7 @@ func TestCloseUnstarted(t *testing.T) {
 // TestCrashLoopBacksOff: a command that exits right after it answers is
 // started again after longer and longer waits, not at once.
 func TestCrashLoopBacksOff(t *testing.T) {
-	core, logs := observer.New(zap.InfoLevel)
-	s, err := upstream.New(upstream.Config{
-		Name: "crashy", Command: []string{os.Args[0]}, Env: map[string]string{upstreamtest.StdioEnv: "exit-after-list"}, Timeout: 10 * time.Second,
-	}, upstream.Options{Logger: zap.New(core)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
+	_, logs := startStdio(t, "exit-after-list")
 	time.Sleep(2 * time.Second)
 	// Waits of 0.25, 0.5 and 1 s fit at most 4 or 5 starts in 2 s (each
 	// start takes some time of its own); without them, dozens.
@@ -386,4 +366,22 @@ func TestCrashLoopBacksOff(t *testing.T) {
 	if n > 5 {
 		t.Errorf("%d starts in 2 s", n)
 	}
+}
+
+// startStdio starts this test binary as a stdio MCP server in the given
+// mode (upstreamtest.ServeStdioIfAsked), logging to the logs returned.
+func startStdio(t *testing.T, mode string) (*upstream.Server, *observer.ObservedLogs) {
+	t.Helper()
+	core, logs := observer.New(zap.InfoLevel)
+	s, err := upstream.New(upstream.Config{
+		Name: "local", Command: []string{os.Args[0]}, Env: map[string]string{upstreamtest.StdioEnv: mode}, Timeout: 10 * time.Second,
+	}, upstream.Options{Logger: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return s, logs
 }
