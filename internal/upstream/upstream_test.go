@@ -112,25 +112,23 @@ func TestConfigCheck(t *testing.T) {
 	}
 }
 
-// servers are the test server as a server of the sessionless revision
-// (calls through the gateway's own client) and as one of the revisions
-// before it (a session, calls through the SDK's client).
-var servers = []struct {
-	name     string
-	sessions bool
-}{{"sessionless", false}, {"sessions", true}}
-
-// TestListAndCall: the tools listed, filtered and prefixed; a call's
-// answer in the gateway's channels, structured content passed on.
-func TestListAndCall(t *testing.T) {
-	for _, srv := range servers {
-		t.Run(srv.name, func(t *testing.T) {
+// onEachRevision runs test on the test server as a server of the
+// sessionless revision (calls through the gateway's own client) and as
+// one of the revisions before it (a session, calls through the SDK's
+// client).
+func onEachRevision(t *testing.T, test func(*testing.T, *upstreamtest.Server)) {
+	for name, sessions := range map[string]bool{"sessionless": false, "sessions": true} {
+		t.Run(name, func(t *testing.T) {
 			up := upstreamtest.New()
-			up.Sessions = srv.sessions
-			testListAndCall(t, up)
+			up.Sessions = sessions
+			test(t, up)
 		})
 	}
 }
+
+// TestListAndCall: the tools listed, filtered and prefixed; a call's
+// answer in the gateway's channels, structured content passed on.
+func TestListAndCall(t *testing.T) { onEachRevision(t, testListAndCall) }
 
 func testListAndCall(t *testing.T, up *upstreamtest.Server) {
 	s := start(t, upstream.Config{URL: up.Serve(t), Prefix: "crm_", Tools: []string{"echo", "create", "picture"}}, nil)
@@ -171,15 +169,7 @@ func testListAndCall(t *testing.T, up *upstreamtest.Server) {
 
 // TestIdentity: each call carries its user's token, addressed to the
 // server; the gateway's own requests carry one with no user.
-func TestIdentity(t *testing.T) {
-	for _, srv := range servers {
-		t.Run(srv.name, func(t *testing.T) {
-			up := upstreamtest.New()
-			up.Sessions = srv.sessions
-			testIdentity(t, up)
-		})
-	}
-}
+func TestIdentity(t *testing.T) { onEachRevision(t, testIdentity) }
 
 func testIdentity(t *testing.T, up *upstreamtest.Server) {
 	s := start(t, upstream.Config{URL: up.Serve(t), Identity: true, Headers: map[string]string{"X-Api-Key": "k1"}}, nil)
