@@ -94,7 +94,9 @@ func Operations(doc *openapi3.T, opts Options) ([]Operation, []Skipped, error) {
 			if op == nil {
 				continue
 			}
-			skip := func(why string) { skipped = append(skipped, Skipped{Method: method, Path: path, ID: op.OperationID, Why: why}) }
+			skip := func(why string) {
+				skipped = append(skipped, Skipped{Method: method, Path: path, ID: op.OperationID, Why: why})
+			}
 			switch {
 			case op.OperationID == "":
 				skip("no operationId")

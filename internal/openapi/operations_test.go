@@ -97,11 +97,11 @@ func TestPetstore(t *testing.T) {
 	}
 	cs := compile(t, create.InputSchema)
 	for in, want := range map[string]bool{
-		`{"body":{"id":1,"name":"rex"}}`:             true,
-		`{"body":{"id":1,"name":"rex","tag":null}}`:  true, // nullable
-		`{"body":{"id":1}}`:                          false,
-		`{}`:                                         false, // the body is required
-		`{"body":{"id":"1","name":"rex"}}`:           false,
+		`{"body":{"id":1,"name":"rex"}}`:            true,
+		`{"body":{"id":1,"name":"rex","tag":null}}`: true, // nullable
+		`{"body":{"id":1}}`:                         false,
+		`{}`:                                        false, // the body is required
+		`{"body":{"id":"1","name":"rex"}}`:          false,
 	} {
 		if valid(t, cs, in) != want {
 			t.Errorf("createPets %s valid = %v", in, !want)
