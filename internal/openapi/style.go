@@ -109,7 +109,8 @@ func (p Param) Check() error {
 // style can express it.
 //
 // A map has no order, so an object's members are written sorted by name:
-// {"R":100,"G":200,"B":150} in form style is "color=B,150,G,200,R,100".
+// {"R":100,"G":200,"B":150} in form style without explode is
+// "color=B,150,G,200,R,100".
 func (p Param) Encode(v any) (Encoded, error) {
 	if err := p.Check(); err != nil {
 		return Encoded{}, err
