@@ -22,7 +22,8 @@ FUZZ := \
 	./internal/pagecontext:FuzzRender \
 	./internal/mcp:FuzzDecodeCall \
 	./internal/mcp:FuzzDecodeCallMaps \
-	./internal/mcp:FuzzAppendEvent
+	./internal/mcp:FuzzAppendEvent \
+	./internal/openapi:FuzzEncode
 
 .PHONY: test check unit js kit notes ai-sdk react browser browser-deps mcp packages install-test bench-build faults fuzz tools build npm
 
