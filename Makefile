@@ -23,7 +23,7 @@ FUZZ := \
 	./internal/mcp:FuzzDecodeCall \
 	./internal/mcp:FuzzDecodeCallMaps \
 	./internal/mcp:FuzzAppendEvent \
-	./internal/openapi:FuzzEncode
+	./internal/dispatch:FuzzEncode
 
 .PHONY: test check unit js kit notes ai-sdk react browser browser-deps mcp packages install-test bench-build faults fuzz tools build npm
 

@@ -10,6 +10,8 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/toolgate/toolgate/internal/dispatch"
 )
 
 // Operation is one operation of a document as a tool calls it.
@@ -41,7 +43,7 @@ type Operation struct {
 // property Name, within the group property Group when names clash ("" for
 // the top level).
 type Input struct {
-	Param
+	dispatch.Param
 	Group, Property string
 	Required        bool
 }
@@ -185,7 +187,7 @@ func operation(defs *defs, method, path string, item *openapi3.PathItem, op *ope
 		if p.Schema == nil {
 			return o, fmt.Errorf("parameter %s %q: only a schema parameter is taken (content is not)", p.In, p.Name)
 		}
-		in := Input{Param: Param{Name: p.Name, In: p.In, Style: p.Style, Explode: p.Explode, AllowReserved: p.AllowReserved}, Required: p.Required || p.In == "path"}
+		in := Input{Param: dispatch.Param{Name: p.Name, In: p.In, Style: p.Style, Explode: p.Explode, AllowReserved: p.AllowReserved}, Required: p.Required || p.In == "path"}
 		if err := in.Check(); err != nil {
 			return o, fmt.Errorf("parameter %s %q: %v", p.In, p.Name, err)
 		}

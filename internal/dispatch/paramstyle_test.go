@@ -1,4 +1,4 @@
-package openapi_test
+package dispatch_test
 
 import (
 	"math"
@@ -9,7 +9,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/toolgate/toolgate/internal/jsonread"
-	"github.com/toolgate/toolgate/internal/openapi"
+	"github.com/toolgate/toolgate/internal/dispatch"
 )
 
 func ptr(b bool) *bool { return &b }
@@ -17,7 +17,7 @@ func ptr(b bool) *bool { return &b }
 // rendered is what a parameter adds to a request, written as the OpenAPI
 // Specification's examples write it: a query's pairs joined with '&', a
 // cookie's with "; ".
-func rendered(p openapi.Param, e openapi.Encoded) string {
+func rendered(p dispatch.Param, e dispatch.Encoded) string {
 	switch p.In {
 	case "path":
 		return e.Path
@@ -89,7 +89,7 @@ func TestStyleExamples(t *testing.T) {
 		{"query", "deepObject", true, false, na, na, na, "color%5BB%5D=150&color%5BG%5D=200&color%5BR%5D=100"},
 	}
 	for _, tt := range tests {
-		p := openapi.Param{Name: "color", In: tt.in, Style: tt.style, Explode: ptr(tt.explode)}
+		p := dispatch.Param{Name: "color", In: tt.in, Style: tt.style, Explode: ptr(tt.explode)}
 		if err := p.Check(); (err != nil) != tt.checkFails {
 			t.Errorf("%s %s explode=%t: Check() = %v, want error: %t", tt.in, tt.style, tt.explode, err, tt.checkFails)
 		}
@@ -134,7 +134,7 @@ func TestDefaults(t *testing.T) {
 		{"cookie", "color=blue; color=black; color=brown"},
 	}
 	for _, tt := range tests {
-		p := openapi.Param{Name: "color", In: tt.in}
+		p := dispatch.Param{Name: "color", In: tt.in}
 		e, err := p.Encode(colorArray)
 		if err != nil {
 			t.Fatalf("%s: %v", tt.in, err)
@@ -143,7 +143,7 @@ func TestDefaults(t *testing.T) {
 			t.Errorf("%s: got %q, want %q", tt.in, got, tt.want)
 		}
 	}
-	p := openapi.Param{Name: "color", In: "path", Style: "matrix"}
+	p := dispatch.Param{Name: "color", In: "path", Style: "matrix"}
 	if e, _ := p.Encode(colorArray); e.Path != ";color=blue,black,brown" {
 		t.Errorf("matrix without explode: got %q, want it unexploded", e.Path)
 	}
@@ -154,28 +154,28 @@ func TestPercentEncoding(t *testing.T) {
 	// Everything but unreserved characters is encoded; é is its UTF-8 bytes.
 	const enc = "a%20b%2Fc%3Fd%23e%26f%3Dg%2Bh%25i%2Cj%3Bk.l~m_n-%C3%A9"
 	tests := []struct {
-		p     openapi.Param
+		p     dispatch.Param
 		value any
 		want  string
 	}{
-		{openapi.Param{Name: "id", In: "path"}, tricky, enc},
-		{openapi.Param{Name: "id", In: "path", Style: "label"}, tricky, "." + enc},
-		{openapi.Param{Name: "id", In: "path", Style: "matrix"}, tricky, ";id=" + enc},
-		{openapi.Param{Name: "q", In: "query"}, tricky, "q=" + enc},
-		{openapi.Param{Name: "c", In: "cookie"}, tricky, "c=" + enc},
+		{dispatch.Param{Name: "id", In: "path"}, tricky, enc},
+		{dispatch.Param{Name: "id", In: "path", Style: "label"}, tricky, "." + enc},
+		{dispatch.Param{Name: "id", In: "path", Style: "matrix"}, tricky, ";id=" + enc},
+		{dispatch.Param{Name: "q", In: "query"}, tricky, "q=" + enc},
+		{dispatch.Param{Name: "c", In: "cookie"}, tricky, "c=" + enc},
 		// A delimiter inside a value is encoded; the style's own stays.
-		{openapi.Param{Name: "id", In: "path"}, []any{"a,b", "c"}, "a%2Cb,c"},
-		{openapi.Param{Name: "id", In: "path", Style: "matrix", Explode: ptr(true)}, map[string]any{"k;=": "v;="}, ";k%3B%3D=v%3B%3D"},
-		{openapi.Param{Name: "q", In: "query", Explode: ptr(false)}, []any{"a,b", "c"}, "q=a%2Cb,c"},
-		{openapi.Param{Name: "q", In: "query"}, map[string]any{"a b": "c&d"}, "a%20b=c%26d"},
-		{openapi.Param{Name: "q", In: "query", Style: "deepObject", Explode: ptr(true)}, map[string]any{"a]": "é"}, "q%5Ba%5D%5D=%C3%A9"},
-		{openapi.Param{Name: "q", In: "query", Style: "spaceDelimited", Explode: ptr(false)}, []any{"a b", "c"}, "q=a%20b%20c"},
-		{openapi.Param{Name: "q", In: "query", Style: "pipeDelimited", Explode: ptr(false)}, []any{"a|b", "c"}, "q=a%7Cb%7Cc"},
+		{dispatch.Param{Name: "id", In: "path"}, []any{"a,b", "c"}, "a%2Cb,c"},
+		{dispatch.Param{Name: "id", In: "path", Style: "matrix", Explode: ptr(true)}, map[string]any{"k;=": "v;="}, ";k%3B%3D=v%3B%3D"},
+		{dispatch.Param{Name: "q", In: "query", Explode: ptr(false)}, []any{"a,b", "c"}, "q=a%2Cb,c"},
+		{dispatch.Param{Name: "q", In: "query"}, map[string]any{"a b": "c&d"}, "a%20b=c%26d"},
+		{dispatch.Param{Name: "q", In: "query", Style: "deepObject", Explode: ptr(true)}, map[string]any{"a]": "é"}, "q%5Ba%5D%5D=%C3%A9"},
+		{dispatch.Param{Name: "q", In: "query", Style: "spaceDelimited", Explode: ptr(false)}, []any{"a b", "c"}, "q=a%20b%20c"},
+		{dispatch.Param{Name: "q", In: "query", Style: "pipeDelimited", Explode: ptr(false)}, []any{"a|b", "c"}, "q=a%7Cb%7Cc"},
 		// The name is encoded too.
-		{openapi.Param{Name: "a b&c", In: "query"}, "x", "a%20b%26c=x"},
-		{openapi.Param{Name: "a;b", In: "cookie"}, "x", "a%3Bb=x"},
+		{dispatch.Param{Name: "a b&c", In: "query"}, "x", "a%20b%26c=x"},
+		{dispatch.Param{Name: "a;b", In: "cookie"}, "x", "a%3Bb=x"},
 		// Headers are not percent-encoded.
-		{openapi.Param{Name: "X-Id", In: "header"}, "a b/c?é,\t%", "a b/c?é,\t%"},
+		{dispatch.Param{Name: "X-Id", In: "header"}, "a b/c?é,\t%", "a b/c?é,\t%"},
 	}
 	for _, tt := range tests {
 		e, err := tt.p.Encode(tt.value)
@@ -191,7 +191,7 @@ func TestPercentEncoding(t *testing.T) {
 
 func TestAllowReserved(t *testing.T) {
 	const value = ":/?#[]@!$&'()*+,;=% é"
-	p := openapi.Param{Name: "q", In: "query", AllowReserved: true}
+	p := dispatch.Param{Name: "q", In: "query", AllowReserved: true}
 	e, err := p.Encode(value)
 	if err != nil {
 		t.Fatal(err)
@@ -208,7 +208,7 @@ func TestAllowReserved(t *testing.T) {
 	}
 	// Without allowReserved the same value is all encoded, and elsewhere
 	// allowReserved is ignored.
-	for _, p := range []openapi.Param{
+	for _, p := range []dispatch.Param{
 		{Name: "q", In: "query"},
 		{Name: "q", In: "cookie", AllowReserved: true},
 		{Name: "q", In: "path", AllowReserved: true},
@@ -224,7 +224,7 @@ func TestAllowReserved(t *testing.T) {
 }
 
 func TestHeaderControlCharacters(t *testing.T) {
-	p := openapi.Param{Name: "X-Note", In: "header"}
+	p := dispatch.Param{Name: "X-Note", In: "header"}
 	for _, v := range []any{
 		"a\r\nX-Admin: yes", "a\nb", "a\rb", "a\x00b", "a\x7fb",
 		[]any{"ok", "a\r\nb"},
@@ -265,7 +265,7 @@ func TestScalars(t *testing.T) {
 		{[]any{true, float64(2), jsonread.Number("3"), "x"}, "true,2,3,x"},
 		{map[string]any{"on": false, "n": float64(0.5)}, "n,0.5,on,false"},
 	}
-	p := openapi.Param{Name: "v", In: "path"}
+	p := dispatch.Param{Name: "v", In: "path"}
 	for _, tt := range tests {
 		e, err := p.Encode(tt.value)
 		if err != nil {
@@ -281,22 +281,22 @@ func TestScalars(t *testing.T) {
 func TestEncodeRefuses(t *testing.T) {
 	tests := []struct {
 		name  string
-		p     openapi.Param
+		p     dispatch.Param
 		value any
 	}{
-		{"nil", openapi.Param{Name: "color", In: "query"}, nil},
-		{"array in array", openapi.Param{Name: "color", In: "query"}, []any{"a", []any{"b"}}},
-		{"object in array", openapi.Param{Name: "color", In: "path"}, []any{map[string]any{"a": "b"}}},
-		{"array in object", openapi.Param{Name: "color", In: "header"}, map[string]any{"a": []any{"b"}}},
-		{"object in deepObject", openapi.Param{Name: "color", In: "query", Style: "deepObject", Explode: ptr(true)}, map[string]any{"a": map[string]any{"b": "c"}}},
-		{"NaN", openapi.Param{Name: "color", In: "query"}, math.NaN()},
-		{"infinity", openapi.Param{Name: "color", In: "path"}, []any{math.Inf(1)}},
-		{"jsontext string", openapi.Param{Name: "color", In: "query"}, jsontext.Value(`"x"`)},
-		{"other type", openapi.Param{Name: "color", In: "query"}, struct{}{}},
-		{"deepObject string", openapi.Param{Name: "color", In: "query", Style: "deepObject", Explode: ptr(true)}, "x"},
-		{"deepObject array", openapi.Param{Name: "color", In: "query", Style: "deepObject", Explode: ptr(true)}, []any{"x"}},
-		{"pipeDelimited string", openapi.Param{Name: "color", In: "query", Style: "pipeDelimited", Explode: ptr(false)}, "x"},
-		{"unchecked style", openapi.Param{Name: "color", In: "header", Style: "form"}, "x"},
+		{"nil", dispatch.Param{Name: "color", In: "query"}, nil},
+		{"array in array", dispatch.Param{Name: "color", In: "query"}, []any{"a", []any{"b"}}},
+		{"object in array", dispatch.Param{Name: "color", In: "path"}, []any{map[string]any{"a": "b"}}},
+		{"array in object", dispatch.Param{Name: "color", In: "header"}, map[string]any{"a": []any{"b"}}},
+		{"object in deepObject", dispatch.Param{Name: "color", In: "query", Style: "deepObject", Explode: ptr(true)}, map[string]any{"a": map[string]any{"b": "c"}}},
+		{"NaN", dispatch.Param{Name: "color", In: "query"}, math.NaN()},
+		{"infinity", dispatch.Param{Name: "color", In: "path"}, []any{math.Inf(1)}},
+		{"jsontext string", dispatch.Param{Name: "color", In: "query"}, jsontext.Value(`"x"`)},
+		{"other type", dispatch.Param{Name: "color", In: "query"}, struct{}{}},
+		{"deepObject string", dispatch.Param{Name: "color", In: "query", Style: "deepObject", Explode: ptr(true)}, "x"},
+		{"deepObject array", dispatch.Param{Name: "color", In: "query", Style: "deepObject", Explode: ptr(true)}, []any{"x"}},
+		{"pipeDelimited string", dispatch.Param{Name: "color", In: "query", Style: "pipeDelimited", Explode: ptr(false)}, "x"},
+		{"unchecked style", dispatch.Param{Name: "color", In: "header", Style: "form"}, "x"},
 	}
 	for _, tt := range tests {
 		e, err := tt.p.Encode(tt.value)
@@ -315,20 +315,20 @@ func TestEncodeRefuses(t *testing.T) {
 // undefined values.
 func TestUndefined(t *testing.T) {
 	tests := []struct {
-		p     openapi.Param
+		p     dispatch.Param
 		value any
 		want  string
 	}{
-		{openapi.Param{Name: "q", In: "query"}, []any{"a", nil, "b"}, "q=a&q=b"},
-		{openapi.Param{Name: "q", In: "query"}, map[string]any{"a": nil, "b": "1"}, "b=1"},
-		{openapi.Param{Name: "q", In: "query"}, []any{}, ""},
-		{openapi.Param{Name: "q", In: "query", Explode: ptr(false)}, []any{nil}, ""},
-		{openapi.Param{Name: "q", In: "query", Style: "deepObject", Explode: ptr(true)}, map[string]any{}, ""},
-		{openapi.Param{Name: "q", In: "query", Style: "spaceDelimited", Explode: ptr(false)}, []any{}, ""},
-		{openapi.Param{Name: "c", In: "cookie"}, map[string]any{"a": nil}, ""},
-		{openapi.Param{Name: "id", In: "path", Style: "matrix"}, []any{}, ""},
-		{openapi.Param{Name: "id", In: "path", Style: "label", Explode: ptr(true)}, map[string]any{}, ""},
-		{openapi.Param{Name: "X-A", In: "header"}, []any{}, ""},
+		{dispatch.Param{Name: "q", In: "query"}, []any{"a", nil, "b"}, "q=a&q=b"},
+		{dispatch.Param{Name: "q", In: "query"}, map[string]any{"a": nil, "b": "1"}, "b=1"},
+		{dispatch.Param{Name: "q", In: "query"}, []any{}, ""},
+		{dispatch.Param{Name: "q", In: "query", Explode: ptr(false)}, []any{nil}, ""},
+		{dispatch.Param{Name: "q", In: "query", Style: "deepObject", Explode: ptr(true)}, map[string]any{}, ""},
+		{dispatch.Param{Name: "q", In: "query", Style: "spaceDelimited", Explode: ptr(false)}, []any{}, ""},
+		{dispatch.Param{Name: "c", In: "cookie"}, map[string]any{"a": nil}, ""},
+		{dispatch.Param{Name: "id", In: "path", Style: "matrix"}, []any{}, ""},
+		{dispatch.Param{Name: "id", In: "path", Style: "label", Explode: ptr(true)}, map[string]any{}, ""},
+		{dispatch.Param{Name: "X-A", In: "header"}, []any{}, ""},
 	}
 	for _, tt := range tests {
 		e, err := tt.p.Encode(tt.value)
@@ -381,7 +381,7 @@ func TestCheck(t *testing.T) {
 		{"", "", nil, false},
 	}
 	for _, tt := range tests {
-		p := openapi.Param{Name: "color", In: tt.in, Style: tt.style, Explode: tt.explode}
+		p := dispatch.Param{Name: "color", In: tt.in, Style: tt.style, Explode: tt.explode}
 		err := p.Check()
 		if (err == nil) != tt.ok {
 			t.Errorf("%s %q explode=%v: Check() = %v, want ok: %t", tt.in, tt.style, tt.explode, err, tt.ok)
@@ -390,7 +390,7 @@ func TestCheck(t *testing.T) {
 			t.Errorf("%s %q: error %q does not name the parameter", tt.in, tt.style, err)
 		}
 	}
-	if err := (openapi.Param{In: "query"}).Check(); err == nil {
+	if err := (dispatch.Param{In: "query"}).Check(); err == nil {
 		t.Error("Check of a parameter without a name: no error")
 	}
 }

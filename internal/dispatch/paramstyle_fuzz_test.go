@@ -1,15 +1,15 @@
-package openapi_test
+package dispatch_test
 
 import (
 	"net/url"
 	"strings"
 	"testing"
 
-	"github.com/toolgate/toolgate/internal/openapi"
+	"github.com/toolgate/toolgate/internal/dispatch"
 )
 
 // fuzzParams are the combinations Check accepts, and allowReserved.
-var fuzzParams = []openapi.Param{
+var fuzzParams = []dispatch.Param{
 	{Name: "p", In: "path", Style: "simple", Explode: ptr(false)},
 	{Name: "p", In: "path", Style: "simple", Explode: ptr(true)},
 	{Name: "p", In: "path", Style: "label", Explode: ptr(false)},
