@@ -8,8 +8,8 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
-	"github.com/toolgate/toolgate/internal/jsonread"
 	"github.com/toolgate/toolgate/internal/dispatch"
+	"github.com/toolgate/toolgate/internal/jsonread"
 )
 
 func ptr(b bool) *bool { return &b }
