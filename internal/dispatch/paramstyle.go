@@ -370,22 +370,13 @@ func escapeReservedQuery(s string) string {
 
 func escape(s string, keep func(byte) bool) string {
 	const hex = "0123456789ABCDEF"
-	n := 0
-	for i := 0; i < len(s); i++ {
-		if !keep(s[i]) {
-			n++
-		}
-	}
-	if n == 0 {
-		return s
-	}
-	b := make([]byte, 0, len(s)+2*n)
+	var b strings.Builder
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; keep(c) {
-			b = append(b, c)
+			b.WriteByte(c)
 		} else {
-			b = append(b, '%', hex[c>>4], hex[c&15])
+			b.Write([]byte{'%', hex[c>>4], hex[c&15]})
 		}
 	}
-	return string(b)
+	return b.String()
 }

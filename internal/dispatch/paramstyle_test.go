@@ -394,3 +394,33 @@ func TestCheck(t *testing.T) {
 		t.Error("Check of a parameter without a name: no error")
 	}
 }
+
+// TestEmptyItems: RFC 6570 writes an empty value in matrix style as the
+// name alone, and in the other styles as "name=" or nothing.
+func TestEmptyItems(t *testing.T) {
+	tests := []struct {
+		p     dispatch.Param
+		value any
+		want  string
+	}{
+		{dispatch.Param{Name: "c", In: "path", Style: "matrix", Explode: ptr(true)}, []any{"", "x"}, ";c;c=x"},
+		{dispatch.Param{Name: "c", In: "path", Style: "matrix", Explode: ptr(true)}, map[string]any{"a": "", "b": "x"}, ";a;b=x"},
+		{dispatch.Param{Name: "c", In: "path", Style: "matrix"}, []any{"", "x"}, ";c=,x"},
+		{dispatch.Param{Name: "c", In: "path", Style: "label", Explode: ptr(true)}, map[string]any{"a": "", "b": "x"}, ".a=.b=x"},
+		{dispatch.Param{Name: "c", In: "path", Style: "label", Explode: ptr(true)}, []any{"", "x"}, "..x"},
+		{dispatch.Param{Name: "c", In: "path", Explode: ptr(true)}, map[string]any{"a": "", "b": "x"}, "a=,b=x"},
+		{dispatch.Param{Name: "c", In: "query"}, []any{"", "x"}, "c=&c=x"},
+		{dispatch.Param{Name: "c", In: "query"}, map[string]any{"a": ""}, "a="},
+		{dispatch.Param{Name: "c", In: "cookie", Explode: ptr(false)}, map[string]any{"a": ""}, "c=a,"},
+	}
+	for _, tt := range tests {
+		e, err := tt.p.Encode(tt.value)
+		if err != nil {
+			t.Errorf("%+v %v: %v", tt.p, tt.value, err)
+			continue
+		}
+		if got := rendered(tt.p, e); got != tt.want {
+			t.Errorf("%+v %v: got %q, want %q", tt.p, tt.value, got, tt.want)
+		}
+	}
+}
