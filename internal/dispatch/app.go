@@ -25,7 +25,14 @@ func (appKind) compile(t *Target, env Env) error {
 	if s.URL != "" {
 		return fmt.Errorf("app target: url is for url targets; use path")
 	}
-	if err := t.compileAppPath(); err != nil {
+	if s.Operation != nil {
+		if err := t.compileOperation(s.Path, t.Component.BaseURL.String()); err != nil {
+			return err
+		}
+		if t.Component.Socket != "" {
+			t.socket = t.Component.Socket
+		}
+	} else if err := t.compileAppPath(); err != nil {
 		return err
 	}
 	if err := t.compileParams(gatewayHeaders); err != nil {

@@ -20,7 +20,7 @@ func (clientKind) compile(t *Target, _ Env) error {
 	if s.Name == "" {
 		return fmt.Errorf("kazzle target: name is required")
 	}
-	if s.Component != "" || s.Method != "" || s.Path != "" || s.URL != "" || s.Query != nil || s.Headers != nil || s.Body != nil || s.Result != "" || s.Server != "" || s.Tool != "" || s.Continue {
+	if s.Component != "" || s.Method != "" || s.Path != "" || s.URL != "" || s.Query != nil || s.Headers != nil || s.Body != nil || s.Result != "" || s.Server != "" || s.Tool != "" || s.Continue || s.Operation != nil {
 		return fmt.Errorf("kazzle target: only name may be set")
 	}
 	return nil

@@ -65,7 +65,7 @@ func (mcpKind) compile(t *Target, env Env) error {
 	if s.Tool == "" {
 		return fmt.Errorf("mcp target: tool is required")
 	}
-	if s.Component != "" || s.Method != "" || s.Path != "" || s.URL != "" || s.Query != nil || s.Headers != nil || s.Body != nil || s.Name != "" {
+	if s.Component != "" || s.Method != "" || s.Path != "" || s.URL != "" || s.Query != nil || s.Headers != nil || s.Body != nil || s.Name != "" || s.Operation != nil {
 		return fmt.Errorf("mcp target: only server, tool and result may be set; the server's tool takes the input as its arguments")
 	}
 	if s.Continue {

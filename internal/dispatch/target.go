@@ -67,6 +67,11 @@ type Spec struct {
 	// in the config; Tool is the tool it calls there.
 	Server string `json:"server,omitempty"`
 	Tool   string `json:"tool,omitempty"`
+	// Operation sends an app or url target's input as an OpenAPI
+	// operation does (its path or url holds {name} for the path
+	// parameters); no query or body is then set.
+	Operation *Operation `json:"operation,omitempty"`
+
 	// Continue marks the button of a card the gateway built from an mcp
 	// server's input requests: it continues the call with the button's
 	// input. No spec an author writes sets it.
@@ -138,6 +143,8 @@ type Target struct {
 	Mapping *result.Mapping
 	// Server is an mcp target's upstream MCP server.
 	Server MCPServer
+	// op is an operation's target's compiled Operation.
+	op *operation
 }
 
 type param struct {
@@ -435,6 +442,9 @@ func (t *Target) Env() map[string]string {
 // *refs.MissingError when a reference has no value, and with a plain error
 // when a resolved value breaks a rule (a CR/LF in a header, a dot segment).
 func (t *Target) Request(ctx context.Context, input any) (*http.Request, error) {
+	if t.op != nil {
+		return t.operationRequest(ctx, input)
+	}
 	if t.url == nil {
 		return nil, fmt.Errorf("%s targets are not sent over HTTP", t.kind.Name())
 	}
@@ -488,18 +498,24 @@ func (t *Target) Request(ctx context.Context, input any) (*http.Request, error) 
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	return req, t.setHeaders(req, input)
+}
+
+// setHeaders sets the target's headers on req, their references resolved.
+func (t *Target) setHeaders(req *http.Request, input any) error {
+	scope := refs.Scope{Input: input, Env: t.Env()}
 	for _, p := range t.headers {
 		v, err := p.val.Expand(scope, nil)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if strings.ContainsAny(v, "\r\n\x00") {
-			return nil, fmt.Errorf("header %s: the resolved value holds CR, LF or NUL", p.key)
+			return fmt.Errorf("header %s: the resolved value holds CR, LF or NUL", p.key)
 		}
 		if !httpguts.ValidHeaderFieldValue(v) {
-			return nil, fmt.Errorf("header %s: the resolved value is not a valid header value", p.key)
+			return fmt.Errorf("header %s: the resolved value is not a valid header value", p.key)
 		}
 		req.Header.Set(p.key, v)
 	}
-	return req, nil
+	return nil
 }

@@ -22,7 +22,11 @@ func (urlKind) compile(t *Target, env Env) error {
 	if s.Path != "" {
 		return fmt.Errorf("url target: path is for app targets; put it in url")
 	}
-	if err := t.compileURL(); err != nil {
+	if s.Operation != nil {
+		if err := t.compileOperation(s.URL, ""); err != nil {
+			return err
+		}
+	} else if err := t.compileURL(); err != nil {
 		return err
 	}
 	if err := t.compileParams(nil); err != nil {
