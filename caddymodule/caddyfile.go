@@ -141,7 +141,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			h.Manifests = append(h.Manifests, file)
 			return err
 		},
-		"component":           namedBlock(&h.Components),
+		"component": namedBlock(&h.Components),
+		"openapi": func(d *caddyfile.Dispenser) error {
+			o := new(OpenAPI)
+			h.OpenAPI = append(h.OpenAPI, o)
+			return o.UnmarshalCaddyfile(d.NewFromNextSegment())
+		},
 		"mcp_server":          namedBlock(&h.MCPServers),
 		"identity":            subBlock(&h.Identity),
 		"callers":             subBlock(&h.Callers),
@@ -670,4 +675,5 @@ var (
 	_ caddyfile.Unmarshaler = (*Pages)(nil)
 	_ caddyfile.Unmarshaler = (*Ledger)(nil)
 	_ caddyfile.Unmarshaler = (*MCPServer)(nil)
+	_ caddyfile.Unmarshaler = (*OpenAPI)(nil)
 )

@@ -54,6 +54,8 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		{"mcp server by command", []string{"mcp_server files command node server.js --root /srv {", "env TOKEN {env.T}", "dir /opt/files", "}"},
 			`{"mcp_servers":{"files":{"command":["node","server.js","--root","/srv"],"env":{"TOKEN":"{env.T}"},"dir":"/opt/files"}}}`},
 		{"mcp server command in the block", []string{"mcp_server files {", "command node server.js", "}"}, `{"mcp_servers":{"files":{"command":["node","server.js"]}}}`},
+		{"openapi", []string{"openapi api.yaml {", "server https://api.example.com", "operations a b", "prefix p_", "header X-Key {env.K}", "}", "openapi other.json {", "component api", "}"},
+			`{"openapi":[{"file":"api.yaml","server":"https://api.example.com","operations":["a","b"],"prefix":"p_","headers":{"X-Key":"{env.K}"}},{"file":"other.json","component":"api"}]}`},
 		{"mcp target", []string{"mcp_server crm https://crm.example/mcp", "tool find {", "description d", `input_schema {"type":"object"}`, "target mcp crm search", "}"},
 			`{"tools":[{"name":"find","description":"d","input_schema":{"type":"object"},"target":{"type":"mcp","server":"crm","tool":"search"}}],"mcp_servers":{"crm":{"url":"https://crm.example/mcp"}}}`},
 		{"tool", []string{api, "tool t {", "description d", `input_schema {"type":"object"}`, "target url post https://x.example/${input.a}",

@@ -57,6 +57,9 @@ type Handler struct {
 	// Tools are declared inline, in the same shape as a manifest's tools.
 	Tools []manifest.Tool `json:"tools,omitempty"`
 
+	// OpenAPI imports OpenAPI documents' operations as tools.
+	OpenAPI []*OpenAPI `json:"openapi,omitempty"`
+
 	// Components are the app's own components that app targets run on,
 	// by name.
 	Components map[string]*Component `json:"components,omitempty"`
@@ -333,7 +336,15 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) (err error) {
 	}()
 	env := ups.env
 	env.Components = components
-	tools, err := manifest.LoadIn(h.Manifests, h.Tools, env)
+	var docs []manifest.Source
+	for _, o := range h.OpenAPI {
+		src, err := o.source(ctx, repl, logger)
+		if err != nil {
+			return err
+		}
+		docs = append(docs, src)
+	}
+	tools, err := manifest.LoadIn(h.Manifests, h.Tools, env, docs...)
 	if err != nil {
 		return err
 	}

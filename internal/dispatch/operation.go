@@ -13,6 +13,7 @@ import (
 	"github.com/go-json-experiment/json"
 
 	"github.com/toolgate/toolgate/internal/jsonread"
+	"github.com/toolgate/toolgate/internal/result"
 )
 
 // Operation is how an app or url target made from an OpenAPI operation
@@ -23,6 +24,9 @@ import (
 type Operation struct {
 	Params []OperationParam `json:"params,omitempty"`
 	Body   *OperationBody   `json:"body,omitempty"`
+	// Output says whether the answer's JSON is the tool's structured
+	// content (the operation declares its schema), and how.
+	Output result.Output `json:"output,omitempty"`
 }
 
 // OperationParam is a parameter of an operation and where the input holds

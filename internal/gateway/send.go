@@ -54,7 +54,13 @@ func (g *Gateway) send(ctx context.Context, t *dispatch.Target, input any, call 
 	if t.Mapping != nil {
 		return dispatch.Outcome{Result: g.checkEmbed(t, how, t.Mapping.Apply(resp.Status, resp.Header, resp.Body)), Upstream: resp.Status}
 	}
-	res, isCard := result.NormalizeOrCard(resp.Status, resp.Header.Get("Content-Type"), resp.Body)
+	var res result.Result
+	var isCard bool
+	if op := t.Spec.Operation; op != nil {
+		res, isCard = result.FromOperation(resp.Status, resp.Header.Get("Content-Type"), resp.Body, op.Output)
+	} else {
+		res, isCard = result.NormalizeOrCard(resp.Status, resp.Header.Get("Content-Type"), resp.Body)
+	}
 	out := dispatch.Outcome{Result: g.checkEmbed(t, how, res), Upstream: resp.Status}
 	if isCard {
 		out.Card = resp.Body

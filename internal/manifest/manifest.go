@@ -175,8 +175,9 @@ func Load(files []string, inline []Tool, components map[string]*dispatch.Compone
 	return LoadIn(files, inline, dispatch.Env{Components: components})
 }
 
-// LoadIn is Load against env's components and upstream MCP servers.
-func LoadIn(files []string, inline []Tool, env dispatch.Env) (*Set, error) {
+// LoadIn is Load against env's components and upstream MCP servers, with
+// the tools of extra sources too (an OpenAPI document's).
+func LoadIn(files []string, inline []Tool, env dispatch.Env, extra ...Source) (*Set, error) {
 	var sources []Source
 	for _, path := range files {
 		src, err := ReadFile(path)
@@ -185,6 +186,7 @@ func LoadIn(files []string, inline []Tool, env dispatch.Env) (*Set, error) {
 		}
 		sources = append(sources, src)
 	}
+	sources = append(sources, extra...)
 	if len(inline) > 0 {
 		sources = append(sources, Source{Name: "inline tools", Tools: inline})
 	}

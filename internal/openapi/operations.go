@@ -31,8 +31,11 @@ type Operation struct {
 	// InputSchema is the tool's input schema (JSON Schema 2020-12).
 	InputSchema jsontext.Value
 	// OutputSchema is the schema of the operation's JSON answer (its
-	// first 2xx response with one), nil when it declares none.
-	OutputSchema jsontext.Value
+	// first 2xx response with one), nil when it declares none; an answer
+	// that is not an object is the property "result" of the structured
+	// content (OutputWrapped).
+	OutputSchema  jsontext.Value
+	OutputWrapped bool
 	// ReadOnly and Idempotent are the hints its method gives, or
 	// x-toolgate-annotations.
 	ReadOnly, Idempotent bool
@@ -283,7 +286,7 @@ func operation(defs *defs, method, path string, item *openapi3.PathItem, op *ope
 	if o.InputSchema, err = json.Marshal(root, json.Deterministic(true)); err != nil {
 		return o, err
 	}
-	if o.OutputSchema, err = defs.output(op); err != nil {
+	if o.OutputSchema, o.OutputWrapped, err = defs.output(op); err != nil {
 		return o, fmt.Errorf("response: %v", err)
 	}
 	return o, nil

@@ -163,9 +163,9 @@ func (d *defs) rewriteRefs(v any) {
 // 2xx response with a JSON one (200 before 201, 2XX last), as an object:
 // an answer that is not one is the property "result" of the object the
 // tool answers.
-func (d *defs) output(op *openapi3.Operation) (jsontext.Value, error) {
+func (d *defs) output(op *openapi3.Operation) (schema jsontext.Value, wrapped bool, err error) {
 	if op.Responses == nil {
-		return nil, nil
+		return nil, false, nil
 	}
 	codes := make([]string, 0)
 	for code := range op.Responses.Map() {
@@ -185,19 +185,20 @@ func (d *defs) output(op *openapi3.Operation) (jsontext.Value, error) {
 			}
 			s, err := d.schema(media.Schema)
 			if err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			if !isObject(s, d) {
-				s = map[string]any{"type": "object", "properties": map[string]any{"result": s}, "required": []any{"result"}}
+				s, wrapped = map[string]any{"type": "object", "properties": map[string]any{"result": s}, "required": []any{"result"}}, true
 			}
 			m := s.(map[string]any)
 			if len(d.used) > 0 {
 				m["$defs"] = d.take()
 			}
-			return json.Marshal(m, json.Deterministic(true))
+			schema, err = json.Marshal(m, json.Deterministic(true))
+			return schema, wrapped, err
 		}
 	}
-	return nil, nil
+	return nil, false, nil
 }
 
 // isObject reports whether a converted schema is surely of objects.
