@@ -36,7 +36,7 @@ type OperationParam struct {
 	In            string `json:"in"`
 	Style         string `json:"style,omitempty"`
 	Explode       *bool  `json:"explode,omitempty"`
-	AllowReserved bool   `json:"allowReserved,omitempty"`
+	AllowReserved bool   `json:"allowReserved,omitzero"`
 	Group         string `json:"group,omitempty"`
 }
 
