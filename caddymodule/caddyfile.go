@@ -84,6 +84,12 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			max_streams_per_thread <n>
 //			max_streams            <n>
 //		}
+//		openapi <file or https URL> {
+//			component <name> | server <url>
+//			operations <operationId...>
+//			prefix   <prefix>
+//			header   <name> <value>    (server)
+//		}
 //		mcp_server <name> <url> | command <program> [<args...>] {
 //			tools    <tool...>         (default: all it lists)
 //			prefix   <prefix>
@@ -119,7 +125,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		}
 //	}
 //
-// manifest, component, mcp_server, allowed_hosts and tool may repeat, and so may key,
+// manifest, openapi, component, mcp_server, allowed_hosts and tool may repeat, and so may key,
 // env, origins, authorization_server, scopes, query and header in their
 // blocks. A tool's component line
 // lets a url target use that component's env in ${env.NAME} references. A
