@@ -235,15 +235,7 @@ func TestLoadErrors(t *testing.T) {
 	if err := os.WriteFile(bad, []byte(`{"tools":[{"name":"ok","description":"d","input_schema":{"type":"object"},"target":{"type":"app","component":"nope","method":"GET","path":"/"}}]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := func(inner string) string {
-		return testGlobals(dataDir(t)) + `http://127.0.0.1:9080 {
-	bind 127.0.0.1
-	toolgate {
-		component api http://127.0.0.1:1
-` + inner + `
-	}
-}`
-	}
+	cfg := func(inner string) string { return loadErrorConfig(t, inner) }
 	for _, c := range []struct{ name, inner, want string }{
 		{"broken manifest", "manifest " + bad, `manifest ` + bad + `: tool "ok": target: app target: component "nope" is not declared`},
 		{"missing manifest", "manifest /nonexistent/tools.json", "manifest /nonexistent/tools.json"},
@@ -273,4 +265,17 @@ func TestBrokenReloadChangesNothing(t *testing.T) {
 	if status != 200 || a.IsError || a.Markdown != "**saved**" {
 		t.Errorf("after a failed reload: %d %+v", status, a)
 	}
+}
+
+// loadErrorConfig is a site whose toolgate block has a component api
+// (on a port nothing answers) and the lines inner, for the tests of what
+// a config load refuses.
+func loadErrorConfig(t *testing.T, inner string) string {
+	return testGlobals(dataDir(t)) + `http://127.0.0.1:9080 {
+	bind 127.0.0.1
+	toolgate {
+		component api http://127.0.0.1:1
+` + inner + `
+	}
+}`
 }

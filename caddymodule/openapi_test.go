@@ -143,15 +143,7 @@ func TestOpenAPI(t *testing.T) {
 // naming it.
 func TestOpenAPILoadErrors(t *testing.T) {
 	doc, _ := filepath.Abs("../internal/openapi/testdata/petstore.yaml")
-	cfg := func(inner string) string {
-		return testGlobals(dataDir(t)) + `http://127.0.0.1:9080 {
-	bind 127.0.0.1
-	toolgate {
-		component api http://127.0.0.1:1
-` + inner + `
-	}
-}`
-	}
+	cfg := func(inner string) string { return loadErrorConfig(t, inner) }
 	for _, c := range []struct{ name, inner, want string }{
 		{"missing", "openapi /nonexistent/api.yaml {\ncomponent api\n}", `openapi /nonexistent/api.yaml`},
 		{"neither", "openapi " + doc, `give a component (app targets) or a server (url targets)`},

@@ -153,11 +153,7 @@ func TestPercentEncoding(t *testing.T) {
 	const tricky = "a b/c?d#e&f=g+h%i,j;k.l~m_n-é"
 	// Everything but unreserved characters is encoded; é is its UTF-8 bytes.
 	const enc = "a%20b%2Fc%3Fd%23e%26f%3Dg%2Bh%25i%2Cj%3Bk.l~m_n-%C3%A9"
-	tests := []struct {
-		p     dispatch.Param
-		value any
-		want  string
-	}{
+	tests := []encoding{
 		{dispatch.Param{Name: "id", In: "path"}, tricky, enc},
 		{dispatch.Param{Name: "id", In: "path", Style: "label"}, tricky, "." + enc},
 		{dispatch.Param{Name: "id", In: "path", Style: "matrix"}, tricky, ";id=" + enc},
@@ -177,16 +173,7 @@ func TestPercentEncoding(t *testing.T) {
 		// Headers are not percent-encoded.
 		{dispatch.Param{Name: "X-Id", In: "header"}, "a b/c?é,\t%", "a b/c?é,\t%"},
 	}
-	for _, tt := range tests {
-		e, err := tt.p.Encode(tt.value)
-		if err != nil {
-			t.Errorf("%+v %v: %v", tt.p, tt.value, err)
-			continue
-		}
-		if got := rendered(tt.p, e); got != tt.want {
-			t.Errorf("%+v %v: got %q, want %q", tt.p, tt.value, got, tt.want)
-		}
-	}
+	checkEncodings(t, tests)
 }
 
 func TestAllowReserved(t *testing.T) {
@@ -314,11 +301,7 @@ func TestEncodeRefuses(t *testing.T) {
 // array or object with nothing left adds nothing, as RFC 6570 expands
 // undefined values.
 func TestUndefined(t *testing.T) {
-	tests := []struct {
-		p     dispatch.Param
-		value any
-		want  string
-	}{
+	tests := []encoding{
 		{dispatch.Param{Name: "q", In: "query"}, []any{"a", nil, "b"}, "q=a&q=b"},
 		{dispatch.Param{Name: "q", In: "query"}, map[string]any{"a": nil, "b": "1"}, "b=1"},
 		{dispatch.Param{Name: "q", In: "query"}, []any{}, ""},
@@ -330,16 +313,7 @@ func TestUndefined(t *testing.T) {
 		{dispatch.Param{Name: "id", In: "path", Style: "label", Explode: ptr(true)}, map[string]any{}, ""},
 		{dispatch.Param{Name: "X-A", In: "header"}, []any{}, ""},
 	}
-	for _, tt := range tests {
-		e, err := tt.p.Encode(tt.value)
-		if err != nil {
-			t.Errorf("%+v %v: %v", tt.p, tt.value, err)
-			continue
-		}
-		if got := rendered(tt.p, e); got != tt.want {
-			t.Errorf("%+v %v: got %q, want %q", tt.p, tt.value, got, tt.want)
-		}
-	}
+	checkEncodings(t, tests)
 }
 
 func TestCheck(t *testing.T) {
@@ -398,11 +372,7 @@ func TestCheck(t *testing.T) {
 // TestEmptyItems: RFC 6570 writes an empty value in matrix style as the
 // name alone, and in the other styles as "name=" or nothing.
 func TestEmptyItems(t *testing.T) {
-	tests := []struct {
-		p     dispatch.Param
-		value any
-		want  string
-	}{
+	tests := []encoding{
 		{dispatch.Param{Name: "c", In: "path", Style: "matrix", Explode: ptr(true)}, []any{"", "x"}, ";c;c=x"},
 		{dispatch.Param{Name: "c", In: "path", Style: "matrix", Explode: ptr(true)}, map[string]any{"a": "", "b": "x"}, ";a;b=x"},
 		{dispatch.Param{Name: "c", In: "path", Style: "matrix"}, []any{"", "x"}, ";c=,x"},
@@ -413,6 +383,19 @@ func TestEmptyItems(t *testing.T) {
 		{dispatch.Param{Name: "c", In: "query"}, map[string]any{"a": ""}, "a="},
 		{dispatch.Param{Name: "c", In: "cookie", Explode: ptr(false)}, map[string]any{"a": ""}, "c=a,"},
 	}
+	checkEncodings(t, tests)
+}
+
+// encoding is a parameter, a value, and what Encode makes of it, as
+// rendered writes it.
+type encoding struct {
+	p     dispatch.Param
+	value any
+	want  string
+}
+
+func checkEncodings(t *testing.T, tests []encoding) {
+	t.Helper()
 	for _, tt := range tests {
 		e, err := tt.p.Encode(tt.value)
 		if err != nil {
