@@ -47,7 +47,7 @@ func TestOpenAPICommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tool, ok := set.Lookup("put_item"); !ok || tool.Target.Spec.Operation == nil || len(tool.Target.Spec.Operation.Params) != 6 {
+	if tool, ok := set.Lookup("put_item"); !ok || tool.Target.Spec.Operation == nil || len(tool.Target.Spec.Operation.Params) != 6 || len(tool.OutputSchema) == 0 {
 		t.Errorf("the manifest's put_item: %+v", tool)
 	}
 

@@ -48,10 +48,14 @@ type Tool struct {
 	// targets, false for others.
 	UI *bool `json:"ui,omitempty"`
 
-	// OutputSchema and Meta are an upstream MCP server's tool's, passed
-	// on as it listed them; no manifest sets them.
-	OutputSchema jsontext.Value `json:"-"`
-	Meta         map[string]any `json:"-"`
+	// OutputSchema is the JSON Schema (2020-12, "type": "object") of the
+	// structured content the tool's answers carry, which MCP clients are
+	// told: only a target whose answers carry one has it (an mcp target,
+	// or an operation's whose output is declared).
+	OutputSchema jsontext.Value `json:"output_schema,omitempty"`
+	// Meta is an upstream MCP server's tool's _meta, passed on as it
+	// listed it; no manifest sets it.
+	Meta map[string]any `json:"-"`
 }
 
 // ShowsUI reports whether the tool's answers show in the MCP Apps view.
@@ -267,6 +271,11 @@ func compileTool(t Tool, env dispatch.Env) (*Compiled, error) {
 	if t.UI != nil && *t.UI && !target.Kind().ShowsUI() {
 		return nil, fmt.Errorf(`ui: only an app target shows in the MCP Apps view (this one is %q)`, t.Target.Type)
 	}
+	if len(t.OutputSchema) > 0 {
+		if err := checkOutput(t, target); err != nil {
+			return nil, err
+		}
+	}
 	c := &Compiled{Tool: t, Schema: sch, Target: target}
 	if t.Allow != "" {
 		if c.Policy, err = policy.Compile(t.Allow); err != nil {
@@ -276,17 +285,36 @@ func compileTool(t Tool, env dispatch.Env) (*Compiled, error) {
 	return c, nil
 }
 
+// checkOutput checks an output schema: an object schema that compiles,
+// on a target whose answers carry structured content.
+func checkOutput(t Tool, target *dispatch.Target) error {
+	op := t.Target.Operation
+	if target.Kind().Name() != dispatch.TypeMCP && (op == nil || op.Output == "") {
+		return errors.New(`output_schema: only a tool whose answers carry structured content has one (an mcp target, or an operation's with "output")`)
+	}
+	if _, _, err := compileSchemaAt(t.Name, t.OutputSchema, "output_schema"); err != nil {
+		return err
+	}
+	return nil
+}
+
 func compileSchema(name string, raw jsontext.Value) (map[string]any, *jsonschema.Schema, error) {
+	return compileSchemaAt(name, raw, "input_schema")
+}
+
+// compileSchemaAt compiles one of a tool's schemas, what (input_schema,
+// output_schema) naming it in errors.
+func compileSchemaAt(name string, raw jsontext.Value, what string) (map[string]any, *jsonschema.Schema, error) {
 	if len(raw) == 0 {
-		return nil, nil, errors.New("input_schema is required")
+		return nil, nil, errors.New(what + " is required")
 	}
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
-		return nil, nil, fmt.Errorf("input_schema: invalid JSON: %w", err)
+		return nil, nil, fmt.Errorf("%s: invalid JSON: %w", what, err)
 	}
 	doc, ok := v.(map[string]any)
 	if !ok || doc["type"] != "object" {
-		return nil, nil, errors.New(`input_schema: the top level must be "type": "object"`)
+		return nil, nil, fmt.Errorf(`%s: the top level must be "type": "object"`, what)
 	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
@@ -296,13 +324,13 @@ func compileSchema(name string, raw jsontext.Value) (map[string]any, *jsonschema
 	// No loader: a schema must be self-contained, never fetched or read
 	// from disk at load.
 	c.UseLoader(jsonschema.SchemeURLLoader{})
-	loc := "toolgate:///tools/" + name + "/input_schema.json"
+	loc := "toolgate:///tools/" + name + "/" + what + ".json"
 	if err := c.AddResource(loc, doc); err != nil {
-		return nil, nil, fmt.Errorf("input_schema: %w", err)
+		return nil, nil, fmt.Errorf("%s: %w", what, err)
 	}
 	sch, err := c.Compile(loc)
 	if err != nil {
-		return nil, nil, fmt.Errorf("input_schema does not compile: %w", err)
+		return nil, nil, fmt.Errorf("%s does not compile: %w", what, err)
 	}
 	return doc, sch, nil
 }

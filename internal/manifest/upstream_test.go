@@ -80,3 +80,36 @@ func TestWithServer(t *testing.T) {
 		t.Error("WithServer changed the set it started from")
 	}
 }
+
+// TestOutputSchema: only a tool whose answers carry structured content
+// declares an output schema, and it must be an object schema.
+func TestOutputSchema(t *testing.T) {
+	api, err := dispatch.NewComponent("api", "http://127.0.0.1:1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := dispatch.Env{Components: map[string]*dispatch.Component{"api": api}, Servers: map[string]dispatch.MCPServer{"crm": stubServer("crm")}}
+	obj := jsontext.Value(`{"type":"object","properties":{"id":{"type":"string"}}}`)
+	withOutput := &dispatch.Operation{Output: "object"}
+	for _, c := range []struct {
+		name   string
+		target dispatch.Spec
+		output jsontext.Value
+		err    string
+	}{
+		{"mcp", dispatch.Spec{Type: "mcp", Server: "crm", Tool: "x"}, obj, ""},
+		{"operation with output", dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/x", Operation: withOutput}, obj, ""},
+		{"operation without output", dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/x", Operation: &dispatch.Operation{}}, obj, "only a tool whose answers carry structured content"},
+		{"plain app", dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/x"}, obj, "only a tool whose answers carry structured content"},
+		{"not an object", dispatch.Spec{Type: "mcp", Server: "crm", Tool: "x"}, jsontext.Value(`{"type":"array"}`), `output_schema: the top level must be "type": "object"`},
+		{"does not compile", dispatch.Spec{Type: "mcp", Server: "crm", Tool: "x"}, jsontext.Value(`{"type":"object","properties":{"a":{"type":"nonsense"}}}`), "output_schema does not compile"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tool := manifest.Tool{Name: "t", Description: "d", InputSchema: jsontext.Value(`{"type":"object"}`), OutputSchema: c.output, Target: c.target}
+			_, err := manifest.CompileToolIn(tool, env)
+			if c.err == "" && err != nil || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
+				t.Errorf("CompileToolIn: %v, want %q", err, c.err)
+			}
+		})
+	}
+}
