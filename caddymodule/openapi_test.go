@@ -26,12 +26,13 @@ type seen struct {
 // headers, cookies and body; a bad input sends nothing; answers keep
 // their structure, and a problem is an error result.
 func TestOpenAPI(t *testing.T) {
+	t.Setenv("TOOLGATE_TEST_PETS_KEY", "pk-1")
 	var mu sync.Mutex
 	var got []seen
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		mu.Lock()
-		got = append(got, seen{r.Method, r.URL.EscapedPath(), r.URL.RawQuery, r.Header.Get("Cookie"), r.Header.Get("X-Trace"),
+		got = append(got, seen{r.Method, r.URL.EscapedPath(), r.URL.RawQuery, r.Header.Get("Cookie"), r.Header.Get("X-Trace") + r.Header.Get("X-Api-Key"),
 			r.Header.Get("Content-Type"), r.Header.Get("Authorization"), string(b)})
 		mu.Unlock()
 		switch {
@@ -62,6 +63,7 @@ func TestOpenAPI(t *testing.T) {
 		return len(got)
 	}
 	doc, _ := filepath.Abs("../internal/openapi/testdata/v31/api.yaml")
+	petstore, _ := filepath.Abs("../internal/openapi/testdata/petstore.yaml")
 	dir := dataDir(t)
 	tc := caddytest.NewTester(t)
 	initServer(tc, testGlobals(dir)+fmt.Sprintf(`http://127.0.0.1:9080 {
@@ -74,9 +76,14 @@ func TestOpenAPI(t *testing.T) {
 				component api
 				prefix it_
 			}
+			openapi %[4]s {
+				server %[2]s/v1
+				header X-Api-Key {env.TOOLGATE_TEST_PETS_KEY}
+				prefix pet_
+			}
 		}
 	}
-}`, dir, up.URL, doc))
+}`, dir, up.URL, doc, petstore))
 
 	tools := listedTools(t, tc)
 	for _, name := range []string{"it_put_item", "it_search", "it_form"} {
@@ -130,6 +137,27 @@ func TestOpenAPI(t *testing.T) {
 	}
 	if s := last(); s.method != "GET" || s.path != "/search" || s.query != "q=x%20y&colors=r%7Cg" {
 		t.Errorf("search sent %+v", s)
+	}
+
+	// The Petstore (3.0) on a server: url targets, its header line, no
+	// identity token.
+	for _, c := range []struct {
+		tool, input string
+		want        seen
+	}{
+		{"pet_listPets", `{"limit":5}`, seen{"GET", "/v1/pets", "limit=5", "", "pk-1", "", "", ""}},
+		{"pet_createPets", `{"body":{"id":1,"name":"rex","tag":null}}`, seen{"POST", "/v1/pets", "", "", "pk-1", "application/json", "", `{"id":1,"name":"rex","tag":null}`}},
+		{"pet_showPetById", `{"petId":"p/1"}`, seen{"GET", "/v1/pets/p%2F1", "", "", "pk-1", "", "", ""}},
+	} {
+		if a := upstreamCall(t, tc, c.tool, c.input, "", false); a.IsError {
+			t.Errorf("%s: %+v", c.tool, a)
+		}
+		if s := last(); s != c.want {
+			t.Errorf("%s sent\n%+v\nwant\n%+v", c.tool, s, c.want)
+		}
+	}
+	if a := upstreamCall(t, tc, "pet_listPets", `{"limit":500}`, "", false); !a.IsError {
+		t.Errorf("limit 500: %+v", a)
 	}
 
 	// A form body.

@@ -18,7 +18,7 @@ import (
 )
 
 // testComponents declares the components the tests compile against.
-func testComponents(t *testing.T) map[string]*dispatch.Component {
+func testComponents(t testing.TB) map[string]*dispatch.Component {
 	t.Helper()
 	decl := []struct {
 		name, base string
@@ -41,7 +41,7 @@ func testComponents(t *testing.T) map[string]*dispatch.Component {
 
 // decode decodes JSON the way the gateway decodes a call's input: numbers
 // stay jsonread.Number.
-func decode(t *testing.T, s string) any {
+func decode(t testing.TB, s string) any {
 	t.Helper()
 	v, err := jsonread.Value(jsontext.NewDecoder(strings.NewReader(s)))
 	if err != nil {

@@ -191,6 +191,9 @@ func (d *defs) output(op *openapi3.Operation) (schema jsontext.Value, wrapped bo
 				s, wrapped = map[string]any{"type": "object", "properties": map[string]any{"result": s}, "required": []any{"result"}}, true
 			}
 			m := s.(map[string]any)
+			// An object by its $ref says so at the top too, as MCP asks of
+			// an output schema.
+			m["type"] = "object"
 			if len(d.used) > 0 {
 				m["$defs"] = d.take()
 			}
