@@ -15,12 +15,12 @@ export function runToolgate(bin, args) {
   return new Promise((resolve, reject) => {
     execFile(bin, ['openapi', ...args, '--json'], { maxBuffer: 64 << 20 }, (err, stdout, stderr) => {
       if (err?.code === 'ENOENT') {
-        reject(new CompileError([`${bin}: not found: toolgate reads the OpenAPI document; install it (go install github.com/toolgate/toolgate/cmd/toolgate@latest) or name it with --toolgate PATH`]));
+        reject(new CompileError([`${bin}: not found: the gateway's binary reads the document (\`toolgate openapi\`, or \`caddy openapi\` of a Caddy built with the module: README.md, "Install"); put it on PATH or name it with --toolgate PATH`]));
         return;
       }
       if (err) {
         const said = String(stderr).trim() || err.message;
-        reject(new CompileError(said.split('\n').map((l) => `${bin} openapi: ${l}`)));
+        reject(new CompileError(said.split('\n').map((l) => `${bin} openapi: ${logMessage(l)}`)));
         return;
       }
       try {
@@ -30,6 +30,16 @@ export function runToolgate(bin, args) {
       }
     });
   });
+}
+
+// logMessage is the msg of a JSON log line (how Caddy's commands report
+// errors), or the line.
+function logMessage(line) {
+  try {
+    const v = JSON.parse(line);
+    if (typeof v?.msg === 'string') return v.error === undefined ? v.msg : `${v.msg}: ${v.error}`;
+  } catch {}
+  return line;
 }
 
 // The keywords a schema may have besides those of its type: annotations,
