@@ -89,6 +89,13 @@ for (const [what, doc, flags] of documents) {
       assert.equal(g.displayName, w.displayName, `${w.name}: displayName`);
       assert.deepEqual(normalize(g.input_schema, true), normalize(w.input_schema, false), `${w.name}: input_schema`);
     }
+
+    // It type-checks as written (the recursive schemas are typed by hand),
+    // its targets' operation too.
+    const tsc = join(resolve(import.meta.dirname, "..", "..", "..", "node_modules", "typescript", "bin", "tsc"));
+    const checked = await run(process.execPath, [tsc, "--ignoreConfig", "--noEmit", "--strict", "--target", "es2022", "--module", "nodenext",
+      "--moduleResolution", "nodenext", "--types", "node", ts], { cwd: kit }).catch((err) => err);
+    assert.equal(`${checked.stdout}${checked.stderr}`, "", "tsc");
   });
 }
 
