@@ -3,14 +3,19 @@
 // --json` prints for the same document: the same names, targets and input
 // schemas, up to what docs/openapi.md ("From TypeScript") says differs.
 //
+// And semantically: a gateway serving both (the document with `openapi`,
+// the compiled tools.ts with `manifest`) takes and refuses the same inputs.
+//
 // Needs go: it builds ./cmd/toolgate. Skipped without it, unless CI=1.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { createServer } from "node:http";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { tmpdir } from "node:os";
 import { promisify } from "node:util";
+import { startToolgate } from "../../../examples/stack.mjs";
 
 const run = promisify(execFile);
 const kit = resolve(import.meta.dirname, "..");
@@ -128,5 +133,115 @@ test("openapi: one of --component and --server", async () => {
     const err = await run(process.execPath, [bin, "openapi", "api.yaml", ...flags], { cwd: kit }).catch((e) => e);
     assert.equal(err.code, 2);
     assert.match(err.stderr, /give one of --component NAME/);
+  }
+});
+
+// Inputs for the gateway to judge twice, by the document's tool and by the
+// tools.ts one. A case with `known` is the documented difference, asserted
+// as it is.
+const BIG = "1152921504606846976"; // 2^60: an integer, but not a safe one
+const judged = [
+  ["listPets", "no limit", "{}"],
+  ["listPets", "a limit", `{"limit":5}`],
+  ["listPets", "a limit over the maximum", `{"limit":101}`],
+  ["listPets", "a fraction", `{"limit":1.5}`],
+  ["listPets", "a string for an integer", `{"limit":"5"}`],
+  ["listPets", "an extra key", `{"limit":5,"x":1}`],
+  ["listPets", "a negative integer past 2^53", `{"limit":-${BIG}}`, { ts: "invalid", go: "valid" }],
+  ["createPets", "a pet", `{"body":{"id":1,"name":"a"}}`],
+  ["createPets", "a null tag", `{"body":{"id":1,"name":"a","tag":null}}`],
+  ["createPets", "no name", `{"body":{"id":1}}`],
+  ["createPets", "no body", "{}"],
+  ["createPets", "an extra key in the open body", `{"body":{"id":1,"name":"a","x":[]}}`],
+  ["createPets", "a string id", `{"body":{"id":"1","name":"a"}}`],
+  ["showPetById", "an id", `{"petId":"1"}`],
+  ["showPetById", "no id", "{}"],
+  ["showPetById", "a number id", `{"petId":1}`],
+  ["v31_form", "nothing", "{}"],
+  ["v31_form", "a form", `{"body":{"a":"x"}}`],
+  ["v31_form", "a number in the form", `{"body":{"a":1}}`],
+  ["v31_put_item", "an item with a tree", `{"body":{"name":null,"tree":{"name":"r","children":[{"name":"c","children":[]}]}},"cookie":{"session":"s"},"path":{"id":"abc"},"query":{"tags":["red"],"id":3,"filter":{"min":1}}}`],
+  ["v31_put_item", "a bad name deep in the tree", `{"body":{"name":"n","tree":{"children":[{"children":[{"name":1}]}]}},"cookie":{"session":"s"},"path":{"id":"abc"}}`],
+  ["v31_put_item", "an id over maxLength", `{"body":{"name":"n"},"cookie":{"session":"s"},"path":{"id":"123456789"}}`],
+  ["v31_put_item", "a tag not in the enum", `{"body":{"name":"n"},"cookie":{"session":"s"},"path":{"id":"a"},"query":{"tags":["pink"]}}`],
+  ["v31_put_item", "no cookie", `{"body":{"name":"n"},"path":{"id":"a"}}`],
+  ["v31_put_item", "an extra key in a strict group", `{"body":{"name":"n"},"cookie":{"session":"s"},"path":{"id":"a","x":1}}`],
+  ["v31_search", "a query", `{"q":"a","colors":["x","y"]}`],
+  ["v31_search", "no q", `{"colors":[]}`],
+  ["v31_search", "a number q", `{"q":1}`],
+];
+
+test("a gateway takes the same inputs from the document's tools and from the tools.ts ones", async (t) => {
+  if (skip) return t.skip(skip);
+  const ISSUER = "https://openapi.test";
+  const petstore = join(root, "internal/openapi/testdata/petstore.yaml");
+  const v31 = join(root, "internal/openapi/testdata/v31/api.yaml");
+  // The tools.ts tools, compiled and put in one manifest, named ts_….
+  const all = [];
+  for (const [doc, prefix] of [[petstore, "ts_"], [v31, "ts_v31_"]]) {
+    const ts = join(inside, `judged-${prefix}.ts`);
+    await tools([doc, "--component", "api", "--prefix", prefix, "-o", ts]);
+    all.push(...JSON.parse((await run(process.execPath, [bin, "build", ts], { cwd: kit })).stdout).tools);
+  }
+  const manifest = join(inside, "judged.json");
+  await writeFile(manifest, JSON.stringify({ tools: all }));
+
+  const upstream = await new Promise((ok) => {
+    const srv = createServer((req, res) => {
+      req.resume();
+      req.on("end", () => {
+        res.setHeader("content-type", "application/json");
+        res.end('{"content":"ok"}');
+      });
+    });
+    srv.listen(0, "127.0.0.1", () => ok(srv));
+  });
+  const { gate, stop } = await startToolgate({
+    name: "openapi",
+    block: () => `			component api http://127.0.0.1:${upstream.address().port}
+			openapi ${petstore} {
+				component api
+			}
+			openapi ${v31} {
+				component api
+				prefix v31_
+			}
+			manifest ${manifest}
+			identity {
+				issuer ${ISSUER}
+			}
+			ledger off`,
+  });
+  try {
+    const verdict = async (tool, input) => {
+      const res = await fetch(`${gate}/tools/${tool}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: `{"input":${input},"identity":{"user":"u","install":"i"}}`,
+      });
+      const a = JSON.parse(await res.text());
+      assert.equal(res.status, 200, `POST /tools/${tool} ${input}: ${JSON.stringify(a)}`);
+      if (a.status === "done" && !a.isError && a.content === "ok") return "valid";
+      if (a.status === "done" && a.isError && a.content.startsWith("invalid input:")) return "invalid";
+      assert.fail(`${tool} ${input}: neither a call nor an input refusal: ${JSON.stringify(a)}`);
+    };
+    const rows = [];
+    const seen = new Set();
+    const verdicts = new Set();
+    for (const [tool, what, input, known] of judged) {
+      seen.add(tool);
+      const go = await verdict(tool, input);
+      const ts = await verdict(`ts_${tool}`, input);
+      verdicts.add(go);
+      const want = known ?? { go, ts: go };
+      if (go !== want.go || ts !== want.ts) rows.push({ tool, case: what, go, ts, expected: known ? `go ${known.go}, ts ${known.ts}` : "the same" });
+    }
+    if (rows.length) console.table(rows);
+    assert.equal(rows.length, 0, `${rows.length} of ${judged.length} cases disagree (table above)`);
+    assert.equal(seen.size, all.length, "every tool is judged");
+    assert.deepEqual([...verdicts].sort(), ["invalid", "valid"], "the cases probe both verdicts");
+  } finally {
+    stop();
+    upstream.close();
   }
 });
