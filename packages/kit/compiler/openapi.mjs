@@ -180,6 +180,11 @@ class Generator {
       this.errors.push(`${this.label}: ${path}: ${what} (toolgate-tools openapi --loose keeps it as JSON Schema, unchecked by Zod)`);
       return 'z.unknown()';
     }
+    // Its references would name $defs that only Zod schemas bring along.
+    if (JSON.stringify(s).includes('"$ref"')) {
+      this.errors.push(`${this.label}: ${path}: ${what}, and it refers to $defs, which a schema kept as JSON Schema cannot`);
+      return 'z.unknown()';
+    }
     return `/* kept as JSON Schema: ${what.replaceAll('*/', '* /')} */ z.unknown().meta(${js(s)})`;
   }
 
@@ -278,7 +283,16 @@ class Generator {
         let e = 'z.string()';
         if (s.minLength !== undefined) e += `.min(${s.minLength})`;
         if (s.maxLength !== undefined) e += `.max(${s.maxLength})`;
-        if (s.pattern !== undefined) e += `.regex(new RegExp(${lit(s.pattern)}))`;
+        if (s.pattern !== undefined) {
+          // Go's syntax, which JavaScript reads the same in the main (a
+          // named group (?P<n>…) it cannot); its source escapes "/" as "\/".
+          try {
+            new RegExp(s.pattern);
+          } catch (err) {
+            return this.unsupported(s, `${path}/pattern`, `a pattern JavaScript cannot read: ${err.message}`);
+          }
+          e += `.regex(new RegExp(${lit(s.pattern)}))`;
+        }
         return e;
       }
       case 'number':

@@ -245,3 +245,71 @@ test("a gateway takes the same inputs from the document's tools and from the too
     upstream.close();
   }
 });
+
+// Every keyword the generator writes as Zod, in a manifest written by hand:
+// compiled back, each schema is the one it was made from.
+test("toolsSource: the keywords it writes as Zod compile back to themselves", async () => {
+  const { toolsSource } = await import("../compiler/openapi.mjs");
+  const input = {
+    $defs: {
+      A: { type: "object", properties: { b: { $ref: "#/$defs/B" } } },
+      B: { type: "object", properties: { a: { $ref: "#/$defs/A" }, n: { type: "number" } }, required: ["n"], additionalProperties: false },
+    },
+    type: "object",
+    additionalProperties: false,
+    required: ["s", "req_default"],
+    properties: {
+      s: { type: "string", minLength: 1, maxLength: 9, pattern: "^a/b+$", format: "hostname", description: "it's \"quoted\"" },
+      n: { type: "number", minimum: 0, maximum: 10, multipleOf: 0.5 },
+      nx: { type: "number", exclusiveMinimum: -1, exclusiveMaximum: 11 },
+      re2: { type: "string", pattern: "(?P<x>a)" },
+      i: { type: "integer", minimum: -3, maximum: 3, default: 1, title: "I" },
+      b: { type: ["boolean", "null"] },
+      multi: { type: ["string", "integer"] },
+      c: { const: "x" },
+      cnull: { const: null },
+      e: { enum: ["a", "b"], type: "string" },
+      emixed: { enum: ["a", 1, null] },
+      any: {},
+      arr: { type: "array", items: { type: "string" }, minItems: 1, maxItems: 3 },
+      bare: { type: "array" },
+      rec: { type: "object", additionalProperties: { type: "integer", minimum: 0 } },
+      loose: { type: "object", properties: { x: { type: "string" } }, additionalProperties: {} },
+      catchall: { type: "object", properties: { x: { type: "string" } }, additionalProperties: { type: "boolean" } },
+      any_of: { anyOf: [{ type: "string" }, { type: "object", properties: { z: { type: "null" } } }] },
+      one_of: { oneOf: [{ type: "string", maxLength: 2 }, { type: "string", minLength: 1 }] },
+      req_default: { type: "string", default: "d" },
+      cyc: { $ref: "#/$defs/A" },
+      ex: { type: "string", examples: ["e"], deprecated: true },
+    },
+  };
+  const every = (schema, opts) => toolsSource({ tools: [{ name: "every", description: "d", input_schema: schema, target: { type: "app", component: "c", method: "POST", path: "/" } }] }, opts);
+  // A pattern JavaScript cannot read is one Zod cannot check.
+  assert.throws(() => every(input), /tool "every": input_schema\/properties\/re2\/pattern: a pattern JavaScript cannot read/);
+  assert.match(every(input, { loose: true }), /kept as JSON Schema: a pattern JavaScript cannot read/);
+  delete input.properties.re2;
+  const text = toolsSource({ tools: [{ name: "every", description: "d", input_schema: input, target: { type: "app", component: "c", method: "POST", path: "/" } }] });
+  const ts = join(inside, "every.ts");
+  await writeFile(ts, text);
+  const { stdout } = await run(process.execPath, [bin, "build", ts], { cwd: kit });
+  const got = JSON.parse(stdout).tools[0].input_schema;
+  // Zod writes a union of bare types as one type array, and a literal with its type.
+  const want = structuredClone(input);
+  want.properties.multi = { anyOf: [{ type: "string" }, { type: "integer" }] };
+  got.properties.multi = normalize(got.properties.multi, true);
+  if (got.properties.multi.type) got.properties.multi = { anyOf: got.properties.multi.type.map((type) => ({ type })) };
+  for (const [k, type] of [["c", "string"], ["cnull", "null"]]) want.properties[k].type = type;
+  want.properties.emixed = { anyOf: [{ type: "string", const: "a" }, { type: "number", const: 1 }, { type: "null", const: null }] };
+  want.properties.rec.propertyNames = { type: "string" };
+  want.properties.bare.items = {};
+  // RegExp's source escapes "/", which means the same to Go.
+  want.properties.s.pattern = "^a\\/b+$";
+  assert.deepEqual(normalize(got, true), normalize(want, false));
+});
+
+test("toolsSource: --loose keeps no schema that refers to $defs", async () => {
+  const { toolsSource } = await import("../compiler/openapi.mjs");
+  const input = { $defs: { T: { type: "string" } }, type: "object", properties: { u: { type: "array", uniqueItems: true, items: { $ref: "#/$defs/T" } } } };
+  assert.throws(() => toolsSource({ tools: [{ name: "u", description: "d", input_schema: input, target: {} }] }, { loose: true }),
+    /tool "u": input_schema\/properties\/u: uniqueItems .*refers to \$defs/);
+});
