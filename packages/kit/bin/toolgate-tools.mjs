@@ -1,5 +1,7 @@
 #!/usr/bin/env node
 // toolgate-tools build <tools.ts> [-o <manifest.json>] [--check [--caddyfile <Caddyfile>]]
+// toolgate-tools openapi <document> (--component NAME | --server URL) [--prefix P]
+//                [--operations a,b] [--loose] [--toolgate PATH] [-o <tools.ts>]
 //
 // Compiles a tools.ts file into toolgate's JSON manifest: to stdout, or to
 // the -o file. --check, for CI, writes nothing: it runs the checks the
@@ -7,6 +9,14 @@
 // expressions, references parse and can resolve; with --caddyfile, every
 // component and env name a target uses is declared in that Caddyfile's
 // toolgate blocks), and with -o also compares the file with the manifest.
+//
+// openapi writes a tools.ts (to stdout, or to the -o file) declaring the
+// tools an OpenAPI document makes, as `toolgate openapi --json` reads it:
+// the toolgate binary (--toolgate, default toolgate on PATH) is the one
+// reader of OpenAPI documents. Zod cannot say everything JSON Schema can:
+// what it cannot is an error naming the tool and the schema's path, or with
+// --loose, kept as JSON Schema that the gateway checks and Zod does not.
+//
 // Exit status: 0 done (or up to date), 1 a compile error, a load check
 // failed or drift, 2 a usage error.
 
@@ -16,7 +26,9 @@ import { parseArgs } from 'node:util';
 
 import { compile, CompileError } from '../compiler/compile.mjs';
 
-const USAGE = 'usage: toolgate-tools build <tools.ts> [-o <manifest.json>] [--check [--caddyfile <Caddyfile>]]';
+const USAGE =
+  'usage: toolgate-tools build <tools.ts> [-o <manifest.json>] [--check [--caddyfile <Caddyfile>]]\n' +
+  '       toolgate-tools openapi <document> (--component NAME | --server URL) [--prefix P] [--operations a,b] [--loose] [--toolgate PATH] [-o <tools.ts>]';
 
 // Stack traces of a throw in tools.ts name its own lines, not the bundle's.
 process.setSourceMapsEnabled(true);
@@ -46,6 +58,12 @@ async function main(argv) {
         output: { type: 'string', short: 'o' },
         check: { type: 'boolean' },
         caddyfile: { type: 'string' },
+        component: { type: 'string' },
+        server: { type: 'string' },
+        prefix: { type: 'string' },
+        operations: { type: 'string' },
+        loose: { type: 'boolean' },
+        toolgate: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -54,6 +72,10 @@ async function main(argv) {
   }
   const { values, positionals } = args;
   if (values.help) return exit(0, USAGE + '\n');
+  if (positionals[0] === 'openapi') return openapi(values, positionals);
+  for (const k of ['component', 'server', 'prefix', 'operations', 'loose', 'toolgate']) {
+    if (values[k] !== undefined) return exit(2, '', lines([`--${k} is read by openapi`]) + USAGE + '\n');
+  }
   if (positionals[0] !== 'build' || positionals.length !== 2) return exit(2, '', USAGE + '\n');
   if (values.caddyfile !== undefined && !values.check) return exit(2, '', lines(['--caddyfile is read by --check']) + USAGE + '\n');
   const file = positionals[1];
@@ -84,6 +106,37 @@ async function main(argv) {
     return exit(1, '', lines([`${out} is out of date with ${file} (${drift(have, text)}); run: toolgate-tools build ${file} -o ${out}`]));
   }
   if (out === undefined) return exit(0, text);
+  return writeOut(out, text);
+}
+
+// openapi writes the tools.ts of an OpenAPI document.
+async function openapi(values, positionals) {
+  if (positionals.length !== 2) return exit(2, '', USAGE + '\n');
+  if (values.check || values.caddyfile !== undefined) return exit(2, '', lines(['--check and --caddyfile are read by build']) + USAGE + '\n');
+  if ((values.component === undefined) === (values.server === undefined)) {
+    return exit(2, '', lines(['openapi: give one of --component NAME (app targets) and --server URL (url targets)']) + USAGE + '\n');
+  }
+  const doc = positionals[1];
+  const args = [];
+  for (const k of ['component', 'server', 'prefix', 'operations']) {
+    if (values[k] !== undefined) args.push(`--${k}`, values[k]);
+  }
+  args.push(doc);
+  const { runToolgate, toolsSource } = await import('../compiler/openapi.mjs');
+  let text;
+  try {
+    const m = await runToolgate(values.toolgate ?? 'toolgate', args);
+    text = toolsSource(m, { loose: values.loose, source: path.basename(doc) });
+  } catch (err) {
+    if (err instanceof CompileError) return exit(1, '', lines(err.lines));
+    return exit(1, '', lines([`${doc}: ${err?.stack ?? err}`]));
+  }
+  if (values.output === undefined) return exit(0, text);
+  return writeOut(values.output, text);
+}
+
+// writeOut writes text to the file out.
+async function writeOut(out, text) {
   // Written beside and renamed over, so a reader (a gateway reloading)
   // never sees half a manifest.
   const tmp = path.join(path.dirname(out), `.${path.basename(out)}.${process.pid}.tmp`);

@@ -41,7 +41,7 @@ const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
 // gateway checks those deeper rules at load.
 export const TARGET_KINDS = {
   app: {
-    fields: ['type', 'component', 'method', 'path', 'query', 'headers', 'body'],
+    fields: ['type', 'component', 'method', 'path', 'query', 'headers', 'body', 'operation'],
     http: true,
     // The gateway owns the headers it sends an app target (docs/configuration.md, "Targets").
     ownHeaders: {
@@ -55,7 +55,7 @@ export const TARGET_KINDS = {
     },
   },
   url: {
-    fields: ['type', 'component', 'method', 'url', 'query', 'headers', 'body', 'result'],
+    fields: ['type', 'component', 'method', 'url', 'query', 'headers', 'body', 'result', 'operation'],
     http: true,
     check(target, { nonEmpty, fail }) {
       if (typeof target.url !== 'string' || !/^https?:\/\//i.test(target.url)) fail('target.url', 'required: an absolute http(s) URL');
@@ -89,7 +89,7 @@ function kindNames(quote, last) {
 
 // The order a target's fields are written in, whatever order the author
 // used: the manifest must not change when tools.ts is only reordered.
-const TARGET_ORDER = ['type', 'component', 'method', 'path', 'url', 'query', 'headers', 'body', 'name', 'result', 'server', 'tool'];
+const TARGET_ORDER = ['type', 'component', 'method', 'path', 'url', 'query', 'headers', 'body', 'name', 'result', 'server', 'tool', 'operation'];
 
 // compile loads file and returns the manifest's text: 2-space JSON with a
 // trailing newline, the same bytes for the same tools.ts and zod.
@@ -368,6 +368,12 @@ function checkTarget(target, fail) {
       }
     }
     if (target.body !== undefined) checkJSON(target.body, 'target.body', fail, new Set());
+    // How an OpenAPI operation's input is sent (docs/openapi.md): written
+    // as it is, the gateway checks it at load.
+    if (target.operation !== undefined) {
+      if (!isPlainObject(target.operation)) fail('target.operation', 'must be an object');
+      else checkJSON(target.operation, 'target.operation', fail, new Set());
+    }
   }
   const out = {};
   for (const key of TARGET_ORDER) {

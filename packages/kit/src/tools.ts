@@ -10,6 +10,8 @@ export type {
   KazzleTool,
   McpTarget,
   Method,
+  Operation,
+  OperationParam,
   RequestSpec,
   Target,
   Tool,

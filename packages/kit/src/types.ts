@@ -22,6 +22,30 @@ export type RequestSpec = {
   body?: unknown;
 };
 
+/** Where one input property of an OpenAPI operation is sent, and how it is serialized. */
+export type OperationParam = {
+  name: string;
+  in: 'path' | 'query' | 'header' | 'cookie';
+  /** form, simple, label, matrix, spaceDelimited, pipeDelimited or deepObject. */
+  style?: string;
+  explode?: boolean;
+  allowReserved?: boolean;
+  /** The input property holding it, when parameters are grouped by location. */
+  group?: string;
+};
+
+/**
+ * How a target made from an OpenAPI operation sends the input
+ * (docs/openapi.md, "The input"): written by `toolgate-tools openapi` and
+ * `toolgate openapi --json`, checked by the gateway at load.
+ */
+export type Operation = {
+  params?: readonly OperationParam[];
+  body?: { mediaType: string; property: string; group?: string };
+  /** How a JSON answer that is not the channels' shape becomes the result. */
+  output?: 'object' | 'wrapped';
+};
+
 /**
  * A target on one of the app's own components. toolgate knows the
  * component's base URL and sends the identity token in `Authorization`,
@@ -32,6 +56,7 @@ export type AppTarget = RequestSpec & {
   component: string;
   /** Below the component's base URL; starts with "/". */
   path: string;
+  operation?: Operation;
 };
 
 /** A target on an external endpoint. */
@@ -43,6 +68,7 @@ export type UrlTarget = RequestSpec & {
   component?: string;
   /** An expression mapping the answer {status, headers, body} into the channels. */
   result?: string;
+  operation?: Operation;
 };
 
 /** A client tool, run in the user's page. */

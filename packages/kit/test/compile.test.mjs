@@ -227,3 +227,35 @@ test('the example tools.ts and a handler type-check; a target of an unknown type
   assert.equal(r.status, 1);
   assert.match(r.stdout, /type-ftp\.ts\(11,15\): error TS2322: Type '"ftp"' is not assignable to type '"app" \| "kazzle" \| "mcp" \| "url"'/);
 });
+
+test('a target made from an OpenAPI operation keeps its operation, written last; one that is not an object is an error', () => {
+  const dir = mkdtempSync(path.join(kit, 'test', '.operation-'));
+  try {
+    const operation = "{ params: [{ name: 'id', in: 'path', style: 'simple', explode: false, allowReserved: true, group: 'path' }], body: { mediaType: 'application/json', property: 'body' }, output: 'object' }";
+    writeFileSync(path.join(dir, 'tools.ts'), `import { z } from 'zod';
+export const tools = [
+  { name: 'a', description: 'a', input: z.object({}), target: { operation: ${operation}, type: 'app', path: '/a/{id}', component: 'c', method: 'PUT' } },
+  { name: 'b', description: 'b', input: z.object({}), target: { type: 'url', url: 'https://x.example/b', method: 'GET', operation: { output: 'wrapped' } } },
+];
+`);
+    let r = run(['build', path.join(dir, 'tools.ts')]);
+    assert.equal(r.stderr, '');
+    const [a, b] = JSON.parse(r.stdout).tools;
+    assert.deepEqual(Object.keys(a.target), ['type', 'component', 'method', 'path', 'operation']);
+    assert.deepEqual(a.target.operation, {
+      params: [{ name: 'id', in: 'path', style: 'simple', explode: false, allowReserved: true, group: 'path' }],
+      body: { mediaType: 'application/json', property: 'body' },
+      output: 'object',
+    });
+    assert.deepEqual(b.target, { type: 'url', method: 'GET', url: 'https://x.example/b', operation: { output: 'wrapped' } });
+
+    writeFileSync(path.join(dir, 'tools.ts'), `import { z } from 'zod';
+export const tools = [{ name: 'a', description: 'a', input: z.object({}), target: { type: 'app', component: 'c', method: 'GET', path: '/a', operation: 'x' } }];
+`);
+    r = run(['build', path.join(dir, 'tools.ts')]);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /tool "a": target\.operation: must be an object/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
