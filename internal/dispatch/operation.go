@@ -226,7 +226,10 @@ func (t *Target) operationRequest(ctx context.Context, input any) (*http.Request
 	if len(cookies) > 0 {
 		req.Header.Set("Cookie", strings.Join(cookies, "; "))
 	}
-	return req, t.setHeaders(req, input)
+	if err := t.setHeaders(req, input); err != nil {
+		return nil, err
+	}
+	return req, nil
 }
 
 // encodeBody writes a body value as its media type says.

@@ -498,7 +498,10 @@ func (t *Target) Request(ctx context.Context, input any) (*http.Request, error) 
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	return req, t.setHeaders(req, input)
+	if err := t.setHeaders(req, input); err != nil {
+		return nil, err
+	}
+	return req, nil
 }
 
 // setHeaders sets the target's headers on req, their references resolved.
