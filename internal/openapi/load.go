@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/toolgate/toolgate/internal/verify"
 )
 
 // MaxSize bounds a document, and each file it refers to.
@@ -73,11 +75,8 @@ func remote(source string) (*url.URL, bool) {
 // fetch reads a document from an https URL (http only to a loopback
 // host), within MaxSize and a minute.
 func fetch(ctx context.Context, u *url.URL) ([]byte, error) {
-	switch {
-	case u.Scheme == "https" && u.Host != "":
-	case u.Scheme == "http" && isLoopback(u.Hostname()):
-	default:
-		return nil, fmt.Errorf("%s: a document URL must be https (or http to a loopback host)", u.Redacted())
+	if err := verify.CheckSecureURL(u.String()); err != nil {
+		return nil, fmt.Errorf("a document URL: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -137,11 +136,4 @@ func inFolder(root string) openapi3.ReadFromURIFunc {
 		defer f.Close()
 		return readLimited(f)
 	}
-}
-
-func isLoopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	return host == "127.0.0.1" || host == "::1" || strings.HasPrefix(host, "127.")
 }

@@ -258,3 +258,21 @@ func TestOutputIsJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestLoopbackOnly: plain http only to this machine's loopback, never to a
+// name that merely starts like an address of it.
+func TestLoopbackOnly(t *testing.T) {
+	for _, server := range []string{"http://127.evil.example", "http://127.0.0.1.evil.example/v1", "http://localhost.evil.example"} {
+		if err := (Target{Server: server}).Check(); err == nil {
+			t.Errorf("server %s accepted", server)
+		}
+		if _, err := Load(context.Background(), server+"/api.yaml"); err == nil || !strings.Contains(err.Error(), "https") {
+			t.Errorf("document at %s: %v", server, err)
+		}
+	}
+	for _, server := range []string{"http://127.0.0.1:9", "http://localhost:9/v1", "http://[::1]:9", "https://api.example/v1"} {
+		if err := (Target{Server: server}).Check(); err != nil {
+			t.Errorf("server %s: %v", server, err)
+		}
+	}
+}

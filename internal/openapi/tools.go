@@ -8,6 +8,7 @@ import (
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/manifest"
 	"github.com/toolgate/toolgate/internal/result"
+	"github.com/toolgate/toolgate/internal/verify"
 )
 
 // Target says where the tools of a document send their calls: app targets
@@ -32,7 +33,7 @@ func (t Target) Check() error {
 	case t.Server != "":
 		u, err := url.Parse(t.Server)
 		if err != nil || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" ||
-			!(u.Scheme == "https" || u.Scheme == "http" && isLoopback(u.Hostname())) {
+			!(u.Scheme == "https" || u.Scheme == "http" && verify.IsLoopbackHost(u.Hostname())) {
 			return fmt.Errorf("server %q must be an https URL (or http to a loopback host) with no user, query or fragment", t.Server)
 		}
 	}

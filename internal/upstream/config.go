@@ -8,7 +8,6 @@ package upstream
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/toolgate/toolgate/internal/verify"
 )
 
 // Config is one upstream MCP server as the config declares it.
@@ -159,21 +160,13 @@ func checkURL(raw string) error {
 	switch u.Scheme {
 	case "https":
 	case "http":
-		if !isLoopback(u.Hostname()) {
+		if !verify.IsLoopbackHost(u.Hostname()) {
 			return fmt.Errorf("url %q: http only to a loopback address (127.0.0.1, ::1, localhost); use https", raw)
 		}
 	default:
 		return fmt.Errorf("url %q must be https (or http to loopback, or unix//PATH)", raw)
 	}
 	return nil
-}
-
-func isLoopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // endpoint is the URL the client posts to: a unix socket's is

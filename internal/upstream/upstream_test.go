@@ -84,6 +84,7 @@ func TestConfigCheck(t *testing.T) {
 		{"command", upstream.Config{Name: "a", Command: []string{"node", "server.js"}, Env: map[string]string{"K": "v"}}, ""},
 		{"http elsewhere", upstream.Config{Name: "a", URL: "http://crm.example/mcp"}, "http only to a loopback address"},
 		{"http private", upstream.Config{Name: "a", URL: "http://10.0.0.5/mcp"}, "http only to a loopback address"},
+		{"http to a name like loopback", upstream.Config{Name: "a", URL: "http://127.0.0.1.evil.example/mcp"}, "http only to a loopback address"},
 		{"ftp", upstream.Config{Name: "a", URL: "ftp://crm.example/"}, "must be https"},
 		{"user info", upstream.Config{Name: "a", URL: "https://u:p@crm.example/"}, "no user info"},
 		{"relative unix", upstream.Config{Name: "a", URL: "unix//run/crm.sock"}, "must be absolute"},
