@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -125,13 +125,6 @@ func (m *MCPServer) config(repl *caddy.Replacer, name string, maxResponse int64)
 	if m == nil {
 		return upstream.Config{}, fmt.Errorf("mcp server %q: no config", name)
 	}
-	resolve := func(what, v string) (string, error) {
-		out, err := repl.ReplaceOrErr(v, true, true)
-		if err != nil {
-			return "", fmt.Errorf("mcp server %q: %s: %v", name, what, err)
-		}
-		return out, nil
-	}
 	c := upstream.Config{
 		Name: name, Command: slices.Clone(m.Command), Dir: m.Dir, Tools: m.Tools, Prefix: m.Prefix,
 		Identity: m.Identity, Timeout: time.Duration(m.Timeout), MaxResultSize: m.MaxResultSize, Allow: m.Allow,
@@ -146,23 +139,16 @@ func (m *MCPServer) config(repl *caddy.Replacer, name string, maxResponse int64)
 	if c.MaxResultSize == 0 {
 		c.MaxResultSize = maxResponse
 	}
+	server := fmt.Sprintf("mcp server %q: ", name)
 	var err error
-	if c.URL, err = resolve("url", m.URL); err != nil {
+	if c.URL, err = resolve(repl, server+"url", m.URL); err != nil {
 		return c, err
 	}
-	for _, kv := range []struct {
-		what string
-		in   map[string]string
-		out  *map[string]string
-	}{{"env", m.Env, &c.Env}, {"header", m.Headers, &c.Headers}} {
-		for k, v := range kv.in {
-			if *kv.out == nil {
-				*kv.out = map[string]string{}
-			}
-			if (*kv.out)[k], err = resolve(kv.what+" "+k, v); err != nil {
-				return c, err
-			}
-		}
+	if c.Env, err = resolveEach(repl, server+"env", m.Env); err != nil {
+		return c, err
+	}
+	if c.Headers, err = resolveEach(repl, server+"header", m.Headers); err != nil {
+		return c, err
 	}
 	return c, c.Check()
 }
@@ -215,15 +201,10 @@ func (h *Handler) startUpstreams(repl *caddy.Replacer, logger *zap.Logger, issue
 	if maxResponse == 0 {
 		maxResponse = upstream.DefaultMaxResultSize
 	}
-	names := make([]string, 0, len(h.MCPServers))
-	for name := range h.MCPServers {
+	for _, name := range slices.Sorted(maps.Keys(h.MCPServers)) {
 		if _, clash := h.Components[name]; clash {
 			return nil, fmt.Errorf("mcp server %q: a component has the same name; identity tokens name their audience by it", name)
 		}
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
 		cfg, err := h.MCPServers[name].config(repl, name, maxResponse)
 		if err != nil {
 			return nil, err
@@ -276,12 +257,7 @@ func toolsOf(srv *upstream.Server) []manifest.Tool {
 // left out and logged: the server is someone else's, and one bad tool of
 // it must not stop the gateway.
 func (u *upstreams) addTo(set *manifest.Set) (*manifest.Set, error) {
-	names := make([]string, 0, len(u.servers))
-	for name := range u.servers {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(u.servers)) {
 		var errs []error
 		env := u.env
 		set, errs = set.WithServer(name, toolsOf(u.servers[name]), env)
@@ -365,12 +341,7 @@ func (u *upstreams) close() {
 
 // describe lists the servers for the ready log line.
 func (u *upstreams) describe() string {
-	names := make([]string, 0, len(u.servers))
-	for name := range u.servers {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	return strings.Join(names, " ")
+	return strings.Join(slices.Sorted(maps.Keys(u.servers)), " ")
 }
 
 // gatewayVersion is the version told to upstream servers.

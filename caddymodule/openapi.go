@@ -60,22 +60,17 @@ func (o *OpenAPI) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 // file, the server and the headers resolved. The operations it skips are
 // logged, each with why.
 func (o *OpenAPI) source(ctx context.Context, repl *caddy.Replacer, logger *zap.Logger) (manifest.Source, error) {
-	file, err := repl.ReplaceOrErr(o.File, true, true)
-	if err != nil {
-		return manifest.Source{}, fmt.Errorf("openapi %s: %v", o.File, err)
-	}
 	name := "openapi " + o.File
-	to := openapi.Target{Component: o.Component, Server: o.Server}
-	if to.Server, err = repl.ReplaceOrErr(o.Server, true, true); err != nil {
-		return manifest.Source{}, fmt.Errorf("%s: server: %v", name, err)
+	file, err := resolve(repl, name, o.File)
+	if err != nil {
+		return manifest.Source{}, err
 	}
-	for k, v := range o.Headers {
-		if to.Headers == nil {
-			to.Headers = map[string]string{}
-		}
-		if to.Headers[k], err = repl.ReplaceOrErr(v, true, true); err != nil {
-			return manifest.Source{}, fmt.Errorf("%s: header %s: %v", name, k, err)
-		}
+	to := openapi.Target{Component: o.Component}
+	if to.Server, err = resolve(repl, name+": server", o.Server); err != nil {
+		return manifest.Source{}, err
+	}
+	if to.Headers, err = resolveEach(repl, name+": header", o.Headers); err != nil {
+		return manifest.Source{}, err
 	}
 	if err := to.Check(); err != nil {
 		return manifest.Source{}, fmt.Errorf("%s: %v", name, err)

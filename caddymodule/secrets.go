@@ -26,12 +26,18 @@ func resolve(repl *caddy.Replacer, option, value string) (string, error) {
 
 // resolveEnv resolves a component's env values, as resolve does.
 func resolveEnv(repl *caddy.Replacer, component string, env map[string]string) (map[string]string, error) {
-	if env == nil {
+	return resolveEach(repl, fmt.Sprintf("component %q: env", component), env)
+}
+
+// resolveEach resolves each value of m, as resolve does; errors name the
+// option as "<what> <key>". Nil stays nil.
+func resolveEach(repl *caddy.Replacer, what string, m map[string]string) (map[string]string, error) {
+	if m == nil {
 		return nil, nil
 	}
-	out := make(map[string]string, len(env))
-	for k, v := range env {
-		r, err := resolve(repl, fmt.Sprintf("component %q: env %s", component, k), v)
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		r, err := resolve(repl, what+" "+k, v)
 		if err != nil {
 			return nil, err
 		}
