@@ -88,7 +88,7 @@ func (t *Target) compileOperation(template, base string) error {
 		op.where = append(op.where, p)
 	}
 	if b := op.body; b != nil {
-		if b.Property == "" || !isJSONMedia(b.MediaType) && b.MediaType != "application/x-www-form-urlencoded" {
+		if b.Property == "" || !result.IsJSON(b.MediaType) && b.MediaType != "application/x-www-form-urlencoded" {
 			return fmt.Errorf("%s target: operation: the body needs a property and a JSON or form media type", kind)
 		}
 	}
@@ -234,7 +234,7 @@ func (t *Target) operationRequest(ctx context.Context, input any) (*http.Request
 
 // encodeBody writes a body value as its media type says.
 func encodeBody(mediaType string, v any) ([]byte, string, error) {
-	if isJSONMedia(mediaType) {
+	if result.IsJSON(mediaType) {
 		b, err := json.Marshal(v, jsonread.Legacy)
 		return b, mediaType, err
 	}
@@ -265,9 +265,4 @@ func encodeBody(mediaType string, v any) ([]byte, string, error) {
 		}
 	}
 	return []byte(form.Encode()), "application/x-www-form-urlencoded", nil
-}
-
-func isJSONMedia(mt string) bool {
-	mt = strings.ToLower(strings.TrimSpace(strings.Split(mt, ";")[0]))
-	return mt == "application/json" || strings.HasSuffix(mt, "+json")
 }

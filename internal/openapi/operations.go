@@ -12,6 +12,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/toolgate/toolgate/internal/dispatch"
+	"github.com/toolgate/toolgate/internal/result"
 )
 
 // Operation is one operation of a document as a tool calls it.
@@ -331,7 +332,7 @@ func bodyMedia(c openapi3.Content) (string, *openapi3.MediaType) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if isJSON(k) {
+		if result.IsJSON(k) {
 			return k, c[k]
 		}
 	}
@@ -339,11 +340,6 @@ func bodyMedia(c openapi3.Content) (string, *openapi3.MediaType) {
 		return "application/x-www-form-urlencoded", m
 	}
 	return "", nil
-}
-
-func isJSON(mediaType string) bool {
-	mt := strings.ToLower(strings.TrimSpace(strings.Split(mediaType, ";")[0]))
-	return mt == "application/json" || strings.HasSuffix(mt, "+json")
 }
 
 func mediaTypes(c openapi3.Content) string {

@@ -8,6 +8,8 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/toolgate/toolgate/internal/result"
 )
 
 // componentRef starts a $ref to a schema of the document's components,
@@ -180,7 +182,7 @@ func (d *defs) output(op *openapi3.Operation) (schema jsontext.Value, wrapped bo
 			continue
 		}
 		for mt, media := range r.Value.Content {
-			if !isJSON(mt) || media.Schema == nil {
+			if !result.IsJSON(mt) || media.Schema == nil {
 				continue
 			}
 			s, err := d.schema(media.Schema)

@@ -35,7 +35,7 @@ func NewMapping(src string, run func(Answer) (any, error)) *Mapping {
 func (m *Mapping) Apply(status int, header http.Header, body []byte) Result {
 	if status < 200 || status > 299 {
 		ct := header.Get("Content-Type")
-		return failure(status, ct, isJSON(ct), body)
+		return failure(status, ct, IsJSON(ct), body)
 	}
 	a := Answer{Status: status, Headers: make(map[string]string, len(header))}
 	for k, v := range header {

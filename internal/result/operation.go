@@ -38,7 +38,7 @@ func FromOperation(status int, contentType string, body []byte, out Output) (Res
 			return r, false
 		}
 	}
-	if status < 200 || status > 299 || !isJSON(contentType) {
+	if status < 200 || status > 299 || !IsJSON(contentType) {
 		return NormalizeOrCard(status, contentType, body)
 	}
 	if r, card := fromJSON(body); card || !r.IsError {

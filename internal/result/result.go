@@ -93,7 +93,7 @@ func Normalize(status int, contentType string, body []byte) Result {
 // NormalizeOrCard is Normalize that also reports whether the answer is an
 // action-required card, from the same single decode of the body.
 func NormalizeOrCard(status int, contentType string, body []byte) (r Result, card bool) {
-	jsonBody := isJSON(contentType)
+	jsonBody := IsJSON(contentType)
 	if status < 200 || status > 299 {
 		return failure(status, contentType, jsonBody, body), false
 	}
@@ -392,7 +392,9 @@ func bounded(text string) string {
 	return text[:cut] + "…"
 }
 
-func isJSON(contentType string) bool {
+// IsJSON reports whether a content type (or media type) is JSON:
+// application/json, or a +json type such as application/problem+json.
+func IsJSON(contentType string) bool {
 	switch contentType {
 	case "":
 		return false
