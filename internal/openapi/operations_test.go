@@ -3,10 +3,14 @@ package openapi
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -273,6 +277,39 @@ func TestLoopbackOnly(t *testing.T) {
 	for _, server := range []string{"http://127.0.0.1:9", "http://localhost:9/v1", "http://[::1]:9", "https://api.example/v1"} {
 		if err := (Target{Server: server}).Check(); err != nil {
 			t.Errorf("server %s: %v", server, err)
+		}
+	}
+}
+
+// TestURLDocumentRefersToNothing: a document read from a URL may not make
+// the gateway read another, on its host or elsewhere, or a local file.
+func TestURLDocumentRefersToNothing(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "secret.yaml")
+	if err := os.WriteFile(secret, []byte("components: {schemas: {S: {type: string}}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var served atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		ref := r.URL.Query().Get("ref")
+		fmt.Fprintf(w, `openapi: "3.0.0"
+info: {title: t, version: "1"}
+paths:
+  /a:
+    get:
+      operationId: a
+      parameters: [{name: q, in: query, schema: {$ref: %q}}]
+      responses: {"200": {description: ok}}
+`, ref)
+	}))
+	defer srv.Close()
+	for _, ref := range []string{"common.yaml#/components/schemas/S", secret + "#/components/schemas/S", srv.URL + "/other.yaml#/components/schemas/S"} {
+		served.Store(0)
+		if _, err := Load(context.Background(), srv.URL+"/api.yaml?ref="+url.QueryEscape(ref)); err == nil {
+			t.Errorf("a $ref to %s loaded", ref)
+		}
+		if n := served.Load(); n != 1 {
+			t.Errorf("$ref %s: the server was asked %d times, want once (the document alone)", ref, n)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package upstream_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -375,4 +376,24 @@ func startStdio(t *testing.T, mode string) (*upstream.Server, *observer.Observed
 		t.Fatal(err)
 	}
 	return s, logs
+}
+
+// TestTooManyTools: a server that lists without end is not listed: at
+// most 1000 tools are taken from one server.
+func TestTooManyTools(t *testing.T) {
+	up := upstreamtest.New()
+	for i := range 1000 {
+		up.AddTool(fmt.Sprintf("extra%d", i))
+	}
+	s, err := upstream.New(upstream.Config{Name: "crm", URL: up.Serve(t), Timeout: 10 * time.Second}, upstream.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Start(); err == nil || !strings.Contains(err.Error(), "more than 1000 tools") {
+		t.Errorf("Start: %v", err)
+	}
+	if _, known := s.Tools(); known {
+		t.Error("the tools were taken")
+	}
 }
