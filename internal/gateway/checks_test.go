@@ -117,6 +117,10 @@ func (l *countingLedger) Wait(context.Context, string, ledger.State) (*ledger.Ca
 	return nil, ledger.ErrNotFound
 }
 
+func (l *countingLedger) Waiting(context.Context, string, string) ([]*ledger.Call, error) {
+	return nil, nil
+}
+
 func (l *countingLedger) Spend(context.Context, string, time.Time) (bool, error) { return true, nil }
 
 func (l *countingLedger) Close() error  { return nil }

@@ -40,6 +40,9 @@ func (l downLedger) Wait(_ context.Context, key string, _ ledger.State) (*ledger
 func (l downLedger) Spend(_ context.Context, id string, _ time.Time) (bool, error) {
 	return false, l.fail("spending", id)
 }
+func (l downLedger) Waiting(context.Context, string, string) ([]*ledger.Call, error) {
+	return nil, l.fail("listing", "")
+}
 func (downLedger) Close() error  { return nil }
 func (downLedger) Records() bool { return true }
 

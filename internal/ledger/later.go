@@ -153,3 +153,12 @@ func (l *Later) Close() error {
 
 // Interface guards
 var _ Ledger = (*Later)(nil)
+
+// Waiting implements Ledger.
+func (l *Later) Waiting(ctx context.Context, user, install string) ([]*Call, error) {
+	led, err := l.ledger()
+	if err != nil {
+		return nil, err
+	}
+	return led.Waiting(ctx, user, install)
+}

@@ -62,6 +62,29 @@ type Resume struct {
 	ButtonID string `json:"buttonId,omitempty"`
 	Action   string `json:"action,omitempty"` // "skip" or "cancel"
 	Device   string `json:"device,omitempty"`
+	// InputDigest is InputDigest of the input a button was pressed with
+	// (an approval with changes): another input is another answer.
+	InputDigest string `json:"inputDigest,omitempty"`
+}
+
+// Approval is the gateway's own question on a call: its card asks a
+// person to approve the call's input before anything is sent.
+type Approval struct {
+	// Input is the call's input, checked against the tool's schema, which
+	// runs once the call is approved (unless approved with changes).
+	Input jsontext.Value `json:"input"`
+	// Expires is when the question lapses: the call is then closed as not
+	// approved in time.
+	Expires time.Time `json:"expires"`
+	// Decision is set once the question is answered: approved, changed
+	// (approved with changes), rejected or timed_out; By and Device are
+	// who answered it, At when.
+	Decision string    `json:"decision,omitempty"`
+	By       string    `json:"by,omitempty"`
+	Device   string    `json:"device,omitempty"`
+	At       time.Time `json:"at,omitzero"`
+	// Changed is the input approved with changes, which ran instead.
+	Changed jsontext.Value `json:"changed,omitempty"`
 }
 
 // Call is one recorded tool call. Its string members that identify it come
@@ -88,6 +111,13 @@ type Call struct {
 	Card jsontext.Value `json:"card,omitempty"`
 	// Resume records how the card was answered.
 	Resume *Resume `json:"resume,omitzero"`
+	// Approval is set when the card is the gateway's own approval
+	// question rather than the handler's.
+	Approval *Approval `json:"approval,omitzero"`
+	// Limits are the quotas the call counted against when it was
+	// created; Update releases its place in those on calls in flight
+	// once it leaves flight.
+	Limits []Limit `json:"limits,omitzero"`
 	// Owner is the instance running the call; Deadline is when a call
 	// still in flight is given up as "outcome unknown".
 	Owner    string    `json:"owner,omitempty"`
@@ -101,7 +131,9 @@ type Call struct {
 type Ledger interface {
 	// Create records c (whose State is Running or AwaitingClient) unless a
 	// call with c.Key exists: then it returns that call and created=false,
-	// and writes nothing.
+	// and writes nothing. A new call is counted against each of c.Limits
+	// in the same atomic step; if one is full, nothing is recorded or
+	// counted and the error is an *OverLimitError (ErrOverLimit).
 	Create(ctx context.Context, c *Call) (existing *Call, created bool, err error)
 
 	// Get returns the call under key, or ErrNotFound.
@@ -119,6 +151,10 @@ type Ledger interface {
 	// is ErrNotFound; a closed ledger ErrUnavailable.
 	Wait(ctx context.Context, key string, state State) (*Call, error)
 
+	// Waiting returns the calls of user in install that wait for a person
+	// (ActionRequired), oldest first, at most MaxWaiting of them.
+	Waiting(ctx context.Context, user, install string) ([]*Call, error)
+
 	// Spend marks a one-time token (an MCP continuation's nonce) as used
 	// until it expires, and reports whether it was unused: of several
 	// Spends of one id, on any instance that shares the back end, exactly
@@ -135,6 +171,9 @@ type Ledger interface {
 	// Close releases the back end.
 	Close() error
 }
+
+// MaxWaiting bounds what Waiting returns.
+const MaxWaiting = 100
 
 // Key forms a ledger key from the caller and the call id. The separator
 // cannot appear in either part (call ids are printable ASCII).

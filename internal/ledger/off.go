@@ -34,3 +34,5 @@ func (off) Wait(context.Context, string, State) (*Call, error) { return nil, Err
 func (off) Records() bool { return false }
 
 func (off) Close() error { return nil }
+
+func (off) Waiting(context.Context, string, string) ([]*Call, error) { return nil, nil }

@@ -43,6 +43,10 @@ func keptFrom(c *Call) time.Time {
 	if inFlight(c.State) && c.Deadline.After(c.Updated) {
 		return c.Deadline
 	}
+	// An approval question is kept until it lapses, to be closed then.
+	if c.State == ActionRequired && c.Approval != nil && c.Approval.Expires.After(c.Updated) {
+		return c.Approval.Expires
+	}
 	return c.Updated
 }
 
