@@ -5,6 +5,7 @@ package policy
 
 import (
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -36,6 +37,7 @@ type Env struct {
 // Allow is a compiled allow expression.
 type Allow struct {
 	src  string
+	what string // what errors call it: allow, approval, assignee
 	prog *vm.Program
 	// readsInput is whether the expression can see the input at all; when
 	// it cannot, the input is neither converted nor held to Input's rules.
@@ -44,11 +46,27 @@ type Allow struct {
 
 // Compile compiles an allow expression against Env; it must yield a bool.
 func Compile(src string) (*Allow, error) {
-	prog, err := expr.Compile(src, expr.Env(Env{}), expr.AsBool())
+	return compile(src, "allow", expr.AsBool())
+}
+
+// CompileWhen compiles an approval rule's condition: Compile's language,
+// named "approval" in its errors.
+func CompileWhen(src string) (*Allow, error) {
+	return compile(src, "approval", expr.AsBool())
+}
+
+// CompileString compiles an expression against Env that yields a string
+// (an approval's assignee); what names it in errors ("assignee").
+func CompileString(src, what string) (*Allow, error) {
+	return compile(src, what, expr.AsKind(reflect.String))
+}
+
+func compile(src, what string, kind expr.Option) (*Allow, error) {
+	prog, err := expr.Compile(src, expr.Env(Env{}), kind)
 	if err != nil {
-		return nil, fmt.Errorf("allow %q: %w", src, err)
+		return nil, fmt.Errorf("%s %q: %w", what, src, err)
 	}
-	a := &Allow{src: src, prog: prog}
+	a := &Allow{src: src, prog: prog, what: what}
 	root := prog.Node()
 	ast.Walk(&root, visitor(func(n *ast.Node) {
 		// $env is the whole environment, so $env.input or $env["input"]
@@ -72,10 +90,20 @@ func (a *Allow) Source() string { return a.src }
 func (a *Allow) Eval(env Env) (bool, error) {
 	out, err := expr.Run(a.prog, env)
 	if err != nil {
-		return false, fmt.Errorf("allow %q: %w", a.src, err)
+		return false, fmt.Errorf("%s %q: %w", a.what, a.src, err)
 	}
 	ok, _ := out.(bool)
 	return ok, nil
+}
+
+// EvalString evaluates an expression compiled by CompileString.
+func (a *Allow) EvalString(env Env) (string, error) {
+	out, err := expr.Run(a.prog, env)
+	if err != nil {
+		return "", fmt.Errorf("%s %q: %w", a.what, a.src, err)
+	}
+	s, _ := out.(string)
+	return s, nil
 }
 
 // Input returns a call's decoded input as the expression reads it (see
@@ -88,7 +116,7 @@ func (a *Allow) Input(input any) (map[string]any, error) {
 	}
 	v, err := Plain(input)
 	if err != nil {
-		return nil, fmt.Errorf("allow %q: %w", a.src, err)
+		return nil, fmt.Errorf("%s %q: %w", a.what, a.src, err)
 	}
 	m, _ := v.(map[string]any)
 	if m == nil {

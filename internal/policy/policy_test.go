@@ -377,3 +377,28 @@ func TestAllowExactNumbers(t *testing.T) {
 		})
 	}
 }
+
+func TestCompileString(t *testing.T) {
+	a, err := policy.CompileString(`claims.approver ?? ""`, "assignee")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		claims map[string]any
+		want   string
+	}{
+		{map[string]any{"approver": "phone-1"}, "phone-1"},
+		{map[string]any{}, ""},
+	} {
+		got, err := a.EvalString(policy.Env{Claims: tc.claims, Input: map[string]any{}})
+		if err != nil || got != tc.want {
+			t.Errorf("claims %v: %q, %v; want %q", tc.claims, got, err, tc.want)
+		}
+	}
+	if _, err := policy.CompileString(`1 + 1`, "assignee"); err == nil || !strings.Contains(err.Error(), "assignee") {
+		t.Errorf("a number for a string: %v", err)
+	}
+	if _, err := policy.CompileWhen(`1 + 1`); err == nil || !strings.Contains(err.Error(), "approval") {
+		t.Errorf("a non-bool condition: %v", err)
+	}
+}
