@@ -12,7 +12,9 @@ import (
 	"os"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -22,6 +24,7 @@ import (
 	"github.com/toolgate/toolgate/internal/jsonread"
 	"github.com/toolgate/toolgate/internal/mapping"
 	"github.com/toolgate/toolgate/internal/policy"
+	"github.com/toolgate/toolgate/internal/quota"
 	"github.com/toolgate/toolgate/internal/refs"
 )
 
@@ -56,6 +59,43 @@ type Tool struct {
 	// Meta is an upstream MCP server's tool's _meta, passed on as it
 	// listed it; no manifest sets it.
 	Meta map[string]any `json:"-"`
+
+	// Approval, when set, makes the gateway ask a person before a call is
+	// sent (docs/governance.md).
+	Approval *Approval `json:"approval,omitzero"`
+	// Limits are the tool's quotas ("20/1h per user"), counted in calls.
+	Limits []string `json:"limits,omitempty"`
+}
+
+// Approval is an approval rule: when When holds (always, when empty), a
+// call waits on the gateway's own card until a person approves it.
+type Approval struct {
+	// When is an expression in allow's language; empty: always.
+	When string `json:"when,omitempty"`
+	// Title and Description are the card's.
+	Title       string `json:"title"`
+	Description string `json:"description,omitempty"`
+	// Timeout is how long the question stays open ("24h", "90m", "2d");
+	// default DefaultApprovalTimeout.
+	Timeout string `json:"timeout,omitempty"`
+	// Assignee is an expression yielding the device (computerId) that must
+	// decide; empty, or an empty result: any of the caller's.
+	Assignee string `json:"assignee,omitempty"`
+}
+
+// DefaultApprovalTimeout is how long an approval stays open by default.
+const DefaultApprovalTimeout = 24 * time.Hour
+
+// MaxApprovalTimeout bounds an approval's timeout.
+const MaxApprovalTimeout = 30 * 24 * time.Hour
+
+// CompiledApproval is an approval rule ready to evaluate.
+type CompiledApproval struct {
+	Approval
+	// When is nil for a rule that always holds.
+	When     *policy.Allow
+	Assignee *policy.Allow
+	Timeout  time.Duration
 }
 
 // ShowsUI reports whether the tool's answers show in the MCP Apps view.
@@ -165,6 +205,10 @@ type Compiled struct {
 	Target *dispatch.Target
 	// Policy is the compiled Allow expression, if any.
 	Policy *policy.Allow
+	// Approval is the compiled approval rule, if any.
+	Approval *CompiledApproval
+	// Limits are the tool's own quotas, read.
+	Limits []quota.Rule
 }
 
 // Set is the tools a gateway serves.
@@ -282,7 +326,72 @@ func compileTool(t Tool, env dispatch.Env) (*Compiled, error) {
 			return nil, err
 		}
 	}
+	if t.Approval != nil {
+		if c.Approval, err = compileApproval(*t.Approval, target); err != nil {
+			return nil, err
+		}
+	}
+	if c.Limits, err = quota.ParseAll(t.Limits); err != nil {
+		return nil, err
+	}
 	return c, nil
+}
+
+// compileApproval checks and compiles an approval rule.
+func compileApproval(a Approval, target *dispatch.Target) (*CompiledApproval, error) {
+	if target.Kind().InPage() {
+		return nil, errors.New("approval: a client tool runs in the user's own page, so there is no call to hold for approval")
+	}
+	if strings.TrimSpace(a.Title) == "" {
+		return nil, errors.New("approval: a title is required (the card's)")
+	}
+	c := &CompiledApproval{Approval: a, Timeout: DefaultApprovalTimeout}
+	var err error
+	if a.When != "" {
+		if c.When, err = policy.CompileWhen(a.When); err != nil {
+			return nil, err
+		}
+	}
+	if a.Assignee != "" {
+		if c.Assignee, err = policy.CompileString(a.Assignee, "approval assignee"); err != nil {
+			return nil, err
+		}
+	}
+	if a.Timeout != "" {
+		if c.Timeout, err = ParseTimeout(a.Timeout); err != nil {
+			return nil, fmt.Errorf("approval timeout: %v", err)
+		}
+	}
+	return c, nil
+}
+
+// ParseTimeout reads an approval's timeout: a Go duration ("24h",
+// "90m", "1h30m") or whole days ("2d"), from a second to
+// MaxApprovalTimeout.
+func ParseTimeout(s string) (time.Duration, error) {
+	var d time.Duration
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 1 || days[0] == '+' {
+			return 0, fmt.Errorf("%q: whole days (2d) or a duration (24h, 90m)", s)
+		}
+		if n > int(MaxApprovalTimeout/(24*time.Hour)) {
+			return 0, fmt.Errorf("%q: at most 30d", s)
+		}
+		d = time.Duration(n) * 24 * time.Hour
+	} else {
+		var err error
+		if d, err = time.ParseDuration(s); err != nil {
+			return 0, fmt.Errorf("%q: whole days (2d) or a duration (24h, 90m)", s)
+		}
+	}
+	switch {
+	case d < time.Second:
+		return 0, fmt.Errorf("%q: at least 1s", s)
+	case d > MaxApprovalTimeout:
+		return 0, fmt.Errorf("%q: at most 30d", s)
+	}
+	return d, nil
 }
 
 // checkOutput checks an output schema: an object schema that compiles,
