@@ -226,11 +226,11 @@ func TestContextHeader(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := contextHeader(o); got != string(want) {
+		if got := contextHeader(&Call{Origin: o}); got != string(want) {
 			t.Errorf("contextHeader(%+v) = %s, encoding/json wrote %s", o, got, want)
 		}
 	}
-	if got := contextHeader(Origin{Source: SourceAPI}); got != `{"source":"api"}` {
+	if got := contextHeader(&Call{Origin: Origin{Source: SourceAPI}}); got != `{"source":"api"}` {
 		t.Errorf("contextHeader of an api call = %s", got)
 	}
 }
@@ -268,6 +268,6 @@ func BenchmarkAnswerJSONSize(b *testing.B) {
 func BenchmarkContextHeader(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
-		_ = contextHeader(Origin{Source: SourceAPI})
+		_ = contextHeader(&Call{Origin: Origin{Source: SourceAPI}})
 	}
 }

@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/jsonread"
 	"github.com/toolgate/toolgate/internal/ledger"
+	"github.com/toolgate/toolgate/internal/observe"
 	"github.com/toolgate/toolgate/internal/result"
 )
 
@@ -64,6 +67,10 @@ func (g *Gateway) settle(ctx context.Context, c *ledger.Call) (*Answer, error) {
 			return nil, g.unavailable(err)
 		}
 	}
+	c, err := g.lapse(ctx, c)
+	if err != nil {
+		return nil, err
+	}
 	return answerOf(c), nil
 }
 
@@ -76,6 +83,9 @@ func checkCard(owner *dispatch.Target, body []byte) (jsontext.Value, error) {
 	card, err := result.ParseCard(body)
 	if err != nil {
 		return nil, err
+	}
+	if card.Approval != nil {
+		return nil, errors.New(`invalid card: "approval" is the gateway's own approval card's; a handler asks with its own buttons`)
 	}
 	if err := checkButtons(owner, card); err != nil {
 		return nil, err
@@ -136,7 +146,7 @@ func (g *Gateway) lookup(ctx context.Context, who Identity, callID string) (*led
 	case err != nil:
 		return nil, g.unavailable(err)
 	}
-	return c, nil
+	return g.lapse(ctx, c)
 }
 
 // Resume actions.
@@ -153,6 +163,11 @@ type ResumeRequest struct {
 	Action   string
 	// Device is the resuming device; with callers, the token's device claim.
 	Device string
+	// Input is the changed input of an approval approved with changes
+	// (ButtonID approve); empty otherwise.
+	Input jsontext.Value
+	// Surface is where the answer came from (SurfaceAPI, SurfaceMCP).
+	Surface string
 }
 
 // Resume answers a card once. A repeat of the same answer gets the
@@ -174,12 +189,17 @@ func (g *Gateway) Resume(ctx context.Context, req ResumeRequest) (ans *Answer, e
 	}
 	want := ledger.Resume{ButtonID: req.ButtonID, Action: req.Action, Device: req.Device}
 	for {
+		want.InputDigest = resumeDigest(c, req.Input)
 		if c.State != ledger.ActionRequired {
+			if c.Approval != nil && c.Approval.Decision == observe.ApprovalTimedOut {
+				return nil, &RequestError{Code: "conflict", kind: ErrConflict,
+					Msg: fmt.Sprintf("call %q was not approved in time: its approval lapsed at %s", c.CallID, c.Approval.Expires.UTC().Format(time.RFC3339))}
+			}
 			if c.Resume == nil {
 				return nil, &RequestError{Code: "conflict", kind: ErrConflict,
 					Msg: fmt.Sprintf("call %q is %s and is not waiting for a person", c.CallID, c.State)}
 			}
-			if c.Resume.ButtonID != want.ButtonID || c.Resume.Action != want.Action {
+			if c.Resume.ButtonID != want.ButtonID || c.Resume.Action != want.Action || c.Resume.InputDigest != want.InputDigest {
 				return nil, &RequestError{Code: "conflict", kind: ErrConflict,
 					Msg: fmt.Sprintf("call %q was already answered (%s)", c.CallID, describeResume(*c.Resume))}
 			}
@@ -200,9 +220,19 @@ func (g *Gateway) Resume(ctx context.Context, req ResumeRequest) (ans *Answer, e
 					Msg: fmt.Sprintf("continue on %s: only that device may press this card's buttons; others may skip or cancel", card.Assignee.ComputerID)}
 			}
 		}
+		changed, err := g.checkChanges(c, req)
+		if err != nil {
+			return nil, err
+		}
+		approving := pendingApproval(c)
 		claimed := *c
 		claimed.State, claimed.Resume, claimed.Updated = ledger.Running, &want, g.clock.Now()
 		claimed.Owner, claimed.Deadline = g.instance, g.clock.Now().Add(g.inFlightLimit())
+		if approving {
+			a := *c.Approval
+			a.Decision, a.By, a.Device, a.At, a.Changed = decisionOf(req, changed), c.User, req.Device, g.clock.Now(), changed
+			claimed.Approval = &a
+		}
 		cur, err := g.ledger.Update(ctx, &claimed, ledger.ActionRequired)
 		if errors.Is(err, ledger.ErrConflict) {
 			c = cur
@@ -215,11 +245,78 @@ func (g *Gateway) Resume(ctx context.Context, req ResumeRequest) (ans *Answer, e
 
 		// As a call does, a pressed button runs to its end without its caller.
 		bg := context.WithoutCancel(ctx)
+		if approving {
+			g.decided(&claimed, req)
+			res, next := g.approvalAnswer(bg, &claimed, req, changed)
+			if next != nil {
+				claimed.State, claimed.Card, claimed.Updated = ledger.ActionRequired, next, g.clock.Now()
+			} else {
+				claimed.State, claimed.Result, claimed.Updated = ledger.Done, &res, g.clock.Now()
+			}
+			g.record(bg, &claimed, ledger.Running)
+			return answerOf(&claimed), nil
+		}
 		res := g.answerCard(bg, &claimed, card, button, want.Action)
 		claimed.State, claimed.Result, claimed.Updated = ledger.Done, &res, g.clock.Now()
 		g.record(bg, &claimed, ledger.Running)
+		g.auditResumed(&claimed, req, res)
 		return answerOf(&claimed), nil
 	}
+}
+
+// resumeDigest is the Resume.InputDigest of an answer with input: none
+// for no input, or the input the approval already holds.
+func resumeDigest(c *ledger.Call, input jsontext.Value) string {
+	if len(input) == 0 {
+		return ""
+	}
+	in := compactInput(input)
+	if c.Approval != nil && string(in) == string(c.Approval.Input) {
+		return ""
+	}
+	d, err := ledger.RawInputDigest(in)
+	if err != nil {
+		return ledger.InputDigest(string(in))
+	}
+	return d
+}
+
+// decisionOf is how an answer decides an approval.
+func decisionOf(req ResumeRequest, changed jsontext.Value) string {
+	switch {
+	case req.Action != "":
+		return req.Action
+	case req.ButtonID == result.ButtonApprove && changed != nil:
+		return observe.ApprovalChanged
+	case req.ButtonID == result.ButtonApprove:
+		return observe.ApprovalApproved
+	}
+	return observe.ApprovalRejected
+}
+
+// decided counts and audits an approval's answer.
+func (g *Gateway) decided(c *ledger.Call, req ResumeRequest) {
+	event := c.Approval.Decision
+	if event == ActionSkip || event == ActionCancel {
+		event = observe.ApprovalRejected
+	}
+	g.obs.Approval(c.Tool, event)
+	e := entryOf(c, req.Surface, audit.EventApprovalDecided)
+	e.Decision, e.By, e.Device = c.Approval.Decision, c.Approval.By, c.Approval.Device
+	g.audit(e, c.Approval.Changed)
+}
+
+// auditResumed appends an app card's answer and its outcome.
+func (g *Gateway) auditResumed(c *ledger.Call, req ResumeRequest, res result.Result) {
+	if g.auditor == nil {
+		return
+	}
+	e := entryOf(c, req.Surface, audit.EventResumed)
+	e.Decision, e.Device, e.Outcome = describeResume(*c.Resume), req.Device, "ok"
+	if res.IsError {
+		e.Outcome = "error"
+	}
+	g.audit(e, nil)
 }
 
 func describeResume(r ledger.Resume) string {
@@ -257,6 +354,7 @@ func (g *Gateway) answerCard(ctx context.Context, c *ledger.Call, card *result.C
 	}
 	call := Call{
 		Tool:     c.Tool,
+		Surface:  SurfaceButton,
 		CallID:   c.CallID + "/" + button.ID,
 		Origin:   Origin{Source: c.Source, ThreadID: c.ThreadID},
 		Identity: Identity{User: c.User, Install: c.Install},

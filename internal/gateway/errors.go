@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 )
@@ -25,7 +26,11 @@ var (
 type RequestError struct {
 	Code string
 	Msg  string
-	kind error
+	// RetryAfter is when a call over a quota may be tried again, and
+	// Limit names the quota; zero otherwise.
+	RetryAfter time.Duration
+	Limit      string
+	kind       error
 }
 
 func (e *RequestError) Error() string { return e.Msg }

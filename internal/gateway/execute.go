@@ -28,11 +28,8 @@ type outcome struct {
 // kind says. ctx runs it; caller is the caller's request, which only a
 // call run in the page heeds.
 func (g *Gateway) execute(ctx, caller context.Context, tool *manifest.Compiled, call Call, input any, inputErr error) outcome {
-	if inputErr != nil {
-		return outcome{res: result.Failure("invalid input: %v", inputErr)}
-	}
-	if err := tool.ValidateInput(input); err != nil {
-		return outcome{res: result.Failure("%v", err)}
+	if res, ok := checkInput(tool, input, inputErr); !ok {
+		return outcome{res: res}
 	}
 	kind := tool.Target.Kind()
 	out := kind.Execute(tool.Target, &runner{g: g, ctx: ctx, caller: caller, call: call, input: input})
@@ -50,6 +47,18 @@ func (g *Gateway) execute(ctx, caller context.Context, tool *manifest.Compiled, 
 		return outcome{res: result.Failure("the handler answered an %v", err), upstream: out.Upstream}
 	}
 	return outcome{res: out.Result, card: card, upstream: out.Upstream}
+}
+
+// checkInput is the error result of an input that did not decode or
+// does not match the tool's schema; ok when it does.
+func checkInput(tool *manifest.Compiled, input any, inputErr error) (result.Result, bool) {
+	if inputErr != nil {
+		return result.Failure("invalid input: %v", inputErr), false
+	}
+	if err := tool.ValidateInput(input); err != nil {
+		return result.Failure("%v", err), false
+	}
+	return result.Result{}, true
 }
 
 // runner is the gateway's dispatch.Executor for one call: ctx sends it,

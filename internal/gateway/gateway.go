@@ -28,6 +28,7 @@ import (
 	"github.com/toolgate/toolgate/internal/manifest"
 	"github.com/toolgate/toolgate/internal/observe"
 	"github.com/toolgate/toolgate/internal/outbound"
+	"github.com/toolgate/toolgate/internal/quota"
 	"github.com/toolgate/toolgate/internal/result"
 )
 
@@ -57,24 +58,33 @@ type Config struct {
 	// is someone else's endpoint, and the card frames its embed on the
 	// app's page. Default: none, so a url target's embed is refused.
 	EmbedOrigins []string
+	// Limits are quotas over all tools together, beside each tool's own.
+	Limits []quota.Rule
+	// Audit, when set, is told every call's life (the audit trail);
+	// AuditInputs adds each call's input to its entries.
+	Audit       Auditor
+	AuditInputs bool
 }
 
 // Gateway serves one set of tools.
 type Gateway struct {
-	tools      atomic.Pointer[manifest.Set]
-	toolsMu    sync.Mutex // orders SetTools and its listeners
-	onTools    []func(*manifest.Set)
-	issuer     *identity.Issuer
-	client     *outbound.Client
-	ledger     ledger.Ledger
-	logger     *zap.Logger
-	instance   string
-	bridge     *clienttools.Bridge
-	clientWait time.Duration
-	clock      clock.Clock
-	obs        observe.Observer
-	embeds     map[string]bool // EmbedOrigins
-	embedList  []string        // EmbedOrigins, in their order
+	tools       atomic.Pointer[manifest.Set]
+	toolsMu     sync.Mutex // orders SetTools and its listeners
+	onTools     []func(*manifest.Set)
+	issuer      *identity.Issuer
+	client      *outbound.Client
+	ledger      ledger.Ledger
+	logger      *zap.Logger
+	instance    string
+	bridge      *clienttools.Bridge
+	clientWait  time.Duration
+	clock       clock.Clock
+	obs         observe.Observer
+	embeds      map[string]bool // EmbedOrigins
+	embedList   []string        // EmbedOrigins, in their order
+	allLimits   []quota.Rule
+	auditor     Auditor
+	auditInputs bool
 
 	// closing is done once Close is called; retries are the goroutines
 	// record started, which it ends. mu orders a retry's start after
@@ -95,6 +105,7 @@ func New(c Config) *Gateway {
 		bridge: c.Bridge, clientWait: c.ClientTimeout, obs: observe.Or(c.Observer),
 		embeds: make(map[string]bool, len(c.EmbedOrigins)), embedList: slices.Clone(c.EmbedOrigins),
 		closeWait: closeWait,
+		allLimits: c.Limits, auditor: c.Audit, auditInputs: c.AuditInputs,
 	}
 	g.closing, g.close = context.WithCancel(context.Background())
 	g.tools.Store(c.Tools)
@@ -222,12 +233,22 @@ func (g *Gateway) Invoke(ctx context.Context, call Call) (ans *Answer, err error
 			g.logger.Warn("allow expression failed", zap.String("tool", call.Tool), zap.Error(err))
 			msg += " (the policy could not be evaluated)"
 		}
+		g.auditRefusal(tool, call, "forbidden", "")
 		return nil, g.refused(tool, call, observe.RefusedPolicy, &RequestError{Code: "forbidden", Msg: msg, kind: ErrForbidden})
 	}
 	if err := g.admitClientCall(ctx, tool, call); err != nil {
 		return nil, g.refused(tool, call, observe.RefusedLimits, err)
 	}
 	off := !g.ledger.Records()
+	// An approval is asked in a thread, and waits in the ledger: without
+	// either, nothing is recorded, counted or sent.
+	approval := g.needsApproval(tool, call, input)
+	switch {
+	case approval && call.Origin.Source != SourceThread:
+		return g.cannotAsk(tool, call, "this call has no thread to ask in (its source is api): call it from a conversation"), nil
+	case approval && off:
+		return g.cannotAsk(tool, call, "approvals wait in the call ledger, which is off"), nil
+	}
 	digest := ""
 	if !off {
 		// Off keeps no call to compare a repeat's input with.
@@ -242,9 +263,12 @@ func (g *Gateway) Invoke(ctx context.Context, call Call) (ans *Answer, err error
 		Key: ledger.Key(call.Identity.User, call.Identity.Install, call.CallID), CallID: call.CallID, Tool: call.Tool,
 		User: call.Identity.User, Install: call.Identity.Install, Source: call.Origin.Source, ThreadID: call.Origin.ThreadID,
 		Digest: digest, State: state, Owner: g.instance, Deadline: now.Add(limit),
-		Created: now, Updated: now,
+		Created: now, Updated: now, Limits: g.limits(tool, call),
 	}
 	existing, created, err := g.ledger.Create(ctx, rec)
+	if over := (*ledger.OverLimitError)(nil); errors.As(err, &over) {
+		return nil, g.overLimit(tool, call, over)
+	}
 	if err != nil {
 		return nil, g.unavailable(err)
 	}
@@ -270,6 +294,9 @@ func (g *Gateway) Invoke(ctx context.Context, call Call) (ans *Answer, err error
 	if !off {
 		runCtx = context.WithoutCancel(ctx)
 	}
+	if approval {
+		return g.askApproval(runCtx, tool, call, input, inputErr, rec, state, start), nil
+	}
 	out := g.execute(runCtx, ctx, tool, call, input, inputErr)
 	if out.card != nil && off {
 		// A card pauses its call in the ledger, which keeps nothing.
@@ -284,5 +311,6 @@ func (g *Gateway) Invoke(ctx context.Context, call Call) (ans *Answer, err error
 	}
 	rec.Updated = g.clock.Now()
 	g.record(runCtx, rec, state)
+	g.auditCall(tool, call, rec, out, start)
 	return answerOf(rec), nil
 }

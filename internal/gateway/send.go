@@ -37,7 +37,7 @@ func (g *Gateway) send(ctx context.Context, t *dispatch.Target, input any, call 
 		// The three values share one array (Header.Set makes a slice for
 		// each); each slice's capacity is its length, so that an append to
 		// one copies it rather than overwriting the next.
-		v := []string{auth, contextHeader(call.Origin), dispatch.IdempotencyKey(call.Identity.User, call.Identity.Install, call.CallID)}
+		v := []string{auth, contextHeader(&call), dispatch.IdempotencyKey(call.Identity.User, call.Identity.Install, call.CallID)}
 		req.Header["Authorization"] = v[0:1:1]
 		req.Header["Kazzle-Tool-Context"] = v[1:2:2]
 		req.Header["Idempotency-Key"] = v[2:3:3]

@@ -52,6 +52,12 @@ type Call struct {
 	Identity Identity
 	// Claims are the verified caller token's claims; nil without callers.
 	Claims map[string]any
+	// Surface is where the call came from (SurfaceAPI, SurfaceMCP), for
+	// the audit trail.
+	Surface string
+
+	// approval is set on a call run once a person approved it.
+	approval *ApprovalInfo
 }
 
 // Answer is what a call answers now: a result (done), a card
@@ -150,14 +156,24 @@ var apiContext = func() string {
 	return string(b)
 }()
 
-// contextHeader is the Kazzle-Tool-Context header of a call from c, which
+// toolContext is Kazzle-Tool-Context: the call's origin, and how it was
+// approved when it was.
+type toolContext struct {
+	Source   string        `json:"source"`
+	ThreadID string        `json:"threadId,omitempty"`
+	Approval *ApprovalInfo `json:"approval,omitzero"`
+}
+
+// contextHeader is the Kazzle-Tool-Context header of call, whose origin
 // CheckOrigin checked.
-func contextHeader(c Origin) string {
-	if c.Source == SourceAPI {
+func contextHeader(call *Call) string {
+	c := call.Origin
+	if c.Source == SourceAPI && call.approval == nil {
 		return apiContext
 	}
-	// Only invalid UTF-8 could fail, and a thread id is valid UTF-8.
-	b, _ := json.Marshal(&c, contextOptions)
+	// Only invalid UTF-8 could fail, and a thread id and a user are
+	// valid UTF-8.
+	b, _ := json.Marshal(&toolContext{Source: c.Source, ThreadID: c.ThreadID, Approval: call.approval}, contextOptions)
 	return string(b)
 }
 

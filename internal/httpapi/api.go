@@ -223,6 +223,8 @@ func (a *API) routes() {
 	// any user, and a page origin is no runtime caller (runtimeCORS).
 	a.handle("GET /calls/{id}", a.runtimeCORS(a.callID(a.runtime(a.serveStatus))))
 	a.handle("POST /calls/{id}/resume", a.runtimeCORS(a.callID(a.runtime(a.serveResume))))
+	// What waits for the caller, for a page that shows its cards.
+	a.handle("GET /waiting", a.runtimeCORS(a.runtime(a.serveWaiting)))
 	a.handle("POST /page-context", a.runtime(a.servePageContext))
 	a.handle("GET /.well-known/jwks.json", a.serveJWKS)
 	a.handle("/mcp", a.serveMCP)
@@ -242,6 +244,7 @@ func (a *API) routes() {
 	a.handle("/calls/{rest...}", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "unknown_call", "no such call")
 	})
+	a.handle("/waiting", a.runtimeCORS(only(http.MethodGet)))
 	a.handle("/page-context", only(http.MethodPost))
 	a.handle("/.well-known/jwks.json", only(http.MethodGet))
 

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -58,6 +59,15 @@ func (a *API) writeAnswer(w http.ResponseWriter, ans *gateway.Answer, err error)
 		var re *gateway.RequestError
 		if errors.As(err, &re) {
 			status := StatusOf(err)
+			if re.RetryAfter > 0 {
+				// A quota says when its window lets the next call in.
+				var e apiError
+				e.Error.Code, e.Error.Message, e.Error.Limit = re.Code, err.Error(), re.Limit
+				e.Error.RetryAfter = int64(re.RetryAfter / time.Second)
+				w.Header().Set("Retry-After", strconv.FormatInt(e.Error.RetryAfter, 10))
+				writeJSON(w, status, e)
+				return
+			}
 			if status == http.StatusTooManyRequests {
 				w.Header().Set("Retry-After", retryAfter)
 			}
@@ -176,6 +186,9 @@ type apiError struct {
 	Error struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
+		// Limit and RetryAfter (seconds) are set for a call over a quota.
+		Limit      string `json:"limit,omitempty"`
+		RetryAfter int64  `json:"retryAfter,omitzero"`
 	} `json:"error"`
 }
 

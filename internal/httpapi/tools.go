@@ -187,7 +187,7 @@ func (a *API) serveInvoke(w http.ResponseWriter, r *http.Request, c caller) {
 	if !a.decodeBody(w, r, &env) {
 		return
 	}
-	call := gateway.Call{Tool: r.PathValue("name"), CallID: env.CallID, Input: env.Input}
+	call := gateway.Call{Tool: r.PathValue("name"), CallID: env.CallID, Input: env.Input, Surface: gateway.SurfaceAPI}
 	if env.Context != nil {
 		call.Origin = *env.Context
 	}
@@ -216,6 +216,8 @@ type resumeBody struct {
 	Action   string            `json:"action"`
 	Device   string            `json:"device"`
 	Identity *gateway.Identity `json:"identity"`
+	// Input is the changed input of an approval approved with changes.
+	Input jsontext.Value `json:"input"`
 }
 
 func (a *API) serveResume(w http.ResponseWriter, r *http.Request, c caller) {
@@ -223,7 +225,8 @@ func (a *API) serveResume(w http.ResponseWriter, r *http.Request, c caller) {
 	if !a.decodeBody(w, r, &body) {
 		return
 	}
-	req := gateway.ResumeRequest{CallID: r.PathValue("id"), Identity: c.Identity, ButtonID: body.ButtonID, Action: body.Action, Device: body.Device}
+	req := gateway.ResumeRequest{CallID: r.PathValue("id"), Identity: c.Identity, ButtonID: body.ButtonID, Action: body.Action, Device: body.Device,
+		Input: body.Input, Surface: gateway.SurfaceAPI}
 	if c.verified {
 		// The device is the token's, never the body's.
 		req.Device = c.Device
@@ -232,6 +235,26 @@ func (a *API) serveResume(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 	ans, err := a.gw.Resume(r.Context(), req)
 	a.writeAnswer(w, ans, err)
+}
+
+// waitingJSON is the body of GET /waiting.
+type waitingJSON struct {
+	Calls []*gateway.Answer `json:"calls"`
+}
+
+// serveWaiting lists the calls that wait for the caller: approval
+// questions and apps' cards, oldest first.
+func (a *API) serveWaiting(w http.ResponseWriter, r *http.Request, c caller) {
+	who := c.Identity
+	if !c.verified {
+		who = gateway.Identity{User: r.URL.Query().Get("user"), Install: r.URL.Query().Get("install")}
+	}
+	calls, err := a.gw.Waiting(r.Context(), who)
+	if err != nil {
+		a.writeAnswer(w, nil, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, waitingJSON{Calls: calls})
 }
 
 // servePageContext renders a readables snapshot for the runtime.

@@ -73,7 +73,7 @@ func cardAnswerTool() *sdk.Tool {
 		Name:        manifest.CardAnswerTool,
 		Title:       "Answer a card",
 		Description: "Answers an action-required card shown in toolgate's view: presses one of its buttons, or skips or cancels it. Only the view can call it: it needs the card's state, which the view holds.",
-		InputSchema: jsontext.Value(`{"type":"object","properties":{"state":{"type":"string"},"button":{"type":"string"},"action":{"enum":["skip","cancel"]}},"required":["state"],"additionalProperties":false}`),
+		InputSchema: jsontext.Value(`{"type":"object","properties":{"state":{"type":"string"},"button":{"type":"string"},"action":{"enum":["skip","cancel"]},"input":{"type":"object"}},"required":["state"],"additionalProperties":false}`),
 		Meta:        sdk.Meta{"ui": map[string]any{"resourceUri": web.MCPAppURI, "visibility": []string{"app"}}},
 	}
 }
@@ -163,6 +163,8 @@ type cardAnswerArgs struct {
 	State  string `json:"state"`
 	Button string `json:"button,omitempty"`
 	Action string `json:"action,omitempty"`
+	// Input is the changed input of an approval approved with changes.
+	Input jsontext.Value `json:"input,omitempty"`
 }
 
 func parseCardAnswer(raw jsontext.Value) (cardAnswerArgs, error) {
@@ -178,6 +180,8 @@ func parseCardAnswer(raw jsontext.Value) (cardAnswerArgs, error) {
 		return a, fmt.Errorf(`give either "button" or "action" ("skip" or "cancel")`)
 	case a.Action != "" && a.Action != gateway.ActionSkip && a.Action != gateway.ActionCancel:
 		return a, fmt.Errorf("action %q is not skip or cancel", a.Action)
+	case len(a.Input) > 0 && a.Input.Kind() != '{':
+		return a, fmt.Errorf("input must be an object")
 	}
 	return a, nil
 }
@@ -201,5 +205,5 @@ func (s *Server) answerCard(ctx context.Context, req *sdk.CallToolRequest) (*sdk
 		return errorResult("the card's answer was refused: " + err.Error()), nil
 	}
 	// The view's result shows in the view whatever the tool: the view asked.
-	return s.continueCard(ctx, args.State, viaView, c, gateway.ResumeRequest{ButtonID: args.Button, Action: args.Action}, nil, true)
+	return s.continueCard(ctx, args.State, viaView, c, gateway.ResumeRequest{ButtonID: args.Button, Action: args.Action, Input: args.Input}, nil, true)
 }

@@ -237,7 +237,7 @@ func TestAppsToolsList(t *testing.T) {
 	if m := dump(answer.Meta); m != `{"ui":{"resourceUri":"ui://toolgate/card","visibility":["app"]}}` {
 		t.Errorf("%s _meta %s", manifest.CardAnswerTool, m)
 	}
-	if !sameJSON(t, dump(answer.InputSchema), `{"type":"object","properties":{"state":{"type":"string"},"button":{"type":"string"},"action":{"enum":["skip","cancel"]}},"required":["state"],"additionalProperties":false}`) {
+	if !sameJSON(t, dump(answer.InputSchema), `{"type":"object","properties":{"state":{"type":"string"},"button":{"type":"string"},"action":{"enum":["skip","cancel"]},"input":{"type":"object"}},"required":["state"],"additionalProperties":false}`) {
 		t.Errorf("%s input schema %s", manifest.CardAnswerTool, dump(answer.InputSchema))
 	}
 

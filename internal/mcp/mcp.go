@@ -348,7 +348,7 @@ func (s *Server) callTool(ctx context.Context, req *sdk.CallToolRequest, caps *s
 		return s.resume(ctx, req, c, caps)
 	}
 
-	call := gateway.Call{Tool: p.Name, Input: []byte(p.Arguments), Identity: c.Identity, Claims: c.Claims}
+	call := gateway.Call{Tool: p.Name, Input: []byte(p.Arguments), Identity: c.Identity, Claims: c.Claims, Surface: gateway.SurfaceMCP}
 	// A malformed call id is a malformed request: a protocol error. An
 	// empty one is none, as in the Tools API.
 	id, isString := p.Meta[MetaCallID].(string)
@@ -610,7 +610,7 @@ func (s *Server) continueCard(ctx context.Context, raw, via string, c Caller, rr
 	if err != nil {
 		return errorResult("the card's answer was refused: " + err.Error()), nil
 	}
-	rr.CallID, rr.Identity, rr.Device = st.CallID, c.Identity, c.Device
+	rr.CallID, rr.Identity, rr.Device, rr.Surface = st.CallID, c.Identity, c.Device, gateway.SurfaceMCP
 	ans, err := s.gw.Resume(ctx, rr)
 	if err != nil {
 		out := s.failed(err)

@@ -30,7 +30,20 @@ const (
 	RefusedLoopback = "loopback"
 	// RefusedLimits: a request over a size or pages limit.
 	RefusedLimits = "limits"
+	// RefusedQuota: a call over one of its quotas (limit …).
+	RefusedQuota = "quota"
 )
+
+// Approval events, the event label of approvals_total.
+const (
+	ApprovalAsked    = "asked"
+	ApprovalApproved = "approved"
+	ApprovalChanged  = "changed"
+	ApprovalRejected = "rejected"
+	ApprovalTimedOut = "timed_out"
+)
+
+var approvalEvents = []string{ApprovalAsked, ApprovalApproved, ApprovalChanged, ApprovalRejected, ApprovalTimedOut}
 
 // Client tool events, the event label of client_tool_events_total.
 const (
@@ -106,6 +119,10 @@ type Observer interface {
 	MCPSession(delta int)
 	// MCPCall: an MCP tools/call arrived.
 	MCPCall()
+	// Approval: an approval event (Approval*) of a tool's call.
+	Approval(tool, event string)
+	// OverLimit: a call of tool was refused by one of its quotas.
+	OverLimit(tool string)
 }
 
 // Nop observes nothing: metrics off.
@@ -121,6 +138,8 @@ func (nop) Card(string)                      {}
 func (nop) LedgerOp(string, string, string)  {}
 func (nop) MCPSession(int)                   {}
 func (nop) MCPCall()                         {}
+func (nop) Approval(string, string)          {}
+func (nop) OverLimit(string)                 {}
 
 // Or is o, or Nop when o is nil.
 func Or(o Observer) Observer {

@@ -19,7 +19,7 @@ import (
 // counts go on from where they were.
 func TestRegisterAcrossReloads(t *testing.T) {
 	c := NewCollectors()
-	tools := []Tool{{"save", "app"}}
+	tools := []Tool{{Name: "save", TargetType: "app"}}
 	first := prometheus.NewPedanticRegistry()
 	if err := c.Register(first); err != nil {
 		t.Fatal(err)
@@ -68,7 +68,7 @@ func TestLabelsStayBounded(t *testing.T) {
 	if err := c.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	m := c.Observer("bolt", []Tool{{"save", "app"}})
+	m := c.Observer("bolt", []Tool{{Name: "save", TargetType: "app"}})
 	before, err := testutil.GatherAndCount(reg)
 	if err != nil {
 		t.Fatal(err)

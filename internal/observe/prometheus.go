@@ -32,6 +32,8 @@ type Collectors struct {
 	refusals     *prometheus.CounterVec
 	mcpUp        *prometheus.GaugeVec
 	mcpConnects  *prometheus.CounterVec
+	approvals    *prometheus.CounterVec
+	overLimit    *prometheus.CounterVec
 }
 
 // NewCollectors makes toolgate's metrics, registered nowhere yet.
@@ -79,7 +81,7 @@ func NewCollectors() *Collectors {
 		}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "refusals_total",
-			Help: "Requests refused, by reason (auth, policy, loopback, limits).",
+			Help: "Requests refused, by reason (auth, policy, loopback, limits, quota).",
 		}, []string{"reason"}),
 		mcpUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "mcp_server_up",
@@ -89,6 +91,14 @@ func NewCollectors() *Collectors {
 			Namespace: namespace, Name: "mcp_server_connects_total",
 			Help: "Sessions set up with the upstream MCP server: the first, and each one after a loss.",
 		}, []string{"mcp_server"}),
+		approvals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "approvals_total",
+			Help: "Approval questions asked, and answered: approved, approved with changes (changed), rejected, or timed out.",
+		}, []string{"tool", "event"}),
+		overLimit: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "quota_refusals_total",
+			Help: "Calls refused by a quota (limit), by tool; nothing of them was recorded or sent.",
+		}, []string{"tool"}),
 	}
 }
 
@@ -96,7 +106,7 @@ func (c *Collectors) all() []prometheus.Collector {
 	return []prometheus.Collector{
 		c.calls, c.callDuration, c.upstream, c.clientEvents, c.clientWait,
 		c.ledgerOps, c.ledgerErrors, c.cards, c.mcpSessions, c.mcpCalls, c.refusals,
-		c.mcpUp, c.mcpConnects,
+		c.mcpUp, c.mcpConnects, c.approvals, c.overLimit,
 	}
 }
 
@@ -117,9 +127,12 @@ func (c *Collectors) Register(reg prometheus.Registerer) error {
 	return nil
 }
 
-// Tool is a tool as its metrics are labelled.
+// Tool is a tool as its metrics are labelled. Approval and Limited say
+// whether it has an approval rule and quotas, whose series are made only
+// then.
 type Tool struct {
-	Name, TargetType string
+	Name, TargetType  string
+	Approval, Limited bool
 }
 
 // Metrics is the Prometheus Observer of one config's tools.
@@ -144,6 +157,10 @@ type toolMetrics struct {
 	outcomes [4]prometheus.Counter
 	duration prometheus.Observer
 	upstream prometheus.Observer
+	// approvals (by event, in approvalEvents' order) and overLimit are
+	// nil for a tool without an approval rule or quotas.
+	approvals map[string]prometheus.Counter
+	overLimit prometheus.Counter
 }
 
 func outcomeIndex(outcome string) int {
@@ -168,7 +185,7 @@ func (c *Collectors) Observer(backend string, tools []Tool) *Metrics {
 		c:        c,
 		client:   children(c.clientEvents, ClientOffered, ClientClaimed, ClientAnswered, ClientTimedOut, ClientDropped),
 		cards:    children(c.cards, CardOpened, CardButton, CardSkip, CardCancel),
-		refusals: children(c.refusals, RefusedAuth, RefusedPolicy, RefusedLoopback, RefusedLimits),
+		refusals: children(c.refusals, RefusedAuth, RefusedPolicy, RefusedLoopback, RefusedLimits, RefusedQuota),
 	}
 	m.ledger = map[ledgerLabels]prometheus.Counter{}
 	m.ledgerErr = map[string]prometheus.Counter{}
@@ -218,6 +235,15 @@ func (m *Metrics) Track(tools []Tool) {
 		for i, o := range []string{OutcomeDone, OutcomeError, OutcomeActionRequired, OutcomeRefused} {
 			tm.outcomes[i] = c.calls.WithLabelValues(t.Name, t.TargetType, o)
 		}
+		if t.Approval {
+			tm.approvals = make(map[string]prometheus.Counter, len(approvalEvents))
+			for _, e := range approvalEvents {
+				tm.approvals[e] = c.approvals.WithLabelValues(t.Name, e)
+			}
+		}
+		if t.Limited {
+			tm.overLimit = c.overLimit.WithLabelValues(t.Name)
+		}
 		next[t.Name] = tm
 	}
 	m.tools.Store(&next)
@@ -249,6 +275,22 @@ func (m *Metrics) Call(c Call) {
 func (m *Metrics) Upstream(tool string, d time.Duration) {
 	if t := (*m.tools.Load())[tool]; t != nil {
 		t.upstream.Observe(d.Seconds())
+	}
+}
+
+// Approval implements Observer.
+func (m *Metrics) Approval(tool, event string) {
+	if t := (*m.tools.Load())[tool]; t != nil {
+		if c := t.approvals[event]; c != nil {
+			c.Inc()
+		}
+	}
+}
+
+// OverLimit implements Observer.
+func (m *Metrics) OverLimit(tool string) {
+	if t := (*m.tools.Load())[tool]; t != nil && t.overLimit != nil {
+		t.overLimit.Inc()
 	}
 }
 

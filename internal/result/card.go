@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -18,8 +19,28 @@ type Card struct {
 	Title       string    `json:"title"`
 	Description string    `json:"description,omitempty"`
 	Assignee    *Assignee `json:"assignee,omitzero"`
-	Elements    []Element `json:"elements"`
+	// Approval is set on the gateway's own approval card only: what it
+	// asks a person to approve. A handler's card never carries it.
+	Approval *CardApproval `json:"approval,omitzero"`
+	Elements []Element     `json:"elements"`
 }
+
+// CardApproval is what an approval card asks about: the call's tool and
+// input, the tool's input schema (for approving with changes), and when
+// the question lapses.
+type CardApproval struct {
+	Tool    string         `json:"tool"`
+	Input   jsontext.Value `json:"input"`
+	Schema  jsontext.Value `json:"schema"`
+	Expires time.Time      `json:"expires"`
+}
+
+// Approval card buttons: approving (with the changed input in the resume,
+// for approving with changes) and rejecting.
+const (
+	ButtonApprove = "approve"
+	ButtonReject  = "reject"
+)
 
 // Assignee names the device that must act.
 type Assignee struct {
