@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/toolgate/toolgate/internal/httpapi"
 	"github.com/toolgate/toolgate/internal/jsonread"
 	"github.com/toolgate/toolgate/internal/manifest"
+	"github.com/toolgate/toolgate/internal/quota"
 )
 
 func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
@@ -174,6 +176,20 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			h.DisableMetrics = true
 			return nil
 		},
+		"limit": limitArg(&h.Limits, ""),
+		"audit": func(d *caddyfile.Dispenser) error {
+			if h.Audit != "" {
+				return d.Err("audit already specified")
+			}
+			return stringArg(&h.Audit)(d)
+		},
+		"audit_inputs": func(d *caddyfile.Dispenser) error {
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			h.AuditInputs = true
+			return nil
+		},
 		"tool": func(d *caddyfile.Dispenser) error {
 			at = append(at, d.Token())
 			t, err := unmarshalTool(d.NewFromNextSegment())
@@ -188,6 +204,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		if err := httpapi.CheckLocalIdentity(*id, h.Callers != nil); err != nil {
 			return d.Errf("%v", err)
 		}
+	}
+	if h.AuditInputs && h.Audit == "" {
+		return d.Err("audit_inputs needs an audit file: audit FILE")
 	}
 	return h.checkTools(d, at)
 }
@@ -429,7 +448,13 @@ func unmarshalTool(d *caddyfile.Dispenser) (manifest.Tool, error) {
 		}),
 		"component": once(stringArg(&t.Target.Component)),
 		"allow":     once(stringArg(&t.Allow)),
-		"result":    once(stringArg(&t.Target.Result)),
+		"approval": once(func(d *caddyfile.Dispenser) error {
+			a, err := unmarshalApproval(d.NewFromNextSegment(), "tool "+t.Name+": ")
+			t.Approval = a
+			return err
+		}),
+		"limit":  limitArg(&t.Limits, "tool "+t.Name+": "),
+		"result": once(stringArg(&t.Target.Result)),
 		"ui": once(func(d *caddyfile.Dispenser) error {
 			var v string
 			if err := stringArg(&v)(d); err != nil {
@@ -502,6 +527,61 @@ func bodyJSON(arg string) jsontext.Value {
 // An option reads one option of a block, from the dispenser on its name.
 // Its errors name the option and its line.
 type option func(d *caddyfile.Dispenser) error
+
+// unmarshalApproval reads an approval rule: `approval ["WHEN"] {…}` with
+// title (required), description, timeout and assignee, one per line.
+func unmarshalApproval(d *caddyfile.Dispenser, errPrefix string) (*manifest.Approval, error) {
+	a := new(manifest.Approval)
+	d.Next() // consume "approval"
+	if d.NextArg() {
+		a.When = d.Val()
+		if d.NextArg() {
+			return nil, d.Errf(`%swant: approval ["CONDITION"] { title "…" … }`, errPrefix)
+		}
+	}
+	seen := map[string]bool{}
+	once := func(dst *string) option {
+		return func(d *caddyfile.Dispenser) error {
+			if seen[d.Val()] {
+				return d.Errf("%sapproval: %s already specified", errPrefix, d.Val())
+			}
+			seen[d.Val()] = true
+			return stringArg(dst)(d)
+		}
+	}
+	err := parseBlock(d, "approval subdirective", map[string]option{
+		"title":       once(&a.Title),
+		"description": once(&a.Description),
+		"timeout":     once(&a.Timeout),
+		"assignee":    once(&a.Assignee),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if a.Title == "" {
+		return nil, d.Errf(`%sapproval: a title is required: approval "CONDITION" { title "…" }`, errPrefix)
+	}
+	if a.Timeout != "" {
+		if _, err := manifest.ParseTimeout(a.Timeout); err != nil {
+			return nil, d.Errf("%sapproval timeout: %v", errPrefix, err)
+		}
+	}
+	return a, nil
+}
+
+// limitArg appends a quota, its words joined as written ("20/1h per
+// user"), to dst, checked now so that the line is named.
+func limitArg(dst *[]string, errPrefix string) option {
+	return func(d *caddyfile.Dispenser) error {
+		args := d.RemainingArgs()
+		rule := strings.Join(args, " ")
+		if _, err := quota.ParseAll(append(slices.Clone(*dst), rule)); err != nil {
+			return d.Errf("%s%v", errPrefix, err)
+		}
+		*dst = append(*dst, rule)
+		return nil
+	}
+}
 
 // parseBlock reads the block that opens at the end of d's line, each
 // option by its entry in opts; what names the options in errors.

@@ -24,6 +24,7 @@ import (
 	"github.com/toolgate/toolgate/internal/mcp"
 	"github.com/toolgate/toolgate/internal/observe"
 	"github.com/toolgate/toolgate/internal/outbound"
+	"github.com/toolgate/toolgate/internal/quota"
 	"github.com/toolgate/toolgate/internal/result"
 )
 
@@ -114,6 +115,15 @@ type Handler struct {
 	// DisableMetrics keeps toolgate's metrics (caddy_toolgate_*) off
 	// Caddy's registry. Default: false (metrics on).
 	DisableMetrics bool `json:"disable_metrics,omitzero"`
+
+	// Limits are quotas over all tools together ("1000/1d per install"),
+	// beside each tool's own (docs/governance.md).
+	Limits []string `json:"limits,omitempty"`
+
+	// Audit is the file the audit trail is appended to; AuditInputs puts
+	// each call's input in its entries too. Default: no trail.
+	Audit       string `json:"audit,omitempty"`
+	AuditInputs bool   `json:"audit_inputs,omitzero"`
 
 	api      *httpapi.API
 	gw       *gateway.Gateway
@@ -359,6 +369,13 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) (err error) {
 	if err := lc.checkRetention(time.Duration(h.UpstreamTimeout), time.Duration(h.ClientToolTimeout)); err != nil {
 		return err
 	}
+	allLimits, err := quota.ParseAll(h.Limits)
+	if err != nil {
+		return err
+	}
+	if err := lc.checkWindows(allLimits, tools); err != nil {
+		return err
+	}
 	limits, err := h.Pages.limits()
 	if err != nil {
 		return err
@@ -391,6 +408,7 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) (err error) {
 		Ledger: led, Logger: h.logger,
 		Bridge: bridge, ClientTimeout: time.Duration(h.ClientToolTimeout),
 		Observer: obs, EmbedOrigins: embeds,
+		Limits: allLimits,
 	})
 	cfg := httpapi.Config{
 		Gateway: h.gw, Bridge: bridge, Callers: callers, Pages: pages,
@@ -428,9 +446,18 @@ func (h *Handler) observer(ctx caddy.Context, lc *Ledger, tools *manifest.Set) (
 	list := tools.List()
 	labelled := make([]observe.Tool, len(list))
 	for i, t := range list {
-		labelled[i] = observe.Tool{Name: t.Name, TargetType: t.Target.Kind().Name()}
+		labelled[i] = observedTool(t, len(h.Limits) > 0)
 	}
 	return metrics.Observer(lc.backend(), labelled), nil
+}
+
+// observedTool is how a tool's metrics are labelled; limitedAll says
+// whether quotas over all tools count it.
+func observedTool(t *manifest.Compiled, limitedAll bool) observe.Tool {
+	return observe.Tool{
+		Name: t.Name, TargetType: t.Target.Kind().Name(),
+		Approval: t.Approval != nil, Limited: limitedAll || len(t.Limits) > 0,
+	}
 }
 
 // originalPath is the request's path before any route rewrote it or

@@ -13,7 +13,9 @@ import (
 	"github.com/toolgate/toolgate/internal/clienttools"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/ledger"
+	"github.com/toolgate/toolgate/internal/manifest"
 	"github.com/toolgate/toolgate/internal/outbound"
+	"github.com/toolgate/toolgate/internal/quota"
 	"github.com/toolgate/toolgate/internal/store"
 )
 
@@ -128,6 +130,33 @@ func (c *Ledger) checkRetention(upstream, client time.Duration) error {
 		client = clienttools.DefaultTimeout
 	}
 	return c.config().CheckRetention(upstream, client, gateway.InFlightMargin)
+}
+
+// checkWindows refuses a quota window longer than the retention: the
+// bolt ledger counts a window from the calls it keeps, so a window past
+// them would forget calls still in it.
+func (c *Ledger) checkWindows(all []quota.Rule, tools *manifest.Set) error {
+	retention := time.Duration(c.Retention)
+	if retention <= 0 {
+		retention = ledger.DefaultRetention
+	}
+	check := func(whose string, rules []quota.Rule) error {
+		for _, r := range rules {
+			if r.Window > retention {
+				return fmt.Errorf("%s: limit %q: its window is longer than the ledger's retention (%s); raise retention in the ledger block", whose, r.Text, retention)
+			}
+		}
+		return nil
+	}
+	if err := check("toolgate", all); err != nil {
+		return err
+	}
+	for _, t := range tools.List() {
+		if err := check("tool "+t.Name+" ("+t.Source+")", t.Limits); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // stores holds the open stores across config reloads, keyed by their

@@ -292,7 +292,7 @@ func (u *upstreams) sync(name string) {
 	if u.track != nil {
 		var tracked []observe.Tool
 		for _, t := range next.List() {
-			tracked = append(tracked, observe.Tool{Name: t.Name, TargetType: t.Target.Kind().Name()})
+			tracked = append(tracked, observedTool(t, false))
 		}
 		u.track(tracked)
 	}

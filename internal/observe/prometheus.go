@@ -287,10 +287,17 @@ func (m *Metrics) Approval(tool, event string) {
 	}
 }
 
-// OverLimit implements Observer.
+// OverLimit implements Observer. A tool tracked without quotas of its
+// own (one the gateway's limits over all tools refused) gets its series
+// now: a refusal is rare, and its labels' hash is worth it.
 func (m *Metrics) OverLimit(tool string) {
-	if t := (*m.tools.Load())[tool]; t != nil && t.overLimit != nil {
+	t := (*m.tools.Load())[tool]
+	switch {
+	case t == nil:
+	case t.overLimit != nil:
 		t.overLimit.Inc()
+	default:
+		m.c.overLimit.WithLabelValues(tool).Inc()
 	}
 }
 
