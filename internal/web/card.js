@@ -276,7 +276,7 @@ button:disabled { opacity: .5; cursor: not-allowed; }
 .sent dd { margin: 0; font-family: ui-monospace, monospace; white-space: pre-wrap; overflow-wrap: anywhere;
   max-height: 12em; overflow: auto; }
 .expires { color: var(--toolgate-card-muted, #57606a); }
-.changes { margin-top: 10px; }
+form.changes { margin-top: 10px; }
 .changes fieldset { border: 0; margin: 0; padding: 0; min-width: 0; }
 .changes .field { display: grid; grid-template-columns: 8em minmax(0, 1fr); gap: 2px 8px; align-items: center; margin: 0 0 6px; }
 .changes .field label { font-family: ui-monospace, monospace; overflow-wrap: anywhere; }
