@@ -51,8 +51,9 @@ npm:
 unit: tools npm mcp-deps
 	go test -race -timeout 20m ./...
 
-# The browser client's own rules, in Node's test runner.
-js:
+# The browser client's own rules, in Node's test runner; the card's and
+# the playground's DOM tests take jsdom from the root npm workspace.
+js: npm
 	cd internal/web && node --test
 
 # The notes component in TypeScript: its routes, and behind a real toolgate

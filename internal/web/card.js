@@ -14,7 +14,11 @@
 // escaped and only absolute http(s) and mailto links, or the embed in a
 // sandboxed iframe sized by its {__kazzle_height} messages, or the content
 // as text. An action-required card shows its buttons, Skip and Cancel, and
-// resumes the call when one is pressed. A call still running is polled
+// resumes the call when one is pressed; an approval card (one with
+// `approval`) also shows the input the call would send, when the question
+// lapses, and "Approve with changes": a form for the input (form.js) whose
+// submit resumes with the approve button and the changed input. A call
+// still running is polled
 // until it settles. The element fires toolgate.card.resolved (detail: the
 // done answer it obtained), toolgate.card.error (detail: {status, code,
 // message}) and toolgate.card.embedsize (detail: {height}, the px its embed
@@ -22,16 +26,17 @@
 //
 // A page that is not the gateway's caller (the MCP Apps view, mcpapp/) sets
 // instead:
-//   card.resume = async (answer, choice) => nextAnswer; // choice: {buttonId} or {action}
+//   card.resume = async (answer, choice) => nextAnswer; // choice: {buttonId, input?} or {action}
 //   card.embedMaxShare = 0;  // the host sizes the page to its content: no viewport cap
 // and leaves gateway unset: without one nothing is polled.
 //
 // It renders into an open shadow root. Theme it with the custom properties
 // below (--toolgate-card-*) and the parts: card, title, body, markdown,
 // content, error, embed, progress, notice, actions, button (and the
-// button's variant, e.g. button danger); a card showing an embed has its
-// card and title parts also named embedded.
+// button's variant, e.g. button danger), approval, sent, expires, changes;
+// a card showing an embed has its card and title parts also named embedded.
 import { Marked } from "./marked.js";
+import { buildForm } from "./form.js";
 
 /** The share of the viewport an embed may take, at most (docs/browser.md). */
 export const EMBED_MAX_SHARE = 0.7;
@@ -182,6 +187,55 @@ export function renderMarkdown(src) {
 }
 
 /**
+ * visible shows the characters a person cannot see, or that reorder what
+ * they see, as \u escapes: controls other than line break and tab,
+ * format characters (bidi overrides, zero-width ones) and line and
+ * paragraph separators. An approval shows the model's input, which may
+ * carry them to make one value look like another.
+ */
+export function visible(s) {
+  return String(s).replace(/(?![\n\t])[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu, (c) => {
+    const hex = c.codePointAt(0).toString(16).toUpperCase();
+    return hex.length <= 4 ? `\\u${hex.padStart(4, "0")}` : `\\u{${hex}}`;
+  });
+}
+
+const isPlainObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
+
+/**
+ * approvalRows is an approval's input as a person reads it: one
+ * {name, value} of text per property, a nested value as compact JSON
+ * (the whole input as one row "input" when it is no object), with what
+ * cannot be seen made visible.
+ */
+export function approvalRows(input) {
+  if (input === undefined) return [];
+  const text = (v) => visible(typeof v === "string" ? v : JSON.stringify(v) ?? String(v));
+  if (!isPlainObject(input)) return [{ name: "input", value: text(input) }];
+  return Object.entries(input).map(([k, v]) => ({ name: visible(k), value: text(v) }));
+}
+
+/**
+ * expiresText says when an approval lapses, relative to now (ms):
+ * "expires in 23 h", "expired 5 min ago"; "" when expires is no time.
+ * The time left is rounded down: a card never promises more than it has.
+ */
+export function expiresText(expires, now) {
+  const t = typeof expires === "string" ? Date.parse(expires) : NaN;
+  if (!Number.isFinite(t)) return "";
+  const left = t - now;
+  const span = (ms) => {
+    const min = Math.floor(ms / 60000);
+    if (min < 1) return "less than a minute";
+    if (min < 60) return `${min} min`;
+    const h = Math.floor(min / 60);
+    if (h < 48) return `${h} h`;
+    return `${Math.floor(h / 24)} days`;
+  };
+  return left > 0 ? `expires in ${span(left)}` : `expired ${span(-left)} ago`;
+}
+
+/**
  * embedHeight is the height an embed gets for the height it asked for:
  * at most share of the viewport (no share, 0 or less: no viewport cap)
  * and EMBED_MAX_PX, at least 1 px; null for a request that is no finite
@@ -215,6 +269,22 @@ button.danger { background: var(--toolgate-card-danger, #cf222e); border-color: 
 button:disabled { opacity: .5; cursor: not-allowed; }
 .notice, .progress { color: var(--toolgate-card-muted, #57606a); margin: 8px 0 0; }
 .notice.failed { color: var(--toolgate-card-danger, #cf222e); }
+.approval { margin: 8px 0 0; }
+.approval p { margin: 0 0 4px; }
+.sent { display: grid; grid-template-columns: max-content minmax(0, 1fr); gap: 2px 10px; margin: 0; }
+.sent dt { font-family: ui-monospace, monospace; color: var(--toolgate-card-muted, #57606a); overflow-wrap: anywhere; }
+.sent dd { margin: 0; font-family: ui-monospace, monospace; white-space: pre-wrap; overflow-wrap: anywhere;
+  max-height: 12em; overflow: auto; }
+.expires { color: var(--toolgate-card-muted, #57606a); }
+form.changes { margin-top: 10px; }
+.changes fieldset { border: 0; margin: 0; padding: 0; min-width: 0; }
+.changes .field { display: grid; grid-template-columns: 8em minmax(0, 1fr); gap: 2px 8px; align-items: center; margin: 0 0 6px; }
+.changes .field label { font-family: ui-monospace, monospace; overflow-wrap: anywhere; }
+.changes .field .required, .changes .field .hint, .changes .hint { grid-column: 2; font-size: .85em;
+  color: var(--toolgate-card-muted, #57606a); margin: 0; }
+.changes p.hint { margin: 0 0 6px; }
+.changes input, .changes select, .changes textarea { font: inherit; padding: 2px 6px; min-width: 0; }
+.changes fieldset fieldset { border: 1px solid var(--toolgate-card-border, #d0d7de); border-radius: 6px; padding: 4px 8px; margin: 0 0 6px; }
 `;
 
 const Base = globalThis.HTMLElement ?? class {};
@@ -225,6 +295,7 @@ export class ToolgateCard extends Base {
   #generation = 0; // bumped by every render: late replies to an old one are dropped
   #timer = 0;
   #embed = null; // {frame, asked}
+  #busy = false; // a resume in flight: no second one
   #root;
 
   // gateway (the gateway's base URL), getToken (optional async () =>
@@ -313,6 +384,7 @@ export class ToolgateCard extends Base {
     clearTimeout(this.#timer);
     this.#timer = 0;
     this.#embed = null;
+    this.#busy = false;
     const root = this.#root;
     root.replaceChildren();
     const a = this.#answer;
@@ -380,27 +452,43 @@ export class ToolgateCard extends Base {
       m.append(renderMarkdown(c.description));
       body.append(m);
     }
+    const approval = isPlainObject(c.approval) ? c.approval : null;
+    if (approval) body.append(approvalView(approval));
     const computer = c.assignee && typeof c.assignee === "object" ? c.assignee.computerId : undefined;
     const elsewhere = typeof computer === "string" && computer !== "" && computer !== this.#device;
     const actions = el("div", { part: "actions", class: "actions" });
     const buttons = [];
+    // What a press disables while it is in flight: the buttons, and the
+    // fields of "Approve with changes" once they are open.
+    const ui = { buttons, notice: null, fields: null, error: null };
+    let approve = false;
     for (const b of Array.isArray(c.elements) ? c.elements : []) {
       if (!b || b.type !== "button" || typeof b.id !== "string") continue;
       const variant = typeof b.variant === "string" && /^[a-z][a-z0-9-]{0,31}$/.test(b.variant) ? b.variant : "";
       const btn = el("button", { type: "button", part: variant ? `button ${variant}` : "button", class: variant },
         String(b.label ?? b.id));
       btn.disabled = elsewhere;
-      btn.addEventListener("click", () => this.#resume({ buttonId: b.id }, buttons, notice));
+      btn.addEventListener("click", () => this.#resume({ buttonId: b.id }, ui));
+      buttons.push(btn);
+      if (b.id === "approve") approve = true;
+    }
+    if (approval && approve) {
+      // Approving with changes is the approve button with the changed input.
+      const btn = el("button", { type: "button", part: "button changes", class: "changes", "aria-expanded": "false" },
+        "Approve with changes");
+      btn.disabled = elsewhere;
+      btn.addEventListener("click", () => this.#toggleChanges(card, actions, btn, approval, ui));
       buttons.push(btn);
     }
     for (const [action, label] of [["skip", "Skip"], ["cancel", "Cancel"]]) {
       const btn = el("button", { type: "button", part: `button ${action}`, class: action }, label);
-      btn.addEventListener("click", () => this.#resume({ action }, buttons, notice));
+      btn.addEventListener("click", () => this.#resume({ action }, ui));
       buttons.push(btn);
     }
     actions.append(...buttons);
     card.append(actions);
     const notice = el("p", { part: "notice", class: "notice", role: "status" });
+    ui.notice = notice;
     if (elsewhere) notice.textContent = `Continue on ${computer}`;
     card.append(notice);
     // Remember which were disabled for another device: a failed press
@@ -408,10 +496,74 @@ export class ToolgateCard extends Base {
     for (const b of buttons) b.dataset.held = b.disabled ? "1" : "";
   }
 
-  async #resume(choice, buttons, notice) {
+  /**
+   * toggleChanges opens or closes the form of "Approve with changes",
+   * built the first time from the tool's schema and filled with the input
+   * the call would send. Its submit resumes as the approve button does,
+   * with the input read from the form; a refusal shows in the form, which
+   * stays open.
+   */
+  #toggleChanges(card, actions, toggle, approval, ui) {
+    const open = toggle.getAttribute("aria-expanded") !== "true";
+    toggle.setAttribute("aria-expanded", String(open));
+    let form = card.querySelector("form.changes");
+    if (form) {
+      form.hidden = !open;
+      return;
+    }
+    form = el("form", { part: "changes", class: "changes", id: "changes", "aria-label": "Approve with changes", novalidate: "" });
+    toggle.setAttribute("aria-controls", "changes");
+    const built = buildForm(approval.schema, { document, idPrefix: "change", value: approval.input });
+    const fields = el("fieldset");
+    fields.append(built.element);
+    const error = el("p", { part: "error", class: "error-text", role: "alert" });
+    const send = el("button", { type: "button", part: "button primary", class: "primary" }, "Approve with these changes");
+    const submit = async () => {
+      if (this.#busy) return;
+      error.textContent = "";
+      if (!form.reportValidity()) return;
+      let input;
+      try {
+        input = built.read();
+      } catch (e) {
+        error.textContent = String(e?.message ?? e); // nothing is sent
+        return;
+      }
+      await this.#resume({ buttonId: "approve", input }, ui, error);
+    };
+    // A button, not a submit: a sandboxed frame (the MCP Apps view) may
+    // not submit forms, and Enter in a field comes here as well.
+    send.addEventListener("click", submit);
+    form.addEventListener("submit", (e) => {
+      e.preventDefault();
+      submit();
+    });
+    if (!built.fitted) {
+      form.append(el("p", { class: "hint" }, "The input does not fit the tool's schema: change it as JSON."));
+    }
+    const row = el("div", { class: "actions" });
+    row.append(send);
+    form.append(fields, error, row);
+    ui.buttons.push(send);
+    send.dataset.held = "";
+    ui.fields = fields;
+    actions.after(form);
+  }
+
+  /**
+   * resume answers the card with choice; ui's buttons and fields are
+   * disabled until the answer comes. A refusal shows in where (the form
+   * of "Approve with changes") or else in the notice, and the controls
+   * come back.
+   */
+  async #resume(choice, ui, where) {
+    if (this.#busy) return;
+    this.#busy = true;
+    const { buttons, notice } = ui;
     const a = this.#answer;
     const gen = this.#generation;
     for (const b of buttons) b.disabled = true;
+    if (ui.fields) ui.fields.disabled = true;
     notice.classList.remove("failed");
     const body = { ...choice };
     if (this.#device) body.device = this.#device;
@@ -423,9 +575,15 @@ export class ToolgateCard extends Base {
       this.#settled(r.answer);
       return;
     }
+    this.#busy = false;
     for (const b of buttons) b.disabled = b.dataset.held === "1";
-    notice.classList.add("failed");
-    notice.textContent = r.error.message;
+    if (ui.fields) ui.fields.disabled = false;
+    if (where) {
+      where.textContent = r.error.message;
+    } else {
+      notice.classList.add("failed");
+      notice.textContent = r.error.message;
+    }
     this.#fail(r.error);
   }
 
@@ -537,6 +695,30 @@ export class ToolgateCard extends Base {
       },
     };
   }
+}
+
+/**
+ * approvalView shows what an approval would send: the tool, the input's
+ * fields, and when the question lapses. Everything in it is text: the
+ * input is the model's.
+ */
+function approvalView(approval) {
+  const box = el("div", { part: "approval", class: "approval" });
+  const tool = typeof approval.tool === "string" ? visible(approval.tool) : "";
+  box.append(el("p", { id: "sent-label" }, tool ? `What ${tool} will be sent:` : "What will be sent:"));
+  const rows = approvalRows(approval.input);
+  const dl = el("dl", { part: "sent", class: "sent", "aria-labelledby": "sent-label" });
+  for (const { name, value } of rows) dl.append(el("dt", {}, name), el("dd", {}, value));
+  if (rows.length === 0) dl.append(el("dd", {}, "(no input)"));
+  box.append(dl);
+  const expires = expiresText(approval.expires, Date.now());
+  if (expires) {
+    const p = el("p", { part: "expires", class: "expires" }, expires);
+    const t = new Date(Date.parse(approval.expires));
+    p.title = t.toISOString();
+    box.append(p);
+  }
+  return box;
 }
 
 /** inFlight reports whether an answer is of a call not yet settled. */

@@ -1,6 +1,8 @@
 /**
  * A form for a tool's input, built from its JSON Schema, for the playground
- * (GET /playground). Served by toolgate at `GET /form.js`; no dependencies.
+ * (GET /playground) and for an approval card's "Approve with changes"
+ * (card.js), which starts it from the input the call would send. Served by
+ * toolgate at `GET /form.js`; no dependencies.
  *
  * ```js
  * import { buildForm } from "./form.js";
@@ -20,8 +22,9 @@
  * Schemas come from the gateway and are treated as untrusted text: names,
  * titles and descriptions go into the page as text nodes only.
  *
- * The module has two halves: plan() and valueOf() are pure (tested in Node,
- * form.test.mjs); buildForm() turns a plan into DOM and reads it back.
+ * The module has two halves: plan(), valueOf() and prefill() are pure
+ * (tested in Node, form.test.mjs); buildForm() turns a plan into DOM and
+ * reads it back.
  * @module toolgate/form
  */
 
@@ -275,16 +278,140 @@ export function rfc3339(local, offsetMinutes) {
 }
 
 /**
+ * prefill is the raw state of every field that reads back (valueOf) as
+ * value, or null when the fields cannot hold value exactly: a property the
+ * schema does not name, a value of another type than its field, text a
+ * control would change (a line break in a one-line field, a comma in a list
+ * item), or a value valueOf would leave out or fill in (an empty optional
+ * string, a required one missing). A value that does not fit is better shown
+ * as JSON than changed on its way through the form.
+ * @param {Field} root
+ * @param {*} value
+ * @returns {Map<Field, Raw>|null}
+ */
+export function prefill(root, value) {
+  const raws = new Map();
+  if (!fill(root, value, raws)) return null;
+  let back;
+  try {
+    back = valueOf(root, (f) => raws.get(f));
+  } catch {
+    return null;
+  }
+  return same(back, value) ? raws : null;
+}
+
+/** fill sets the raw state of f and its children for v; false when v cannot be one. */
+function fill(f, v, raws) {
+  const absent = v === undefined;
+  switch (f.kind) {
+    case "object":
+      if (!absent && (!isObject(v) || Object.keys(v).some((k) => !f.children.some((c) => c.name === k)))) return false;
+      return f.children.every((c) => fill(c, absent || !Object.hasOwn(v, c.name) ? undefined : v[c.name], raws));
+    case "checkbox":
+      if (!absent && typeof v !== "boolean") return false;
+      raws.set(f, absent ? { checked: f.checked, dirty: false } : { checked: v, dirty: true });
+      return true;
+    case "select": {
+      const i = absent ? f.options.findIndex((o) => o.value === undefined) : f.options.findIndex((o) => o.value !== undefined && same(o.value, v));
+      if (i < 0) return false;
+      raws.set(f, i);
+      return true;
+    }
+    case "json":
+      raws.set(f, absent ? "" : JSON.stringify(v, null, 2));
+      return true;
+  }
+  if (absent) {
+    raws.set(f, "");
+    return true;
+  }
+  let raw;
+  switch (f.kind) {
+    case "text":
+      raw = typeof v === "string" && browserKeeps(f.inputType, v) ? v : undefined;
+      if (raw !== undefined && f.inputType === "datetime-local") raw = localDateTime(v);
+      break;
+    case "number":
+      raw = typeof v === "number" && Number.isFinite(v) ? String(v) : undefined;
+      break;
+    case "list":
+      raw = Array.isArray(v) && v.every((x) => typeof x === f.itemType || (f.itemType === "integer" && Number.isInteger(x)))
+        && v.every((x) => typeof x !== "string" || (x !== "" && x === x.trim() && !x.includes(",") && !/[\r\n]/.test(x)))
+        ? v.map(String).join(", ")
+        : undefined;
+      break;
+  }
+  if (raw === undefined) return false;
+  raws.set(f, raw);
+  return true;
+}
+
+/**
+ * browserKeeps reports whether an <input> of type given its value as v
+ * reads it back unchanged: every one-line input drops line breaks, email
+ * and url ones trim, a date one empties anything but a date.
+ */
+function browserKeeps(type, v) {
+  if (/[\r\n]/.test(v)) return false;
+  switch (type) {
+    case "email":
+    case "url":
+      return v === v.trim();
+    case "date":
+      return /^\d{4}-\d{2}-\d{2}$/.test(v);
+    case "datetime-local":
+      return localDateTime(v) !== "";
+  }
+  return true;
+}
+
+/**
+ * localDateTime is an RFC 3339 date-time as a datetime-local value (the
+ * browser's wall-clock time, with seconds), or "" when it is none.
+ */
+function localDateTime(v) {
+  if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/i.test(v)) return "";
+  const d = new Date(v);
+  if (Number.isNaN(d.getTime())) return "";
+  const p = (n) => String(n).padStart(2, "0");
+  return `${String(d.getFullYear()).padStart(4, "0")}-${p(d.getMonth() + 1)}-${p(d.getDate())}T${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+}
+
+/** same reports whether two JSON values are equal, whatever the order of their keys. */
+function same(a, b) {
+  if (a === b) return true;
+  if (Array.isArray(a)) return Array.isArray(b) && a.length === b.length && a.every((x, i) => same(x, b[i]));
+  if (!isObject(a) || !isObject(b)) return false;
+  const ka = Object.keys(a);
+  return ka.length === Object.keys(b).length && ka.every((k) => Object.hasOwn(b, k) && same(a[k], b[k]));
+}
+
+/**
  * buildForm builds the fields for a tool's input schema.
  * @param {*} schema the tool's input_schema, as GET /tools gives it
- * @param {{document: Document, idPrefix?: string}} options idPrefix keeps
- *   the ids of two forms on one page apart
- * @returns {{element: HTMLElement, read: () => *}} the fields (no <form>
- *   around them, so the page chooses its own), and read(), which returns the
- *   input or throws an Error naming a field it cannot read
+ * @param {{document: Document, idPrefix?: string, value?: *}} options
+ *   idPrefix keeps the ids of two forms on one page apart; value is an
+ *   input to start from (an approval's, to change), which fills the fields
+ *   when they can hold it exactly (prefill) and is otherwise one JSON field
+ * @returns {{element: HTMLElement, read: () => *, fitted: boolean}} the
+ *   fields (no <form> around them, so the page chooses its own); read(),
+ *   which returns the input or throws an Error naming a field it cannot
+ *   read; and whether the fields are the schema's (false: value did not fit
+ *   them and is one JSON field)
  */
-export function buildForm(schema, { document, idPrefix = "tg-field" }) {
-  const root = plan(schema);
+export function buildForm(schema, { document, idPrefix = "tg-field", value }) {
+  let root = plan(schema);
+  let raws = null;
+  let fitted = true;
+  if (value !== undefined) {
+    raws = prefill(root, value);
+    if (!raws) {
+      fitted = false;
+      root = plan(undefined);
+      raws = prefill(root, value);
+    }
+  }
   const controls = new Map(); // Field → its control
   let n = 0;
   const nextId = () => `${idPrefix}-${++n}`;
@@ -350,5 +477,16 @@ export function buildForm(schema, { document, idPrefix = "tg-field" }) {
     }
     return c.value;
   };
-  return { element, read: () => valueOf(root, rawOf) };
+  for (const [f, raw] of raws ?? []) {
+    const c = controls.get(f);
+    if (f.kind === "checkbox") {
+      c.checked = raw.checked;
+      c.dataset.dirty = raw.dirty ? "1" : "";
+    } else if (f.kind === "select") {
+      c.selectedIndex = raw;
+    } else {
+      c.value = raw;
+    }
+  }
+  return { element, read: () => valueOf(root, rawOf), fitted };
 }

@@ -3,7 +3,7 @@
 // examples/browser/playground.test.mjs). Run: node --test
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { plan, valueOf, htmlPattern, rfc3339, MAX_DEPTH } from './form.js';
+import { plan, valueOf, prefill, htmlPattern, rfc3339, MAX_DEPTH } from './form.js';
 
 // The example's share_bookmark schema, which the browser test drives.
 const share = {
@@ -199,4 +199,58 @@ test('datetime-local values become RFC 3339 with the local offset', () => {
   assert.equal(rfc3339('2025-01-31T09:30:15', -60), '2025-01-31T09:30:15+01:00');
   assert.equal(rfc3339('2025-07-01T09:30', 330), '2025-07-01T09:30:00-05:30');
   assert.equal(rfc3339('2025-01-31T09:30', -345), '2025-01-31T09:30:00+05:45');
+});
+
+test('prefill: the fields read back exactly the value they were given', () => {
+  const p = plan(share);
+  for (const value of [
+    { id: 'b1', with: { email: 'ana@example.com' } },
+    { id: 'b1', with: { email: 'ana@example.com', note: 'a, b' }, permission: 'comment', expiresInDays: 7, notify: false },
+    { with: { email: 'ana@example.com' }, id: 'b22', notify: true }, // key order does not matter
+  ]) {
+    const raws = prefill(p, value);
+    assert.ok(raws, JSON.stringify(value));
+    assert.deepEqual(valueOf(p, (f) => raws.get(f)), value);
+  }
+  const raws = prefill(p, { id: 'b1', with: { email: 'e@x.example' }, expiresInDays: 7, notify: false });
+  assert.equal(raws.get(byPath(p, 'expiresInDays')), '7');
+  assert.deepEqual(raws.get(byPath(p, 'notify')), { checked: false, dirty: true });
+  // An optional enum left out is "not set", not its default.
+  assert.equal(raws.get(byPath(p, 'permission')), 0);
+});
+
+test('prefill: lists, raw JSON and a schema with no fields', () => {
+  const schema = {
+    type: 'object',
+    properties: { tags: { type: 'array', items: { type: 'string' } }, ns: { type: 'array', items: { type: 'integer' } }, any: {} },
+  };
+  const p = plan(schema);
+  const value = { tags: ['a', 'b c'], ns: [1, 2], any: { deep: [1, { x: '<b>' }] } };
+  const raws = prefill(p, value);
+  assert.equal(raws.get(byPath(p, 'tags')), 'a, b c');
+  assert.equal(raws.get(byPath(p, 'ns')), '1, 2');
+  assert.deepEqual(valueOf(p, (f) => raws.get(f)), value);
+  const whole = plan(undefined);
+  assert.equal(prefill(whole, [1, 'two']).get(whole), '[\n  1,\n  "two"\n]');
+});
+
+test('prefill: what the fields cannot hold exactly is refused', () => {
+  const p = plan(share);
+  for (const value of [
+    { id: 'b1', with: { email: 'e@x.example' }, extra: 1 }, // a property the schema does not name
+    { id: 'b1', with: { email: 'e@x.example' }, expiresInDays: '7' }, // a string in a number field
+    { id: 'b1', with: { email: 'e@x.example' }, notify: 'yes' },
+    { id: 'b1', with: { email: 'e@x.example' }, permission: 'admin' }, // not an option
+    { id: 'b1\nb2', with: { email: 'e@x.example' } }, // a one-line field drops the line break
+    { id: 'b1', with: { email: ' e@x.example' } }, // an email field trims
+    { id: 'b1', with: { email: 'e@x.example', note: '' } }, // an empty optional string would be left out
+    { with: { email: 'e@x.example' } }, // a required string missing would be sent as ""
+    { id: 'b1', with: 'e@x.example' },
+    [],
+    'b1',
+  ]) {
+    assert.equal(prefill(p, value), null, JSON.stringify(value));
+  }
+  const lists = plan({ type: 'object', properties: { tags: { type: 'array', items: { type: 'string' } } } });
+  for (const tags of [['a,b'], [' a'], [''], [1], []]) assert.equal(prefill(lists, { tags }), null, JSON.stringify(tags));
 });

@@ -48,6 +48,7 @@ var appModules = []struct {
 	file string
 }{
 	{"marked.js", files, "marked.js"},
+	{"form.js", files, "form.js"},
 	{"card.js", files, "card.js"},
 	{"mcpapp/view.js", appFiles, "mcpapp/view.js"},
 }

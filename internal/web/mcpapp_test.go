@@ -112,6 +112,12 @@ if (inlined.embedHeight(1e9, 100, 0) !== files.EMBED_MAX_PX) throw new Error("em
 const r = { structuredContent: { status: "action_required", callId: "c" }, _meta: { "toolgate/state": "s" } };
 if (inlinedView.stateOf(r) !== "s" || inlinedView.answerOf(r).callId !== "c") throw new Error("view");
 if (JSON.stringify(inlinedView.answerArgs("s", { buttonId: "b" })) !== JSON.stringify(view.answerArgs("s", { buttonId: "b" }))) throw new Error("answerArgs");
+const changed = { buttonId: "approve", input: { amount: 3 } };
+if (JSON.stringify(inlinedView.answerArgs("s", changed)) !== '{"state":"s","button":"approve","input":{"amount":3}}') throw new Error("answerArgs with input");
+const rows = inlined.approvalRows({ to: "<b>", n: { a: 1 } });
+if (JSON.stringify(rows) !== JSON.stringify(files.approvalRows({ to: "<b>", n: { a: 1 } }))) throw new Error("approvalRows");
+const p = __m_form.plan({ type: "object", properties: { amount: { type: "number" } } });
+if (__m_form.prefill(p, { amount: 3 }).get(p.children[0]) !== "3") throw new Error("form.js");
 console.log("ok");
 `
 	f := filepath.Join(dir, "view.mjs")

@@ -1,7 +1,9 @@
 /**
  * The playground (GET /playground): every tool the caller may call, a form
  * for its input, its answer in a <toolgate-card>, the calls made from the
- * page, and what POST /page-context renders for a few name/value rows.
+ * page, the cards that wait for the playground's user (GET /waiting: the
+ * gateway's approvals and apps' cards), each answerable there, and what
+ * POST /page-context renders for a few name/value rows.
  *
  * The page is served under the gateway's own path, so every URL here is
  * relative to it; the gateway's Content-Security-Policy allows scripts from
@@ -152,6 +154,7 @@ async function run(event) {
   if (res.json && typeof res.json === "object" && typeof res.json.callId === "string") {
     entry.set(statusOf(res.json));
     showCard(tool, res.json, entry);
+    if (res.json.status === "action_required") loadWaiting();
     return;
   }
   error.textContent = problem(res.status, res.json);
@@ -164,6 +167,19 @@ function statusOf(answer) {
 }
 
 function showCard(tool, answer, entry) {
+  const card = newCard();
+  card.addEventListener("toolgate.card.resolved", (e) => {
+    entry.set(statusOf(e.detail));
+    // Answered here, the same call waits no more in "Waiting for you".
+    if (answer.status === "action_required") loadWaiting();
+  });
+  const caption = el("p", { class: "caption" }, `${tool.name} · ${answer.callId}`);
+  $("cards").prepend(el("div", { class: "entry" }, caption, card));
+  card.answer = answer;
+}
+
+/** newCard is a <toolgate-card> that calls the gateway as the playground does. */
+function newCard() {
   const card = document.createElement("toolgate-card");
   card.gateway = gateway.href;
   if (settings.token() !== "") {
@@ -174,10 +190,78 @@ function showCard(tool, answer, entry) {
   }
   const device = settings.device();
   if (device !== "") card.device = device;
-  card.addEventListener("toolgate.card.resolved", (e) => entry.set(statusOf(e.detail)));
-  const caption = el("p", { class: "caption" }, `${tool.name} · ${answer.callId}`);
-  $("cards").prepend(el("div", { class: "entry" }, caption, card));
-  card.answer = answer;
+  return card;
+}
+
+// ---- waiting for you ----
+
+let waitingSeq = 0; // the latest load: an older one's answer is dropped
+
+/**
+ * waitingPath is GET /waiting for the playground's user: a caller token
+ * says who that is, else the User and Install fields do.
+ */
+function waitingPath() {
+  if (settings.token() !== "") return "waiting";
+  const { user, install } = settings.identity();
+  const q = new URLSearchParams({ user });
+  if (install !== "") q.set("install", install);
+  return `waiting?${q}`;
+}
+
+/**
+ * loadWaiting lists the calls that wait for the user, oldest first, each
+ * a card that can be answered here. A card already shown stays as it is
+ * (with whatever is typed into it); those no longer waiting go.
+ */
+async function loadWaiting() {
+  const seq = ++waitingSeq;
+  const error = $("waiting-error");
+  let res;
+  try {
+    res = await request("GET", waitingPath());
+  } catch (e) {
+    if (seq === waitingSeq) error.textContent = `the gateway could not be reached: ${e.message}`;
+    return;
+  }
+  if (seq !== waitingSeq) return;
+  const calls = Array.isArray(res.json?.calls) ? res.json.calls : undefined;
+  if (res.status !== 200 || !calls) {
+    error.textContent = problem(res.status, res.json);
+    return;
+  }
+  error.textContent = "";
+  const list = $("waiting-list");
+  const shown = new Map([...list.children].map((li) => [li.dataset.callId, li]));
+  const items = [];
+  for (const call of calls) {
+    if (!call || typeof call !== "object" || typeof call.callId !== "string") continue;
+    items.push(shown.get(call.callId) ?? waitingEntry(call));
+  }
+  list.replaceChildren(...items);
+  $("waiting-empty").textContent = items.length === 0 ? "Nothing waits for you." : "";
+}
+
+/**
+ * waitingEntry is one waiting call's card. Once answered, its answer moves
+ * to the Result panel and the list is loaded again; a refusal that says
+ * the call waits no more (404, 409) loads it again too.
+ */
+function waitingEntry(call) {
+  const card = newCard();
+  const caption = el("p", { class: "caption" }, `${String(call.tool ?? "")} · ${call.callId}`);
+  const li = el("li", { class: "entry" }, caption, card);
+  li.dataset.callId = call.callId;
+  card.addEventListener("toolgate.card.resolved", () => {
+    $("cards").prepend(el("div", { class: "entry" }, caption, card));
+    li.remove();
+    loadWaiting();
+  });
+  card.addEventListener("toolgate.card.error", (e) => {
+    if (e.detail?.status === 404 || e.detail?.status === 409) loadWaiting();
+  });
+  card.answer = { callId: call.callId, tool: call.tool, status: call.status, card: call.card };
+  return li;
 }
 
 // ---- calls ----
@@ -262,7 +346,16 @@ async function renderPageContext() {
 
 $("tool-form").addEventListener("submit", run);
 $("token").addEventListener("change", loadTools);
+for (const id of ["token", "user", "install", "device"]) {
+  // The cards shown call the gateway as whoever was set: new ones for a new identity.
+  $(id).addEventListener("change", () => {
+    $("waiting-list").replaceChildren();
+    loadWaiting();
+  });
+}
+$("waiting-refresh").addEventListener("click", loadWaiting);
 $("pc-add").addEventListener("click", addRow);
 $("pc-render").addEventListener("click", renderPageContext);
 addRow();
 loadTools();
+loadWaiting();

@@ -4,7 +4,7 @@
 //
 //   view -> host  ui/initialize, then ui/notifications/initialized
 //   host -> view  ui/notifications/tool-result (params: the CallToolResult)
-//   view -> host  tools/call toolgate_card_answer {state, button | action}
+//   view -> host  tools/call toolgate_card_answer {state, button [, input] | action}
 //   view -> host  ui/notifications/size-changed {height}
 //
 // A result's structuredContent is the Tools API's answer, shown by
@@ -13,7 +13,7 @@
 // are taken by the card (from the embed's window only); the view draws no
 // chrome around an embed, so its document height is the embed's.
 //
-// mcpapp.go inlines this module, card.js and marked.js into one document:
+// mcpapp.go inlines this module, card.js, form.js and marked.js into one document:
 // a host's CSP lets the view load no script.
 import { ToolgateCard, safeURL } from "../card.js";
 
@@ -50,10 +50,15 @@ export function stateOf(result) {
 
 /**
  * answerArgs are toolgate_card_answer's arguments for a press: a card
- * button's id, or skip / cancel.
+ * button's id, with the input changed by "Approve with changes" when there
+ * is one, or skip / cancel.
  */
 export function answerArgs(state, choice) {
-  if (typeof choice?.buttonId === "string") return { state, button: choice.buttonId };
+  if (typeof choice?.buttonId === "string") {
+    const args = { state, button: choice.buttonId };
+    if (choice.input !== undefined) args.input = choice.input;
+    return args;
+  }
   if (choice?.action === "skip" || choice?.action === "cancel") return { state, action: choice.action };
   throw new Error("unknown choice");
 }

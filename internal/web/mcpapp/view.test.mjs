@@ -95,6 +95,22 @@ test("a press calls toolgate_card_answer through the host with the result's stat
   assert.deepEqual(sent.at(-1).m.params.arguments, { state: "s2", action: "skip" });
 });
 
+test("Approve with changes calls toolgate_card_answer with the approve button and the input", async () => {
+  const { deliver, card, sent } = await started();
+  deliver({ jsonrpc: "2.0", method: "ui/notifications/tool-result", params: cardResult("s1") });
+  const pressed = card.resume(card.answers[0], { buttonId: "approve", input: { amount: 300, to: "acme" } });
+  const req = sent.at(-1).m;
+  assert.deepEqual(req.params, {
+    name: "toolgate_card_answer",
+    arguments: { state: "s1", button: "approve", input: { amount: 300, to: "acme" } },
+  });
+  // The gateway's refusal of the input (with a fresh state, as the card still waits) is the press's error.
+  deliver({ jsonrpc: "2.0", id: req.id, result: { isError: true, content: [{ type: "text", text: "amount: must be at most 200" }], _meta: { "toolgate/state": "s2" } } });
+  await assert.rejects(pressed, /must be at most 200/);
+  card.resume(card.answers[0], { buttonId: "approve", input: { amount: 150, to: "acme" } });
+  assert.deepEqual(sent.at(-1).m.params.arguments, { state: "s2", button: "approve", input: { amount: 150, to: "acme" } });
+});
+
 test("a press without a state sends nothing; a refusal is an error with its text", async () => {
   const { deliver, card, sent } = await started();
   deliver({ jsonrpc: "2.0", method: "ui/notifications/tool-result", params: cardResult(undefined) });
@@ -162,6 +178,10 @@ test("answerOf, stateOf and answerArgs on results of any shape", () => {
   assert.equal(stateOf({ _meta: { "toolgate/state": 5 } }), "");
   assert.equal(stateOf({}), "");
   assert.deepEqual(answerArgs("s", { buttonId: "b" }), { state: "s", button: "b" });
+  // "Approve with changes": the approve button with the changed input.
+  assert.deepEqual(answerArgs("s", { buttonId: "approve", input: { amount: 300, to: "acme" }, device: "d" }),
+    { state: "s", button: "approve", input: { amount: 300, to: "acme" } });
+  assert.deepEqual(answerArgs("s", { action: "skip", input: { amount: 1 } }), { state: "s", action: "skip" });
   assert.deepEqual(answerArgs("s", { action: "cancel" }), { state: "s", action: "cancel" });
   assert.throws(() => answerArgs("s", { action: "delete" }));
   assert.throws(() => answerArgs("s", {}));
