@@ -448,11 +448,7 @@ func unmarshalTool(d *caddyfile.Dispenser) (manifest.Tool, error) {
 		}),
 		"component": once(stringArg(&t.Target.Component)),
 		"allow":     once(stringArg(&t.Allow)),
-		"approval": once(func(d *caddyfile.Dispenser) error {
-			a, err := unmarshalApproval(d.NewFromNextSegment(), "tool "+t.Name+": ")
-			t.Approval = a
-			return err
-		}),
+		"approval": approvalArg(&t.Approval, "tool "+t.Name+": "),
 		"limit":  limitArg(&t.Limits, "tool "+t.Name+": "),
 		"result": once(stringArg(&t.Target.Result)),
 		"ui": once(func(d *caddyfile.Dispenser) error {
@@ -567,6 +563,31 @@ func unmarshalApproval(d *caddyfile.Dispenser, errPrefix string) (*manifest.Appr
 		}
 	}
 	return a, nil
+}
+
+// approvalArg reads an approval block into *dst; a second is an error.
+func approvalArg(dst **manifest.Approval, errPrefix string) option {
+	return func(d *caddyfile.Dispenser) error {
+		if *dst != nil {
+			return d.Errf("%sapproval already specified", errPrefix)
+		}
+		a, err := unmarshalApproval(d.NewFromNextSegment(), errPrefix)
+		*dst = a
+		return err
+	}
+}
+
+// checkGovernance checks an approval rule and quotas given for all the
+// tools of a server or a document, once, at load: compiled with each
+// tool, a bad rule would leave every one of them out.
+func checkGovernance(a *manifest.Approval, limits []string) error {
+	if a != nil {
+		if err := manifest.CheckApproval(*a); err != nil {
+			return err
+		}
+	}
+	_, err := quota.ParseAll(limits)
+	return err
 }
 
 // limitArg appends a quota, its words joined as written ("20/1h per

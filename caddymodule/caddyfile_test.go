@@ -61,6 +61,14 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		{"tool", []string{api, "tool t {", "description d", `input_schema {"type":"object"}`, "target url post https://x.example/${input.a}",
 			"component api", "body text", "allow true", "result body", "query a 1", "header X-B 2", "}"},
 			`{"tools":[{"name":"t","description":"d","input_schema":{"type":"object"},"target":{"type":"url","component":"api","method":"POST","url":"https://x.example/${input.a}","query":{"a":"1"},"headers":{"X-B":"2"},"body":"text","result":"body"},"allow":"true"}],"components":{"api":{"base_url":"http://127.0.0.1:9001"}}}`},
+		{"governance", []string{api, "limit 1000/1d per install", "limit 5 concurrent per user", "audit /var/log/toolgate/audit.jsonl", "audit_inputs",
+			"tool pay {", "description d", `input_schema {"type":"object"}`, "target url post https://pay.example/pay",
+			`approval "input.amount > 100" {`, `title "Approve payment"`, `description "Over 100."`, "timeout 24h", `assignee "claims.approver ?? ''"`, "}",
+			"limit 20/1h per user", "}"},
+			`{"tools":[{"name":"pay","description":"d","input_schema":{"type":"object"},"target":{"type":"url","method":"POST","url":"https://pay.example/pay"},"approval":{"when":"input.amount \u003e 100","title":"Approve payment","description":"Over 100.","timeout":"24h","assignee":"claims.approver ?? ''"},"limits":["20/1h per user"]}],"components":{"api":{"base_url":"http://127.0.0.1:9001"}},"limits":["1000/1d per install","5 concurrent per user"],"audit":"/var/log/toolgate/audit.jsonl","audit_inputs":true}`},
+		{"approval always, in a server and a document", []string{"mcp_server crm https://crm.example/mcp {", "approval {", "title Confirm", "}", "limit 10/1m per user", "}",
+			"openapi api.yaml {", "server https://api.example.com", "approval {", "title Confirm", "}", "}"},
+			`{"openapi":[{"file":"api.yaml","server":"https://api.example.com","approval":{"title":"Confirm"}}],"mcp_servers":{"crm":{"url":"https://crm.example/mcp","approval":{"title":"Confirm"},"limits":["10/1m per user"]}}}`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h, err := parseToolgate(c.lines...)
@@ -118,6 +126,16 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		want  string
 	}{
 		{"unknown option", []string{"frobnicate"}, "unrecognized subdirective frobnicate, at Testfile:2"},
+		{"bad limit", []string{"limit 20 an hour"}, `limit "20 an hour": want "N/WINDOW per user|install" or "N concurrent per user|install", at Testfile:2`},
+		{"twin limits", []string{"limit 20/1h per user", "limit 30/60m per user"}, `limits "20/1h per user" and "30/60m per user" count the same calls (the same window and scope): keep one, at Testfile:3`},
+		{"audit_inputs without audit", []string{"audit_inputs"}, "audit_inputs needs an audit file: audit FILE, at Testfile:3"},
+		{"two audit files", []string{"audit a", "audit b"}, "audit already specified, at Testfile:3"},
+		{"approval without title", []string{"tool t {", "approval {", "timeout 1h", "}", "}"}, `tool t: approval: a title is required: approval "CONDITION" { title "…" }, at Testfile:5`},
+		{"approval with two conditions", []string{"tool t {", "approval a b {", "}", "}"}, `tool t: want: approval ["CONDITION"] { title "…" … }, at Testfile:3`},
+		{"approval bad timeout", []string{"tool t {", "approval {", "title T", "timeout 40d", "}", "}"}, `tool t: approval timeout: "40d": at most 30d, at Testfile:6`},
+		{"approval unknown option", []string{"tool t {", "approval {", "title T", "approver x", "}", "}"}, "unrecognized approval subdirective approver, at Testfile:5"},
+		{"two approvals", []string{"tool t {", "approval {", "title T", "}", "approval {", "title U", "}", "}"}, "tool t: approval already specified, at Testfile:6"},
+		{"tool bad limit", []string{"tool t {", "limit 20/1w per user", "}"}, `tool t: limit "20/1w per user": window "1w": the unit is s, m, h or d, at Testfile:3`},
 		{"renamed option", []string{"mcp_allowed_hosts a"}, "mcp_allowed_hosts was renamed: use allowed_hosts, which now applies to every runtime endpoint, at Testfile:2"},
 		{"manifest without file", []string{"manifest"}, "wrong argument count or unexpected line ending after 'manifest', at Testfile:2"},
 		{"manifest with two files", []string{"manifest a b"}, "wrong argument count or unexpected line ending after 'b', at Testfile:2"},

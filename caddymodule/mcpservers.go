@@ -68,6 +68,11 @@ type MCPServer struct {
 	// calls them. Default: every caller may.
 	Allow string `json:"allow,omitempty"`
 
+	// Approval and Limits are every listed tool's approval rule and
+	// quotas, as a tool's own (each tool counted on its own).
+	Approval *manifest.Approval `json:"approval,omitzero"`
+	Limits   []string           `json:"limits,omitempty"`
+
 	// Timeout bounds connecting, listing and each call. Default: 30s.
 	Timeout caddy.Duration `json:"timeout,omitzero"`
 
@@ -115,6 +120,8 @@ func (m *MCPServer) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			return nil
 		},
 		"allow":           stringArg(&m.Allow),
+		"approval":        approvalArg(&m.Approval, ""),
+		"limit":           limitArg(&m.Limits, ""),
 		"timeout":         durationArg(&m.Timeout, true),
 		"max_result_size": sizeArg(&m.MaxResultSize),
 	})
@@ -128,6 +135,10 @@ func (m *MCPServer) config(repl *caddy.Replacer, name string, maxResponse int64)
 	c := upstream.Config{
 		Name: name, Command: slices.Clone(m.Command), Dir: m.Dir, Tools: m.Tools, Prefix: m.Prefix,
 		Identity: m.Identity, Timeout: time.Duration(m.Timeout), MaxResultSize: m.MaxResultSize, Allow: m.Allow,
+		Approval: m.Approval, Limits: m.Limits,
+	}
+	if err := checkGovernance(m.Approval, m.Limits); err != nil {
+		return c, fmt.Errorf("mcp server %q: %w", name, err)
 	}
 	if m.Allow != "" {
 		// Checked here: compiled with each tool the server lists, a bad

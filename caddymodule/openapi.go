@@ -39,6 +39,11 @@ type OpenAPI struct {
 	// Headers are sent with every call of a server's tools; values may be
 	// placeholders such as {env.API_KEY}, resolved at load.
 	Headers map[string]string `json:"headers,omitempty"`
+
+	// Approval and Limits are every tool's approval rule and quotas, as a
+	// tool's own (each tool counted on its own).
+	Approval *manifest.Approval `json:"approval,omitzero"`
+	Limits   []string           `json:"limits,omitempty"`
 }
 
 // UnmarshalCaddyfile sets up the import from `openapi <file> {…}`.
@@ -53,6 +58,8 @@ func (o *OpenAPI) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		"operations": listArg(&o.Operations),
 		"prefix":     stringArg(&o.Prefix),
 		"header":     pairArg(&o.Headers, ""),
+		"approval":   approvalArg(&o.Approval, ""),
+		"limit":      limitArg(&o.Limits, ""),
 	})
 }
 
@@ -87,9 +94,14 @@ func (o *OpenAPI) source(ctx context.Context, repl *caddy.Replacer, logger *zap.
 		logger.Warn("openapi operation skipped", zap.String("document", o.File), zap.String("operation", s.ID),
 			zap.String("method", s.Method), zap.String("path", s.Path), zap.String("why", s.Why))
 	}
+	if err := checkGovernance(o.Approval, o.Limits); err != nil {
+		return manifest.Source{}, fmt.Errorf("%s: %w", name, err)
+	}
 	src := manifest.Source{Name: name}
 	for _, op := range ops {
-		src.Tools = append(src.Tools, op.ManifestTool(to))
+		t := op.ManifestTool(to)
+		t.Approval, t.Limits = o.Approval, o.Limits
+		src.Tools = append(src.Tools, t)
 	}
 	return src, nil
 }

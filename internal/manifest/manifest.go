@@ -337,9 +337,16 @@ func compileTool(t Tool, env dispatch.Env) (*Compiled, error) {
 	return c, nil
 }
 
+// CheckApproval checks an approval rule as a tool's would be checked,
+// but for its target: for a rule given to many tools at once.
+func CheckApproval(a Approval) error {
+	_, err := compileApproval(a, nil)
+	return err
+}
+
 // compileApproval checks and compiles an approval rule.
 func compileApproval(a Approval, target *dispatch.Target) (*CompiledApproval, error) {
-	if target.Kind().InPage() {
+	if target != nil && target.Kind().InPage() {
 		return nil, errors.New("approval: a client tool runs in the user's own page, so there is no call to hold for approval")
 	}
 	if strings.TrimSpace(a.Title) == "" {

@@ -41,6 +41,8 @@ func (s *Server) tool(t *sdk.Tool) manifest.Tool {
 		Target:      dispatch.Spec{Type: dispatch.TypeMCP, Server: s.cfg.Name, Tool: t.Name},
 		Meta:        t.Meta,
 		Allow:       s.cfg.Allow,
+		Approval:    s.cfg.Approval,
+		Limits:      s.cfg.Limits,
 	}
 	if out.DisplayName == "" && t.Annotations != nil {
 		out.DisplayName = t.Annotations.Title
@@ -85,6 +87,8 @@ func (s *Server) Placeholder(name string) manifest.Tool {
 		InputSchema: jsontext.Value(`{"type":"object"}`),
 		Target:      dispatch.Spec{Type: dispatch.TypeMCP, Server: s.cfg.Name, Tool: name},
 		Allow:       s.cfg.Allow,
+		Approval:    s.cfg.Approval,
+		Limits:      s.cfg.Limits,
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/toolgate/toolgate/internal/manifest"
 	"github.com/toolgate/toolgate/internal/verify"
 )
 
@@ -47,6 +48,10 @@ type Config struct {
 	// Allow is the allow expression (expr-lang) of every tool the server
 	// lists; empty, every caller may call them.
 	Allow string
+	// Approval and Limits are every listed tool's approval rule and
+	// quotas (each tool counted on its own).
+	Approval *manifest.Approval
+	Limits   []string
 	// Identity sends each call the user's identity token as
 	// Authorization: Bearer, with aud the server's name.
 	Identity bool
