@@ -1,0 +1,93 @@
+package httpapi
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/internal/apitest"
+	"github.com/toolgate/toolgate/internal/manifest"
+)
+
+// governedOptions add a tool that always asks for approval and one limited
+// to one call an hour per user, both on the recorder's /items/.
+func governedOptions(t *testing.T, upstream string) options {
+	o := gatewayOptions(t, upstream)
+	o.sources = append(o.sources, manifest.Source{Name: "manifest governed.json", Tools: parseTools(t, `{"tools":[
+{"name":"guarded_save","description":"Save, once approved.","input_schema":`+apitest.TestSchema+`,
+ "target":{"type":"app","component":"api","method":"POST","path":"/items/${input.id}","body":"${input}"},
+ "approval":{"title":"Save it?","description":"Saving needs your approval."}},
+{"name":"rare","description":"Once an hour.","input_schema":`+apitest.EmptySchema+`,
+ "target":{"type":"app","component":"api","method":"GET","path":"/md"},"limits":["1/1h per user"]}]}`)})
+	return o
+}
+
+// TestMCPApproval: over MCP an approval is an input request with Approve
+// and Reject; approving runs the target once, which learns who approved;
+// rejecting sends nothing.
+func TestMCPApproval(t *testing.T) {
+	rec := apitest.NewRecorder(t)
+	s := startServer(t, governedOptions(t, rec.URL))
+	e := &elicitor{}
+	cs := apitest.MCPClient{Endpoint: s.URL + "/mcp", Elicit: e.handle}.Session(t)
+
+	e.set(accept("approve"))
+	before := rec.Count()
+	res := apitest.CallTool(t, cs, &mcp.CallToolParams{Name: "guarded_save", Arguments: map[string]any{"id": "a1"}, Meta: apitest.U1()})
+	q := e.questions()
+	if len(q) != 1 || !strings.Contains(q[0].Message, "Save it?") || !strings.Contains(apitest.Dump(q[0].RequestedSchema), `"const":"approve"`) ||
+		!strings.Contains(apitest.Dump(q[0].RequestedSchema), `"const":"reject"`) {
+		t.Fatalf("asked %s", apitest.Dump(q))
+	}
+	if res.IsError || rec.Count()-before != 1 {
+		t.Fatalf("approve: %s, %d requests", apitest.Dump(res), rec.Count()-before)
+	}
+	got := rec.Get(t, "/items/")
+	if got.Path != "/items/a1" || !strings.Contains(got.Header.Get("Kazzle-Tool-Context"), `"approval":{"by":"u_1"`) {
+		t.Errorf("sent %s, context %q", got.Path, got.Header.Get("Kazzle-Tool-Context"))
+	}
+
+	e.set(accept("reject"))
+	before = rec.Count()
+	res = apitest.CallTool(t, cs, &mcp.CallToolParams{Name: "guarded_save", Arguments: map[string]any{"id": "a2"}, Meta: apitest.U1()})
+	if !res.IsError || !strings.Contains(apitest.ModelText(t, res), "rejected") || rec.Count() != before {
+		t.Errorf("reject: %s, %d requests", apitest.Dump(res), rec.Count()-before)
+	}
+}
+
+// TestQuotaRefusals: over a quota the Tools API answers 429 with
+// Retry-After and the limit, MCP an error result saying when to retry, and
+// nothing reaches the target.
+func TestQuotaRefusals(t *testing.T) {
+	rec := apitest.NewRecorder(t)
+	s := startServer(t, governedOptions(t, rec.URL))
+	if status, a := s.Invoke(t, "rare", `{"input":{},"identity":{"user":"u_1","install":"in_1"}}`); status != 200 || a.IsError {
+		t.Fatalf("first call: %d %+v", status, a)
+	}
+	before := rec.Count()
+	resp, err := http.Post(s.URL+"/tools/rare", "application/json", strings.NewReader(`{"input":{},"callId":"c2","identity":{"user":"u_1","install":"in_1"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	text := string(raw)
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "3600" || !strings.Contains(text, `"limit":"1/1h per user"`) ||
+		!strings.Contains(text, `"code":"over_limit"`) || !strings.Contains(text, `"retryAfter":3600`) {
+		t.Fatalf("over the limit: %d Retry-After %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), text)
+	}
+	if code, _ := s.GetCall(t, "/calls/c2?user=u_1&install=in_1"); code != http.StatusNotFound {
+		t.Errorf("a refused call was recorded: %d", code)
+	}
+	cs := apitest.MCPClient{Endpoint: s.URL + "/mcp"}.Session(t)
+	res := apitest.CallTool(t, cs, &mcp.CallToolParams{Name: "rare", Arguments: map[string]any{}, Meta: apitest.U1()})
+	if !res.IsError || !strings.Contains(apitest.ModelText(t, res), "retry in 3600 s") {
+		t.Errorf("MCP over the limit: %s", apitest.Dump(res))
+	}
+	if rec.Count() != before {
+		t.Errorf("refused calls reached the target %d times", rec.Count()-before)
+	}
+}
