@@ -448,9 +448,9 @@ func unmarshalTool(d *caddyfile.Dispenser) (manifest.Tool, error) {
 		}),
 		"component": once(stringArg(&t.Target.Component)),
 		"allow":     once(stringArg(&t.Allow)),
-		"approval": approvalArg(&t.Approval, "tool "+t.Name+": "),
-		"limit":  limitArg(&t.Limits, "tool "+t.Name+": "),
-		"result": once(stringArg(&t.Target.Result)),
+		"approval":  approvalArg(&t.Approval, "tool "+t.Name+": "),
+		"limit":     limitArg(&t.Limits, "tool "+t.Name+": "),
+		"result":    once(stringArg(&t.Target.Result)),
 		"ui": once(func(d *caddyfile.Dispenser) error {
 			var v string
 			if err := stringArg(&v)(d); err != nil {
