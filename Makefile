@@ -23,7 +23,8 @@ FUZZ := \
 	./internal/mcp:FuzzDecodeCall \
 	./internal/mcp:FuzzDecodeCallMaps \
 	./internal/mcp:FuzzAppendEvent \
-	./internal/dispatch:FuzzEncode
+	./internal/dispatch:FuzzEncode \
+	./internal/audit:FuzzVerify
 
 .PHONY: test check unit js kit notes ai-sdk react browser browser-deps mcp packages install-test bench-build faults fuzz tools build npm
 

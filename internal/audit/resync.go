@@ -53,8 +53,12 @@ func (w *writer) resync() error {
 		}
 	}
 	// A torn line: end it and chain on from its bytes, as Verify accepts.
-	w.logger.Error("audit trail's last line is torn (a write cut short): ended it and chained on from it; its content is lost",
-		zap.String("file", w.path), zap.Int("bytes", len(last)))
+	if _, err := parseLine(last); err == nil {
+		w.logger.Warn("audit trail's last line had no newline: ended it", zap.String("file", w.path))
+	} else {
+		w.logger.Error("audit trail's last line is torn (a write cut short): ended it and chained on from it; its content is lost",
+			zap.String("file", w.path), zap.Int("bytes", len(last)))
+	}
 	var end []byte
 	if !ended {
 		end = []byte("\n")
