@@ -90,9 +90,11 @@ func Open(path string, logger *zap.Logger) (*Trail, error) {
 	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
-	// One key per file, whatever link of its directory names it: a second
+	// One key per file, whatever link names it or its directory: a second
 	// writer in this process would otherwise fail as if it were another.
-	if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	} else if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
 		abs = filepath.Join(dir, filepath.Base(abs))
 	}
 

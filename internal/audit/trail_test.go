@@ -186,6 +186,15 @@ func TestOpenShares(t *testing.T) {
 	if a.w != b.w {
 		t.Fatal("two Opens of one path have two writers")
 	}
+	link := filepath.Join(t.TempDir(), "link.jsonl")
+	if err := os.Symlink(path, link); err != nil {
+		t.Fatal(err)
+	}
+	c := open(t, link)
+	if c.w != a.w {
+		t.Fatal("a link to an open trail has a writer of its own")
+	}
+	c.Close()
 	appendCalls(t, a, "a1")
 	appendCalls(t, b, "b1")
 	appendCalls(t, a, "a2")

@@ -169,6 +169,16 @@ func TestVerify(t *testing.T) {
 			broken: 2, reason: "not 64 lowercase hex",
 		},
 		{
+			name:  "line of MaxLine bytes",
+			trail: build(entry("c1"), entry(strings.Repeat("x", MaxLine-len(entry(""))-60)), entry("c3")),
+			lines: 3,
+		},
+		{
+			name:   "line of MaxLine+1 bytes",
+			trail:  build(entry("c1"), entry(strings.Repeat("x", MaxLine-len(entry(""))-59)), entry("c3")),
+			broken: 2, reason: "longer than",
+		},
+		{
 			name:   "line longer than MaxLine",
 			trail:  build(entry("c1"), entry(strings.Repeat("x", MaxLine)), entry("c3")),
 			broken: 2, reason: "longer than",
