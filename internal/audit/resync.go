@@ -73,15 +73,20 @@ func (w *writer) resync() error {
 // isTrail reports whether a file of size bytes, whose first bytes are
 // head, reads as a trail: its first line is an entry, or a torn line
 // followed by the trail_resumed entry that chains from it, or the file's
-// only line (a first write cut short, which resync recovers). It keeps
+// only line, not ended (a first write cut short, which resync recovers). It keeps
 // Open from appending to a file that is something else.
 func isTrail(head []byte, size int64) bool {
 	l1, rest, found := bytes.Cut(head, []byte("\n"))
 	if _, err := parseLine(l1); err == nil {
 		return true
 	}
-	if !found || len(rest) == 0 {
+	if !found {
 		return int64(len(head)) == size
+	}
+	if len(rest) == 0 {
+		// One whole line that is not an entry: a write is cut before
+		// its newline, so this is some other file.
+		return false
 	}
 	l2, _, _ := bytes.Cut(rest, []byte("\n"))
 	e, err := parseLine(l2)

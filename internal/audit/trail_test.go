@@ -372,6 +372,24 @@ func TestTornTail(t *testing.T) {
 	}
 }
 
+// TestTornFirstLine: a trail whose first write was cut short is
+// recovered, and opened again after that.
+func TestTornFirstLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	if err := os.WriteFile(path, []byte(`{"time":"2026-12-02T10:00:00Z","ev`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"c1", "c2"} {
+		tr := open(t, path)
+		appendCalls(t, tr, id)
+		tr.Close()
+	}
+	rep, es := verifyFile(t, path)
+	if !slices.Equal(rep.Torn, []int{1}) || rep.Lines != 4 || !slices.Equal(callIDs(es), []string{"c1", "c2"}) {
+		t.Fatalf("%+v %v", rep, callIDs(es))
+	}
+}
+
 // TestResyncAfterFailedWrite: after a write fails (perhaps halfway), the
 // next Append finds the file's end again and recovers a torn line.
 func TestResyncAfterFailedWrite(t *testing.T) {
@@ -399,6 +417,7 @@ func TestResyncAfterFailedWrite(t *testing.T) {
 func TestOpenRefusesOtherFiles(t *testing.T) {
 	for name, content := range map[string]string{
 		"text":      "root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1::/:/bin/false\n",
+		"one line":  "toolgate-host-1\n",
 		"json":      `{"level":"info","msg":"started"}` + "\n" + `{"level":"info","msg":"stopped"}` + "\n",
 		"long line": `{"time":"2026-12-02T10:00:00Z","event":"call","prev":"` + zeroHash + `"}` + "\n" + strings.Repeat("x", MaxLine+1) + "\n",
 	} {
