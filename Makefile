@@ -24,7 +24,8 @@ FUZZ := \
 	./internal/mcp:FuzzDecodeCallMaps \
 	./internal/mcp:FuzzAppendEvent \
 	./internal/dispatch:FuzzEncode \
-	./internal/quota:FuzzParse
+	./internal/quota:FuzzParse \
+	./internal/audit:FuzzVerify
 
 .PHONY: test check unit js kit notes ai-sdk react browser browser-deps mcp packages install-test bench-build faults fuzz tools build npm
 
