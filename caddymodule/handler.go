@@ -15,6 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/clienttools"
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/gateway"
@@ -132,6 +133,7 @@ type Handler struct {
 	storeKey string              // this config's reference in stores, once provisioned
 	pages    *clienttools.Bridge // this config's view of the store's bridge
 	ups      *upstreams          // the upstream MCP servers, running
+	trail    *audit.Trail        // the audit trail, when configured
 }
 
 // Component is one of the app's components.
@@ -402,13 +404,32 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) (err error) {
 		}
 		h.storeKey, h.pages = storeKey, bridge
 	}()
+	var trail gateway.Auditor
+	if h.Audit != "" {
+		file, err := resolve(repl, "audit", h.Audit)
+		if err != nil {
+			return err
+		}
+		t, err := audit.Open(file, h.logger)
+		if err != nil {
+			return fmt.Errorf("audit: %w", err)
+		}
+		defer func() {
+			if err != nil {
+				_ = t.Close()
+				return
+			}
+			h.trail = t
+		}()
+		trail = t
+	}
 	h.client = outbound.NewClient(time.Duration(h.UpstreamTimeout), h.MaxResponseSize)
 	h.gw = gateway.New(gateway.Config{
 		Tools: tools, Issuer: issuer, Client: h.client,
 		Ledger: led, Logger: h.logger,
 		Bridge: bridge, ClientTimeout: time.Duration(h.ClientToolTimeout),
 		Observer: obs, EmbedOrigins: embeds,
-		Limits: allLimits,
+		Limits: allLimits, Audit: trail, AuditInputs: h.AuditInputs,
 	})
 	cfg := httpapi.Config{
 		Gateway: h.gw, Bridge: bridge, Callers: callers, Pages: pages,
@@ -495,6 +516,13 @@ func (h *Handler) Cleanup() error {
 	}
 	h.ups.close()
 	h.ups = nil
+	if h.trail != nil {
+		// After the gateway closed: its calls' last lines are written.
+		if err := h.trail.Close(); err != nil {
+			h.logger.Error("closing the audit trail", zap.Error(err))
+		}
+		h.trail = nil
+	}
 	if h.storeKey != "" {
 		_, err := stores.Delete(h.storeKey)
 		h.storeKey = ""
