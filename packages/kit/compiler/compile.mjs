@@ -11,6 +11,8 @@ import { register } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
+import { MAX_TIMEOUT, parseDuration, parseLimit } from './governance.mjs';
+
 // CompileError carries every problem found, one line each, in the form
 // `<file>: tool "<name>": <field>: <what>`.
 export class CompileError extends Error {
@@ -24,7 +26,7 @@ export class CompileError extends Error {
 // toolgate's tool-name rule (internal/manifest's nameRE).
 const NAME_RE = /^[a-zA-Z0-9_-]{1,64}$/;
 
-const TOOL_FIELDS = ['name', 'displayName', 'description', 'input', 'target', 'annotations', 'allow', 'ui'];
+const TOOL_FIELDS = ['name', 'displayName', 'description', 'input', 'target', 'annotations', 'allow', 'ui', 'approval', 'limits'];
 
 // The tool the gateway adds for MCP Apps clients (internal/manifest's
 // CardAnswerTool): a declared tool may not take its name.
@@ -273,6 +275,8 @@ function checkTool(tool, fail, toJSONSchema) {
     else if (tool.ui && isPlainObject(tool.target) && tool.target.type !== 'app') fail('ui', 'only an app target shows in the MCP Apps view');
     entry.ui = tool.ui;
   }
+  if (tool.approval !== undefined) entry.approval = checkApproval(tool.approval, fail);
+  if (tool.limits !== undefined) entry.limits = checkLimits(tool.limits, fail);
   return entry;
 }
 
@@ -424,6 +428,71 @@ function checkAnnotations(a, fail) {
     if (a[k] !== undefined) out[k] = a[k];
   }
   return out;
+}
+
+// An approval's members in the manifest's order.
+const APPROVAL_FIELDS = ['when', 'title', 'description', 'timeout', 'assignee'];
+
+// checkApproval checks the gateway's own approval question on a tool and
+// returns it with its members in the manifest's order, as written: the
+// expressions (when, assignee) are compiled by the gateway at load, which
+// names the tool too.
+function checkApproval(a, fail) {
+  if (!isPlainObject(a)) {
+    fail('approval', 'must be an object: {title, when?, description?, timeout?, assignee?}');
+    return undefined;
+  }
+  for (const key of Object.keys(a)) {
+    if (!APPROVAL_FIELDS.includes(key)) fail(`approval.${key}`, `unknown field (an approval has ${APPROVAL_FIELDS.join(', ')})`);
+  }
+  const nonEmpty = (v) => typeof v === 'string' && v.trim() !== '';
+  if (!nonEmpty(a.title)) fail('approval.title', "required: a non-empty string, the card's title");
+  if (a.when !== undefined && !nonEmpty(a.when)) fail('approval.when', 'must be a non-empty expression string (left out: every call is approved first)');
+  if (a.description !== undefined && !nonEmpty(a.description)) fail('approval.description', 'must be a non-empty string when given');
+  if (a.assignee !== undefined && !nonEmpty(a.assignee)) fail('approval.assignee', 'must be a non-empty expression string (left out: the caller decides)');
+  if (a.timeout !== undefined) {
+    const what = 'a duration such as 24h, 90m or 2d, at most 30d (default: 24h)';
+    // Only show's cut of the value reaches the message: Go's own words
+    // quote all of it.
+    let d;
+    try {
+      if (typeof a.timeout === 'string') d = parseDuration(a.timeout);
+    } catch {}
+    if (d === undefined) fail('approval.timeout', `${show(a.timeout)} is not ${what}`);
+    else if (d <= 0n) fail('approval.timeout', `${show(a.timeout)} is not positive: ${what}`);
+    else if (d > MAX_TIMEOUT) fail('approval.timeout', `${show(a.timeout)} is longer than 30d`);
+  }
+  const out = {};
+  for (const k of APPROVAL_FIELDS) {
+    if (a[k] !== undefined) out[k] = a[k];
+  }
+  return out;
+}
+
+// checkLimits checks a tool's quotas and returns them as written. Two
+// limits that count the same calls (one window, or both concurrent, in one
+// scope) are an error: which of them holds would be a guess.
+function checkLimits(limits, fail) {
+  if (!Array.isArray(limits)) {
+    fail('limits', 'must be an array of strings such as "20/1h per user"');
+    return undefined;
+  }
+  const seen = new Map();
+  for (let i = 0; i < limits.length; i++) {
+    const l = parseLimit(limits[i]);
+    if (l.error !== undefined) {
+      fail(`limits[${i}]`, typeof limits[i] === 'string' ? `${show(limits[i])}: ${l.error}` : l.error);
+      continue;
+    }
+    const key = `${l.window} ${l.scope}`;
+    if (seen.has(key)) {
+      const j = seen.get(key);
+      fail(`limits[${i}]`, `${show(limits[i])} counts the same calls as limits[${j}] (${show(limits[j])}): ${l.window === 0 ? 'both concurrent' : 'one window'}, per ${l.scope}`);
+    } else {
+      seen.set(key, i);
+    }
+  }
+  return [...limits];
 }
 
 function isPlainObject(v) {

@@ -6,6 +6,7 @@
 export type {
   Annotations,
   AppTarget,
+  Approval,
   KazzleTarget,
   KazzleTool,
   McpTarget,

@@ -103,6 +103,34 @@ export type Annotations = {
   openWorldHint?: boolean;
 };
 
+/**
+ * The gateway's own question before a call runs: the call pauses on a card
+ * (Approve, Reject, Approve with changes) until a person answers it or it
+ * times out (docs/kits.md, "Approval and limits").
+ */
+export type Approval = {
+  /**
+   * An expression (expr-lang, as `allow`) over the call's input and its
+   * caller: the call is asked about only when it is true. Default: every call.
+   */
+  when?: string;
+  /** The card's title. Required, not empty. */
+  title: string;
+  /** The card's text, in markdown. */
+  description?: string;
+  /**
+   * How long the question stays open, a Go duration with d for days
+   * ("90m", "24h", "2d"), positive and at most 30d; unanswered by then, the
+   * call is closed as not approved. Default: 24h.
+   */
+  timeout?: string;
+  /**
+   * An expression giving the device (its computerId) that must decide.
+   * Default: the caller.
+   */
+  assignee?: string;
+};
+
 /** One tool of a tools.ts file, compiled by `toolgate-tools build`. */
 export type Tool = {
   /** How the model calls the tool: ^[a-zA-Z0-9_-]{1,64}$, unique. */
@@ -126,6 +154,17 @@ export type Tool = {
    * default true for them. `false` keeps them plain MCP results.
    */
   ui?: boolean;
+  /** Ask a person before a call runs. Default: no question. */
+  approval?: Approval;
+  /**
+   * Quotas counted in calls, each "N/WINDOW per SCOPE" or "N concurrent per
+   * SCOPE": "20/1h per user", "1000/1d per install", "5 concurrent per
+   * user". N is 1 to 1000000; WINDOW a count and one unit of s, m, h or d
+   * (a bare unit is one of it: "20/h"), at most 30d; SCOPE user or install.
+   * Two limits of a tool with one window (or both concurrent) and one scope
+   * are an error. Default: none.
+   */
+  limits?: readonly string[];
 };
 
 /** A Tool, by the name tools.ts files of the platform the protocol came from use. */

@@ -163,7 +163,7 @@ test('bad tools.ts files: exit 1, the file, the tool and the field named', async
       'test/fixtures/bad-fields.ts: tool "ui_text": ui: must be true or false',
       'test/fixtures/bad-fields.ts: tool "ui_url": ui: only an app target shows in the MCP Apps view',
       'test/fixtures/bad-fields.ts: tool "toolgate_card_answer": name: "toolgate_card_answer" is reserved: the gateway serves a tool of that name to MCP Apps clients',
-      'test/fixtures/bad-fields.ts: tool "transform": inputSchema: unknown field (a tool has name, displayName, description, input, target, annotations, allow, ui)',
+      'test/fixtures/bad-fields.ts: tool "transform": inputSchema: unknown field (a tool has name, displayName, description, input, target, annotations, allow, ui, approval, limits)',
     ]],
     ['missing.ts', ['test/fixtures/missing.ts: no such file']],
   ];
