@@ -121,7 +121,7 @@ export function toolsSource(manifest, { loose = false, source = 'the OpenAPI doc
     out.push(`    description: ${lit(tool.description)},`);
     out.push(`    input: ${indent(refer(input, declared), '    ')},`);
     out.push(`    target: ${indent(js(tool.target), '    ')},`);
-    for (const key of ['annotations', 'allow', 'ui']) {
+    for (const key of ['annotations', 'allow', 'ui', 'approval', 'limits']) {
       if (tool[key] !== undefined) out.push(`    ${key}: ${indent(js(tool[key]), '    ')},`);
     }
     out.push('  },');

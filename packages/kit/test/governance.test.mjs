@@ -5,7 +5,7 @@
 
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -15,6 +15,7 @@ import { toJSONSchema } from 'zod/v4/core';
 
 import { CompileError, manifest } from '../compiler/compile.mjs';
 import { MAX_TIMEOUT, parseDuration, parseLimit } from '../compiler/governance.mjs';
+import { toolsSource } from '../compiler/openapi.mjs';
 
 const kit = fileURLToPath(new URL('..', import.meta.url));
 const bin = path.join(kit, 'bin', 'toolgate-tools.mjs');
@@ -267,4 +268,21 @@ test('the types take approval and limits and refuse what the compiler would', ()
   assert.equal(r.status, 1);
   assert.match(r.stdout, /governance-types\.ts\(9,\d+\): error TS\d+: [^\n]*title/);
   assert.match(r.stdout, /governance-types\.ts\(10,\d+\): error TS\d+: [^\n]*number[^\n]*string/);
+});
+
+test('a tools.ts written from a manifest keeps approval and limits, and compiles back to them', (t) => {
+  // Beside the kit, so that the written tools.ts resolves zod.
+  const dir = mkdtempSync(path.join(kit, 'test', '.governance-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const approval = { when: 'input.n > 1', title: 'Go "on"?', description: 'It runs.\nTwice.', timeout: '90m', assignee: 'claims.device' };
+  const limits = ['20/h per user', '5 concurrent per install'];
+  const tool = { name: 'go', description: 'Go.', input_schema: { type: 'object', properties: { n: { type: 'number' } } }, target: { type: 'kazzle', name: 'go' } };
+  writeFileSync(path.join(dir, 'tools.ts'), toolsSource({ tools: [{ ...tool, approval, limits }, { ...tool, name: 'plain' }] }));
+  const r = run(['build', path.join(dir, 'tools.ts')]);
+  assert.equal(r.stderr, '');
+  const [withThem, without] = JSON.parse(r.stdout).tools;
+  assert.deepEqual(withThem.approval, approval);
+  assert.deepEqual(Object.keys(withThem.approval), Object.keys(approval));
+  assert.deepEqual(withThem.limits, limits);
+  assert.deepEqual(Object.keys(without), ['name', 'description', 'input_schema', 'target']);
 });
