@@ -11,7 +11,7 @@ import { register } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
-import { MAX_TIMEOUT, parseDuration, parseLimit } from './governance.mjs';
+import { parseLimit, parseTimeout } from './governance.mjs';
 
 // CompileError carries every problem found, one line each, in the form
 // `<file>: tool "<name>": <field>: <what>`.
@@ -68,6 +68,9 @@ export const TARGET_KINDS = {
   kazzle: {
     fields: ['type', 'name'],
     http: false,
+    // It runs in the user's own page: there is no call for the gateway to
+    // hold for approval.
+    inPage: true,
     check(target, { nonEmpty }) {
       nonEmpty('name');
     },
@@ -275,7 +278,11 @@ function checkTool(tool, fail, toJSONSchema) {
     else if (tool.ui && isPlainObject(tool.target) && tool.target.type !== 'app') fail('ui', 'only an app target shows in the MCP Apps view');
     entry.ui = tool.ui;
   }
-  if (tool.approval !== undefined) entry.approval = checkApproval(tool.approval, fail);
+  if (tool.approval !== undefined) {
+    entry.approval = checkApproval(tool.approval, fail);
+    const kind = isPlainObject(tool.target) && Object.hasOwn(TARGET_KINDS, tool.target.type) ? TARGET_KINDS[tool.target.type] : undefined;
+    if (kind?.inPage) fail('approval', "a client tool runs in the user's own page, so there is no call to hold for approval");
+  }
   if (tool.limits !== undefined) entry.limits = checkLimits(tool.limits, fail);
   return entry;
 }
@@ -451,16 +458,8 @@ function checkApproval(a, fail) {
   if (a.description !== undefined && !nonEmpty(a.description)) fail('approval.description', 'must be a non-empty string when given');
   if (a.assignee !== undefined && !nonEmpty(a.assignee)) fail('approval.assignee', 'must be a non-empty expression string (left out: the caller decides)');
   if (a.timeout !== undefined) {
-    const what = 'a duration such as 24h, 90m or 2d, at most 30d (default: 24h)';
-    // Only show's cut of the value reaches the message: Go's own words
-    // quote all of it.
-    let d;
-    try {
-      if (typeof a.timeout === 'string') d = parseDuration(a.timeout);
-    } catch {}
-    if (d === undefined) fail('approval.timeout', `${show(a.timeout)} is not ${what}`);
-    else if (d <= 0n) fail('approval.timeout', `${show(a.timeout)} is not positive: ${what}`);
-    else if (d > MAX_TIMEOUT) fail('approval.timeout', `${show(a.timeout)} is longer than 30d`);
+    const t = typeof a.timeout === 'string' ? parseTimeout(a.timeout) : { error: 'whole days (2d) or a duration (24h, 90m), a string' };
+    if (t.error !== undefined) fail('approval.timeout', `${show(a.timeout)}: ${t.error}`);
   }
   const out = {};
   for (const k of APPROVAL_FIELDS) {

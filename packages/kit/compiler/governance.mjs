@@ -1,15 +1,16 @@
 // The two grammars of a tool's governance members (docs/kits.md, "Approval
 // and limits"): a quota in `limits` ("20/1h per user", "5 concurrent per
-// install") and an approval's `timeout` ("24h", "90m", "2d"). The gateway
-// parses the same strings when it loads the manifest; the table in
-// test/fixtures/limits.json holds the limit grammar for both sides.
+// install", as internal/quota's Parse reads it) and an approval's `timeout`
+// ("24h", "90m", "2d", as internal/manifest's ParseTimeout reads it). The
+// tables in test/fixtures/governance/ hold both for the two sides.
 
 // The bounds of a limit: its count, and its window in seconds.
 export const MAX_LIMIT = 1_000_000;
 export const MAX_WINDOW = 30 * 86400;
 
-// The bound of an approval's timeout, in nanoseconds (as Go counts a
-// time.Duration): 30 days.
+// The bounds of an approval's timeout, in nanoseconds (as Go counts a
+// time.Duration): from a second to 30 days.
+export const MIN_TIMEOUT = 1_000_000_000n;
 export const MAX_TIMEOUT = 30n * 86400n * 1_000_000_000n;
 
 // The scopes a limit counts in: each user of an installation, or the
@@ -45,7 +46,7 @@ export function parseLimit(s) {
   return { max, window: seconds, scope };
 }
 
-// Go's time units, and d for 24h as Caddy reads it.
+// Go's time units.
 const DURATION_UNITS = {
   ns: 1n,
   us: 1_000n,
@@ -55,13 +56,40 @@ const DURATION_UNITS = {
   s: 1_000_000_000n,
   m: 60n * 1_000_000_000n,
   h: 3600n * 1_000_000_000n,
-  d: 86400n * 1_000_000_000n,
 };
+
+const DAY = 86400n * 1_000_000_000n;
 
 const MAX_INT64 = (1n << 63n) - 1n;
 
-// parseDuration reads s as Go's time.ParseDuration does, with d (24h)
-// allowed as a unit: [-+]?([0-9]*(\.[0-9]*)?[a-z]+)+, "1h30m", "1.5d".
+// parseTimeout reads an approval's timeout: whole days ("2d", the days as
+// Go's strconv.Atoi reads them, without a sign) or a Go duration ("24h",
+// "90m", "1h30m"), from a second to 30 days. It returns {ns}, the timeout
+// in nanoseconds (a bigint), or {error} saying what is wrong.
+export function parseTimeout(s) {
+  const wrong = { error: 'whole days (2d) or a duration (24h, 90m)' };
+  let d;
+  if (s.endsWith('d')) {
+    const days = s.slice(0, -1);
+    if (!/^-?[0-9]+$/.test(days)) return wrong;
+    const n = BigInt(days);
+    if (n < 1n || n > MAX_INT64) return wrong;
+    if (n > MAX_TIMEOUT / DAY) return { error: 'at most 30d' };
+    d = n * DAY;
+  } else {
+    try {
+      d = parseDuration(s);
+    } catch {
+      return wrong;
+    }
+  }
+  if (d < MIN_TIMEOUT) return { error: 'at least 1s' };
+  if (d > MAX_TIMEOUT) return { error: 'at most 30d' };
+  return { ns: d };
+}
+
+// parseDuration reads s as Go's time.ParseDuration does:
+// [-+]?([0-9]*(\.[0-9]*)?[a-z]+)+, "1h30m", "1.5h", "300ms".
 // It returns the duration in nanoseconds (a bigint, exact as Go's is), or
 // throws an Error in Go's words.
 export function parseDuration(s) {

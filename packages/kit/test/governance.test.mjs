@@ -14,7 +14,7 @@ import { z } from 'zod';
 import { toJSONSchema } from 'zod/v4/core';
 
 import { CompileError, manifest } from '../compiler/compile.mjs';
-import { MAX_TIMEOUT, parseDuration, parseLimit } from '../compiler/governance.mjs';
+import { parseDuration, parseLimit, parseTimeout } from '../compiler/governance.mjs';
 import { toolsSource } from '../compiler/openapi.mjs';
 
 const kit = fileURLToPath(new URL('..', import.meta.url));
@@ -39,7 +39,7 @@ function compileTools(tools) {
   }
 }
 
-const base = { name: 'pay', description: 'Pay.', input: z.object({ amount: z.number() }).strict(), target: { type: 'kazzle', name: 'pay' } };
+const base = { name: 'pay', description: 'Pay.', input: z.object({ amount: z.number() }).strict(), target: { type: 'app', component: 'pay', method: 'POST', path: '/pay' } };
 
 test('limits: the grammar on its table (the gateway holds the same table)', () => {
   const rows = table('limits.json');
@@ -70,27 +70,33 @@ test('limits: a refusal says what is wrong', () => {
   assert.match(parseLimit(20).error, /^not a string: N\/WINDOW per SCOPE/);
 });
 
-test('timeouts: Go durations with d for days, on a table written by caddy.ParseDuration', () => {
-  // timeouts.json was printed by Go (caddy.ParseDuration: time.ParseDuration
-  // with d as 24h): ns is what it read, absent when it refused; ok is
-  // whether an approval may wait that long (positive, at most 30d).
+test('timeouts: whole days or a Go duration, from 1s to 30d, on a table Go printed', () => {
+  // timeouts.json was printed by Go: duration is what time.ParseDuration
+  // reads, ns what internal/manifest's ParseTimeout reads; each is absent
+  // where it refuses.
   const rows = table('timeouts.json');
-  assert.ok(rows.length > 40);
+  assert.ok(rows.length > 50);
   for (const row of rows) {
-    let got;
+    const what = `${row.why}: ${JSON.stringify(row.timeout)}`;
+    let duration;
     try {
-      got = String(parseDuration(row.timeout));
+      duration = String(parseDuration(row.timeout));
     } catch (err) {
-      assert.match(err.message, /duration/, row.why);
+      assert.match(err.message, /duration/, what);
     }
-    assert.equal(got, row.ns, `${row.why}: ${JSON.stringify(row.timeout)}`);
-    const ok = got !== undefined && BigInt(got) > 0n && BigInt(got) <= MAX_TIMEOUT;
-    assert.equal(ok, row.ok, `${row.why}: ${JSON.stringify(row.timeout)}`);
+    assert.equal(duration, row.duration, `time.ParseDuration: ${what}`);
+    const got = parseTimeout(row.timeout);
+    assert.equal(got.ns === undefined ? undefined : String(got.ns), row.ns, `ParseTimeout: ${what}: ${got.error}`);
+    assert.equal(got.error === undefined, row.ns !== undefined, what);
   }
   // Go's words.
   assert.throws(() => parseDuration('1w'), { message: 'unknown unit "w" in duration "1w"' });
   assert.throws(() => parseDuration('1'), { message: 'missing unit in duration "1"' });
   assert.throws(() => parseDuration(''), { message: 'invalid duration ""' });
+  assert.deepEqual(parseTimeout('31d'), { error: 'at most 30d' });
+  assert.deepEqual(parseTimeout('721h'), { error: 'at most 30d' });
+  assert.deepEqual(parseTimeout('999ms'), { error: 'at least 1s' });
+  assert.deepEqual(parseTimeout('1d12h'), { error: 'whole days (2d) or a duration (24h, 90m)' });
 });
 
 test('declarations the compiler accepts, written as given in the manifest’s order', () => {
@@ -102,6 +108,8 @@ test('declarations the compiler accepts, written as given in the manifest’s or
       { approval: { when: 'input.amount > 100', title: 'Pay?', description: 'It pays.', timeout: '90m', assignee: 'claims.device' } },
     ],
     ['the longest timeout', { approval: { title: 'Pay?', timeout: '30d' } }, { approval: { title: 'Pay?', timeout: '30d' } }],
+    ['the shortest timeout', { approval: { title: 'Pay?', timeout: '1s' } }, { approval: { title: 'Pay?', timeout: '1s' } }],
+    ['limits on a client tool', { target: { type: 'kazzle', name: 'pay' }, limits: ['5 concurrent per user'] }, { limits: ['5 concurrent per user'] }],
     ['a timeout in Go’s spelling, kept as written', { approval: { title: 'Pay?', timeout: '1h30m' } }, { approval: { title: 'Pay?', timeout: '1h30m' } }],
     ['one limit', { limits: ['20/1h per user'] }, { limits: ['20/1h per user'] }],
     [
@@ -140,12 +148,23 @@ test('declarations the compiler refuses: the tool and the member named', () => {
     ['a when not a string', { approval: { title: 'Pay?', when: true } }, ['approval.when: must be a non-empty expression string (left out: every call is approved first)']],
     ['a blank assignee', { approval: { title: 'Pay?', assignee: '  ' } }, ['approval.assignee: must be a non-empty expression string (left out: the caller decides)']],
     ['an empty description', { approval: { title: 'Pay?', description: '' } }, ['approval.description: must be a non-empty string when given']],
-    ['a timeout in seconds as a number', { approval: { title: 'Pay?', timeout: 3600 } }, ['approval.timeout: 3600 is not a duration such as 24h, 90m or 2d, at most 30d (default: 24h)']],
-    ['a timeout without a unit', { approval: { title: 'Pay?', timeout: '24' } }, ['approval.timeout: "24" is not a duration such as 24h, 90m or 2d, at most 30d (default: 24h)']],
-    ['a timeout in weeks', { approval: { title: 'Pay?', timeout: '1w' } }, ['approval.timeout: "1w" is not a duration such as 24h, 90m or 2d, at most 30d (default: 24h)']],
-    ['a zero timeout', { approval: { title: 'Pay?', timeout: '0s' } }, ['approval.timeout: "0s" is not positive: a duration such as 24h, 90m or 2d, at most 30d (default: 24h)']],
-    ['a negative timeout', { approval: { title: 'Pay?', timeout: '-1h' } }, ['approval.timeout: "-1h" is not positive: a duration such as 24h, 90m or 2d, at most 30d (default: 24h)']],
-    ['a timeout over 30d', { approval: { title: 'Pay?', timeout: '721h' } }, ['approval.timeout: "721h" is longer than 30d']],
+    ['a timeout in seconds as a number', { approval: { title: 'Pay?', timeout: 3600 } }, ['approval.timeout: 3600: whole days (2d) or a duration (24h, 90m), a string']],
+    ['a timeout without a unit', { approval: { title: 'Pay?', timeout: '24' } }, ['approval.timeout: "24": whole days (2d) or a duration (24h, 90m)']],
+    ['an empty timeout', { approval: { title: 'Pay?', timeout: '' } }, ['approval.timeout: "": whole days (2d) or a duration (24h, 90m)']],
+    ['days and hours', { approval: { title: 'Pay?', timeout: '1d12h' } }, ['approval.timeout: "1d12h": whole days (2d) or a duration (24h, 90m)']],
+    ['a fraction of a day', { approval: { title: 'Pay?', timeout: '1.5d' } }, ['approval.timeout: "1.5d": whole days (2d) or a duration (24h, 90m)']],
+    ['a timeout in weeks', { approval: { title: 'Pay?', timeout: '1w' } }, ['approval.timeout: "1w": whole days (2d) or a duration (24h, 90m)']],
+    ['a zero timeout', { approval: { title: 'Pay?', timeout: '0s' } }, ['approval.timeout: "0s": at least 1s']],
+    ['a timeout under a second', { approval: { title: 'Pay?', timeout: '500ms' } }, ['approval.timeout: "500ms": at least 1s']],
+    ['a negative timeout', { approval: { title: 'Pay?', timeout: '-1h' } }, ['approval.timeout: "-1h": at least 1s']],
+    ['negative days', { approval: { title: 'Pay?', timeout: '-1d' } }, ['approval.timeout: "-1d": whole days (2d) or a duration (24h, 90m)']],
+    ['a timeout over 30d', { approval: { title: 'Pay?', timeout: '721h' } }, ['approval.timeout: "721h": at most 30d']],
+    ['days over 30d', { approval: { title: 'Pay?', timeout: '31d' } }, ['approval.timeout: "31d": at most 30d']],
+    [
+      'an approval on a client tool',
+      { target: { type: 'kazzle', name: 'pay' }, approval: { title: 'Pay?' } },
+      ["approval: a client tool runs in the user's own page, so there is no call to hold for approval"],
+    ],
     ['limits a string', { limits: '20/1h per user' }, ['limits: must be an array of strings such as "20/1h per user"']],
     ['limits an object', { limits: { user: '20/1h' } }, ['limits: must be an array of strings such as "20/1h per user"']],
     ['a limit not a string', { limits: ['20/1h per user', 20] }, [/^limits\[1\]: not a string: N\/WINDOW per SCOPE/]],
@@ -179,7 +198,7 @@ test('declarations the compiler refuses: the tool and the member named', () => {
       [
         'approval.extra: unknown field (an approval has when, title, description, timeout, assignee)',
         "approval.title: required: a non-empty string, the card's title",
-        'approval.timeout: "soon" is not a duration such as 24h, 90m or 2d, at most 30d (default: 24h)',
+        'approval.timeout: "soon": whole days (2d) or a duration (24h, 90m)',
         /^limits\[0\]: "x": not N\/WINDOW per SCOPE/,
         'limits[2]: "3/1h per user" counts the same calls as limits[1] ("2/1h per user"): one window, per user',
       ],
@@ -201,7 +220,7 @@ test('declarations the compiler refuses: the tool and the member named', () => {
 test('a long limit or timeout is shown cut short, not echoed whole', () => {
   const { lines } = compileTools([{ ...base, approval: { title: 'Pay?', timeout: '1' + 'h'.repeat(10_000) }, limits: ['1/1h per user' + ' '.repeat(10_000) + 'x'] }]);
   assert.equal(lines.length, 2, lines.join('\n'));
-  assert.match(lines[0], /approval\.timeout: "1h{79}…" is not a duration/);
+  assert.match(lines[0], /approval\.timeout: "1h{79}…": whole days \(2d\) or a duration/);
   assert.match(lines[1], /limits\[0\]: "1\/1h per user {67}…": not N\/WINDOW/);
   for (const line of lines) assert.ok(line.length < 400, `${line.length} characters: ${line.slice(0, 100)}`);
 });
@@ -276,7 +295,7 @@ test('a tools.ts written from a manifest keeps approval and limits, and compiles
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const approval = { when: 'input.n > 1', title: 'Go "on"?', description: 'It runs.\nTwice.', timeout: '90m', assignee: 'claims.device' };
   const limits = ['20/h per user', '5 concurrent per install'];
-  const tool = { name: 'go', description: 'Go.', input_schema: { type: 'object', properties: { n: { type: 'number' } } }, target: { type: 'kazzle', name: 'go' } };
+  const tool = { name: 'go', description: 'Go.', input_schema: { type: 'object', properties: { n: { type: 'number' } } }, target: { type: 'app', component: 'c', method: 'POST', path: '/go' } };
   writeFileSync(path.join(dir, 'tools.ts'), toolsSource({ tools: [{ ...tool, approval, limits }, { ...tool, name: 'plain' }] }));
   const r = run(['build', path.join(dir, 'tools.ts')]);
   assert.equal(r.stderr, '');
