@@ -119,14 +119,14 @@ export type Approval = {
   /** The card's text, in markdown. */
   description?: string;
   /**
-   * How long the question stays open, a Go duration with d for days
-   * ("90m", "24h", "2d"), positive and at most 30d; unanswered by then, the
-   * call is closed as not approved. Default: 24h.
+   * How long the question stays open: whole days ("2d") or a Go duration
+   * ("90m", "24h", "1h30m"), from 1s to 30d; unanswered by then, the call
+   * is closed as not approved. Default: 24h.
    */
   timeout?: string;
   /**
    * An expression giving the device (its computerId) that must decide.
-   * Default: the caller.
+   * Default: any of the caller's devices.
    */
   assignee?: string;
 };
@@ -154,7 +154,10 @@ export type Tool = {
    * default true for them. `false` keeps them plain MCP results.
    */
   ui?: boolean;
-  /** Ask a person before a call runs. Default: no question. */
+  /**
+   * Ask a person before a call runs; not on a client tool (a kazzle
+   * target), which runs in the user's own page. Default: no question.
+   */
   approval?: Approval;
   /**
    * Quotas counted in calls, each "N/WINDOW per SCOPE" or "N concurrent per
