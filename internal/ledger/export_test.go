@@ -3,6 +3,8 @@ package ledger
 import (
 	"time"
 
+	"github.com/toolgate/toolgate/internal/clock"
+
 	"go.etcd.io/bbolt"
 )
 
@@ -54,3 +56,7 @@ func (b *Bolt) BreakLog() { _ = b.wal.f.Close() }
 
 // DB is b's bbolt file.
 func (b *Bolt) DB() *bbolt.DB { return b.db }
+
+// NewOff is a ledger off of its own, counting limits by clk: Off's counts
+// are the process's.
+func NewOff(clk clock.Clock) Ledger { return off{counts: new(lockedCounts), clock: clk} }
