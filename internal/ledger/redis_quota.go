@@ -17,7 +17,11 @@ import (
 // those that left it; calls in flight scored by when each place lapses
 // (placeLapse), pruned of those lapsed, and released by updateScript.
 // Adding a call gives the set an expiry no earlier than its newest entry
-// leaves it, so a limit no call counts against any more is not kept.
+// leaves it, so a limit no call counts against any more is not kept: a
+// window's, a window from now (or from when the call was created, if
+// later), which a later call only moves on; a set of places, the call's
+// lapse if that is later than the set's expiry (deadlines differ by
+// tool).
 //
 // One script rather than the SET NX GET in front of it: "a quota check on
 // Redis adds no round trip beyond the ledger's". A call without limits
@@ -51,7 +55,12 @@ for i = 2, #KEYS do
 	redis.call('ZADD', KEYS[i], ARGV[a + 2], ARGV[4])
 	local ttl = tonumber(ARGV[a + 2]) + tonumber(ARGV[a + 1]) - now
 	if ttl < 1 then ttl = 1 end
-	if redis.call('PTTL', KEYS[i]) < ttl then redis.call('PEXPIRE', KEYS[i], ttl) end
+	if tonumber(ARGV[a + 1]) > 0 then
+		if ttl < tonumber(ARGV[a + 1]) then ttl = tonumber(ARGV[a + 1]) end
+		redis.call('PEXPIRE', KEYS[i], ttl)
+	elseif redis.call('PTTL', KEYS[i]) < ttl then
+		redis.call('PEXPIRE', KEYS[i], ttl)
+	end
 end
 return false
 `)
