@@ -410,3 +410,54 @@ func BenchmarkBoltLimits(b *testing.B) {
 	b.Cleanup(func() { _ = l.Close() })
 	benchLimits(b, l, func(b *testing.B) func() { return cpuPerOp(b) })
 }
+
+// BenchmarkBoltOpen measures OpenBolt of a file of 100,000 calls (done,
+// a 1 KiB result each; fsync off), all without limits or all with two:
+// open reads every stored call's header to close those in flight, and
+// decodes what counts of those whose JSON names limits.
+func BenchmarkBoltOpen(b *testing.B) {
+	for _, tc := range []struct {
+		name   string
+		limits []ledger.Limit
+	}{
+		{"no-limits", nil},
+		{"two-limits", []ledger.Limit{{Key: "install-1/1h", Max: 1 << 30, Window: 3600}, {Key: "install-1/flight", Max: 1 << 20}}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			path := filepath.Join(b.TempDir(), "ledger.db")
+			l, err := ledger.OpenBolt(path, ledger.BoltOptions{NoFsync: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			res := &result.Result{Content: strings.Repeat("x", 1024)}
+			ctx := context.Background()
+			for i := range 100_000 {
+				now := time.Now()
+				id := fmt.Sprintf("toolu_%08d", i)
+				c := &ledger.Call{
+					Key: ledger.Key("user-1", "install-1", id), CallID: id, Tool: "ping", User: "user-1", Install: "install-1",
+					State: ledger.Running, Deadline: now.Add(time.Minute), Created: now, Updated: now, Limits: tc.limits,
+				}
+				if _, _, err := l.Create(ctx, c); err != nil {
+					b.Fatal(err)
+				}
+				c.State, c.Result = ledger.Done, res
+				if _, err := l.Update(ctx, c, ledger.Running); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := l.Close(); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				l, err := ledger.OpenBolt(path, ledger.BoltOptions{NoFsync: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				_ = l.Close()
+				b.StartTimer()
+			}
+		})
+	}
+}

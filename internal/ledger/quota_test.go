@@ -258,3 +258,39 @@ func TestRedisReplicasMissingGivesBackCount(t *testing.T) {
 	}
 	mustCreate(t, unreplicated, quotaCall(t, clock.Real, "after", w, f))
 }
+
+// The log keeps a change until a checkpoint, after Create and Update have
+// returned: the caller's limits and approval, changed afterwards, are not
+// what the B+tree gets.
+func TestBoltCheckpointKeepsNoLimitsOfTheCaller(t *testing.T) {
+	ledger.SetCheckpoints(t, 1<<20, time.Hour)
+	ctx := context.Background()
+	clk := clock.NewManual(ledgertest.Epoch)
+	b := openBolt(t, filepath.Join(t.TempDir(), "ledger.db"), ledger.BoltOptions{NoFsync: true, Clock: clk})
+	c := quotaCall(t, clk, "1", ledger.Limit{Key: "w", Max: 2, Window: 60, Name: "2/1m"})
+	mustCreate(t, b, c)
+	paused := *c
+	paused.State = ledger.ActionRequired
+	paused.Approval = &ledger.Approval{Input: []byte(`{"a":1}`), Expires: clk.Now().Add(time.Hour)}
+	if _, err := b.Update(ctx, &paused, ledger.Running); err != nil {
+		t.Fatal(err)
+	}
+	copy(paused.Approval.Input, `{"a":2}`)
+	paused.Approval.Decision = "approved"
+	if err := b.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.Get(ctx, c.Key)
+	if err != nil || string(got.Approval.Input) != `{"a":1}` || got.Approval.Decision != "" {
+		t.Fatalf("after the caller changed its call and a checkpoint: %+v (approval %+v), %v", got, got.Approval, err)
+	}
+	created := quotaCall(t, clk, "2", ledger.Limit{Key: "x", Max: 1, Window: 60})
+	mustCreate(t, b, created)
+	created.Limits[0].Key = "forged"
+	if err := b.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.Get(ctx, created.Key); err != nil || got.Limits[0].Key != "x" {
+		t.Fatalf("after the caller changed its limits and a checkpoint: %+v, %v", got, err)
+	}
+}

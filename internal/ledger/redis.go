@@ -74,9 +74,13 @@ type RedisOptions struct {
 
 // Redis is a Ledger in Redis, shared by every gateway instance that uses
 // the same server and prefix. Each call is one string key (see callValue):
-// a Create is one SET NX, an Update one small Lua script, so that a check
-// and its write are one atomic step across instances, and each costs one
-// round trip.
+// a Create is one SET NX (one script, createScript, for a call with
+// limits), an Update one small Lua script, so that a check and its write
+// are one atomic step across instances, and each costs one round trip.
+// Beside the calls: a sorted set per limit (prefix "quota:" and the
+// limit's key) and per caller's list of calls waiting for a person
+// (prefix "waiting:", user, U+001F, install), each expiring once nothing
+// in it counts.
 type Redis struct {
 	client    *redis.Client
 	pubsub    *redis.PubSub

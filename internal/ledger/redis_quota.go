@@ -23,9 +23,10 @@ import (
 // lapse if that is later than the set's expiry (deadlines differ by
 // tool).
 //
-// One script rather than the SET NX GET in front of it: "a quota check on
-// Redis adds no round trip beyond the ledger's". A call without limits
-// keeps the SET NX GET, which costs the server less (see callValue).
+// One script rather than a check in front of the SET NX GET: counting
+// adds no round trip to the Create's, and rides in its batch (do). A call
+// without limits keeps the SET NX GET, which costs the server less (see
+// callValue).
 //
 // KEYS[1] call, KEYS[2..] limits; ARGV: value, retention in ms, now in
 // ms, key, then for each limit its Max, its window in ms (0: in flight)
