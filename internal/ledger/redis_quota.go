@@ -26,7 +26,11 @@ import (
 // One script rather than a check in front of the SET NX GET: counting
 // adds no round trip to the Create's, and rides in its batch (do). A call
 // without limits keeps the SET NX GET, which costs the server less (see
-// callValue).
+// callValue). BenchmarkRedisLimits, a Create and an Update with two
+// limits against none (3 runs, on a 2-core machine shared with other
+// builds): parallel 104-161 µs a call against 89-138, redis-server 61-71
+// µs of CPU against 41-52 and this process 43-49 against 28-35; serial
+// 236-425 µs against 182-239.
 //
 // KEYS[1] call, KEYS[2..] limits; ARGV: value, retention in ms, now in
 // ms, key, then for each limit its Max, its window in ms (0: in flight)
