@@ -320,3 +320,144 @@ func cpuPerOp(b *testing.B) func() {
 		b.ReportMetric(float64((cpu()-c0).Microseconds())/float64(b.N), "cpu-µs/op")
 	}
 }
+
+// benchLimits measures a call's Create and Update, as benchCall does
+// (random ids, a 1 KiB result), against the same with the call counted
+// against two limits ("two-limits": a window and a limit on calls in
+// flight, both of one key that every call shares, as a quota per
+// installation is, never full), to show what counting costs. meter is as
+// in benchCall.
+func benchLimits(b *testing.B, l ledger.Ledger, meter func(b *testing.B) func()) {
+	res := &result.Result{Content: strings.Repeat("x", 1024)}
+	limits := []ledger.Limit{
+		{Key: "install-1/1h", Max: 1 << 30, Window: 3600, Name: "1073741824/1h per install"},
+		{Key: "install-1/flight", Max: 1 << 20, Name: "1048576 concurrent per install"},
+	}
+	for _, tc := range []struct {
+		name   string
+		limits []ledger.Limit
+	}{
+		{"no-limits", nil},
+		{"two-limits", limits},
+	} {
+		one := func(ctx context.Context) error {
+			id := fmt.Sprintf("toolu_%016x%016x", rand.Uint64(), rand.Uint64())
+			now := time.Now()
+			c := &ledger.Call{
+				Key: ledger.Key("user-1", "install-1", id), CallID: id, Tool: "ping", User: "user-1", Install: "install-1",
+				Digest: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+				State:  ledger.Running, Owner: "bench", Deadline: now.Add(time.Minute), Created: now, Updated: now,
+				Limits: tc.limits,
+			}
+			if _, created, err := l.Create(ctx, c); err != nil || !created {
+				return fmt.Errorf("Create %s = %v, %w", id, created, err)
+			}
+			d := *c
+			d.State, d.Result = ledger.Done, res
+			_, err := l.Update(ctx, &d, ledger.Running)
+			return err
+		}
+		b.Run(tc.name+"/serial", func(b *testing.B) {
+			ctx := context.Background()
+			b.ReportAllocs()
+			report := meter(b)
+			for b.Loop() {
+				if err := one(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			report()
+		})
+		b.Run(tc.name+"/parallel", func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetParallelism(16)
+			report := meter(b)
+			defer report()
+			b.RunParallel(func(pb *testing.PB) {
+				ctx := context.Background()
+				for pb.Next() {
+					if err := one(ctx); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkRedisLimits is benchLimits on Redis, set as BenchmarkRedisCall
+// sets it.
+func BenchmarkRedisLimits(b *testing.B) {
+	s := redistest.StartWith(b, "--appendonly", "yes", "--appendfsync", "everysec", "--maxmemory-policy", "noeviction")
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	l, err := ledger.OpenRedis(ctx, ledger.RedisOptions{Addr: s.Addr, Prefix: "bench:"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = l.Close() })
+	benchLimits(b, l, redisCPU(s.Addr))
+}
+
+// BenchmarkBoltLimits is benchLimits on bolt, fsync off: with fsync the
+// disk's flushes, not the counting, are the figure.
+func BenchmarkBoltLimits(b *testing.B) {
+	l, err := ledger.OpenBolt(filepath.Join(b.TempDir(), "ledger.db"), ledger.BoltOptions{NoFsync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = l.Close() })
+	benchLimits(b, l, func(b *testing.B) func() { return cpuPerOp(b) })
+}
+
+// BenchmarkBoltOpen measures OpenBolt of a file of 100,000 calls (done,
+// a 1 KiB result each; fsync off), all without limits or all with two:
+// open reads every stored call's header to close those in flight, and
+// decodes what counts of those whose JSON names limits.
+func BenchmarkBoltOpen(b *testing.B) {
+	for _, tc := range []struct {
+		name   string
+		limits []ledger.Limit
+	}{
+		{"no-limits", nil},
+		{"two-limits", []ledger.Limit{{Key: "install-1/1h", Max: 1 << 30, Window: 3600}, {Key: "install-1/flight", Max: 1 << 20}}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			path := filepath.Join(b.TempDir(), "ledger.db")
+			l, err := ledger.OpenBolt(path, ledger.BoltOptions{NoFsync: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			res := &result.Result{Content: strings.Repeat("x", 1024)}
+			ctx := context.Background()
+			for i := range 100_000 {
+				now := time.Now()
+				id := fmt.Sprintf("toolu_%08d", i)
+				c := &ledger.Call{
+					Key: ledger.Key("user-1", "install-1", id), CallID: id, Tool: "ping", User: "user-1", Install: "install-1",
+					State: ledger.Running, Deadline: now.Add(time.Minute), Created: now, Updated: now, Limits: tc.limits,
+				}
+				if _, _, err := l.Create(ctx, c); err != nil {
+					b.Fatal(err)
+				}
+				c.State, c.Result = ledger.Done, res
+				if _, err := l.Update(ctx, c, ledger.Running); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := l.Close(); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				l, err := ledger.OpenBolt(path, ledger.BoltOptions{NoFsync: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				_ = l.Close()
+				b.StartTimer()
+			}
+		})
+	}
+}

@@ -99,6 +99,13 @@ type Bolt struct {
 	wal     *wal        // the changes not yet in the B+tree: see bolt_wal.go
 	filters *keyFilters // of the keys in each partition: bolt_filter.go
 
+	// counts and waiting are the calls counted against limits and the
+	// calls that wait for a person, in memory under wal.mu, the lock
+	// that makes a change one step (change): the file serves one
+	// process, and OpenBolt rebuilds both from the stored calls.
+	counts  counts
+	waiting waitingLists
+
 	stop         chan struct{}
 	swept        chan struct{}
 	checkpointed chan struct{}
@@ -481,6 +488,7 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 		waiters:      newWaiters(),
 		filters:      newKeyFilters(),
 		logger:       opts.Logger,
+		waiting:      waitingLists{},
 		stop:         make(chan struct{}),
 		swept:        make(chan struct{}),
 		checkpointed: make(chan struct{}),
@@ -598,6 +606,7 @@ func (b *Bolt) closeInFlight(journaled, logged map[string]*Call, damaged map[str
 					b.logger.Error("ledger: a stored call cannot be read, nor told to be in flight; kept as it is", keyField(string(k)), zap.Error(err))
 					return nil
 				}
+				b.recount(string(k), v, st, now)
 				if st != Running && st != AwaitingClient {
 					return nil
 				}
@@ -617,8 +626,50 @@ func (b *Bolt) closeInFlight(journaled, logged map[string]*Call, damaged map[str
 		for _, f := range calls {
 			b.closeCall(tx, f.p, f.key, f.c, now)
 		}
+		b.counts.loaded()
+		b.waiting.loaded()
 		return nil
 	})
+}
+
+// limitsMember is how a stored call's limits begin: a call without it
+// counts against none, and recount does not decode it.
+var limitsMember = []byte(`"limits":`)
+
+// countedFields are what recount reads of a stored call.
+type countedFields struct {
+	User     string    `json:"user"`
+	Install  string    `json:"install"`
+	Limits   []Limit   `json:"limits"`
+	Approval *Approval `json:"approval"`
+	Created  time.Time `json:"created"` // format 1; format 2 has it in the header
+	Updated  time.Time `json:"updated"`
+}
+
+// recount puts a stored call (state st) found at open in the windows of
+// its limits and, if it waits for a person, in its caller's waiting list.
+// It decodes only the calls that can be in either, and only what they
+// need: opening a file of calls without limits costs a search of each
+// call's JSON. A call that does not decode counts nowhere. BenchmarkBoltOpen
+// (100,000 calls with 1 KiB results, 3 runs on a shared 2-core machine):
+// 0.27-0.41 s without limits, 0.67-1.36 s with two limits on every call,
+// about 3 µs a call of which the decoding is 2 and the search 0.6.
+func (b *Bolt) recount(key string, v []byte, st State, now time.Time) {
+	data := boltJSON(v)
+	if st != ActionRequired && !bytes.Contains(data, limitsMember) {
+		return
+	}
+	var f countedFields
+	if err := json.Unmarshal(data, &f, callOptions); err != nil {
+		return
+	}
+	if v[0] == 2 {
+		f.Updated, f.Created = fromUnixNano(v[2:]), fromUnixNano(v[10:])
+	}
+	b.counts.load(f.Limits, key, f.Created, now)
+	if st == ActionRequired {
+		b.waiting.set(&Call{Key: key, User: f.User, Install: f.Install, State: st, Approval: f.Approval, Created: f.Created, Updated: f.Updated})
+	}
 }
 
 // closeCall stores c under key (in p, or moved from it) closed as outcome
@@ -744,6 +795,12 @@ func pendingFor(rec *Call) (*pending, error) {
 		rec.Resume = &r
 	}
 	rec.Card = bytes.Clone(rec.Card)
+	rec.Limits = slices.Clone(rec.Limits)
+	if rec.Approval != nil {
+		a := *rec.Approval
+		a.Input, a.Changed = bytes.Clone(a.Input), bytes.Clone(a.Changed)
+		rec.Approval = &a
+	}
 	if !slices.Contains(boltStates[:], rec.State) {
 		return nil, fmt.Errorf("ledger: storing call %q in unknown state %q", rec.Key, rec.State)
 	}
@@ -780,19 +837,41 @@ func (b *Bolt) Create(ctx context.Context, c *Call) (*Call, bool, error) {
 	if err := boltKeyErr(c.Key); err != nil {
 		return nil, false, err
 	}
-	next, err := pendingFor(stamp(c, b.clock))
+	if err := checkLimits(c); err != nil {
+		return nil, false, err
+	}
+	rec := stamp(c, b.clock)
+	next, err := pendingFor(rec)
 	if err != nil {
 		return nil, false, err
 	}
 	var existing current
+	var over *OverLimitError
+	took := false
 	err = b.change(c.Key, func(cur current) (*pending, error) {
 		if existing = cur; cur.found() {
 			return nil, nil
 		}
+		if len(rec.Limits) > 0 {
+			if over = b.counts.take(rec.Limits, rec.Key, rec.Created, placeLapse(rec, b.retention), b.clock.Now()); over != nil {
+				return nil, nil
+			}
+			took = true
+		}
 		return next, nil
 	})
+	if err != nil && took {
+		// Not recorded, or not surely: a call that does not run holds
+		// no place.
+		b.wal.mu.Lock()
+		b.counts.giveBack(rec.Limits, rec.Key)
+		b.wal.mu.Unlock()
+	}
 	if err != nil {
 		return nil, false, b.unavailable("recording", c.Key, err)
+	}
+	if over != nil {
+		return nil, false, over
 	}
 	if !existing.found() {
 		return nil, true, nil
@@ -848,6 +927,12 @@ func (b *Bolt) Update(ctx context.Context, c *Call, from State) (*Call, error) {
 		if conflict = st != from; conflict {
 			return nil, nil
 		}
+		if inFlight(st) && !inFlight(rec.State) {
+			b.counts.leaveFlight(rec.Limits, rec.Key)
+		}
+		if st == ActionRequired || rec.State == ActionRequired {
+			b.waiting.change(rec, st)
+		}
 		return next, nil
 	})
 	if err != nil {
@@ -893,6 +978,10 @@ func (b *Bolt) Sweep(now time.Time) (int, error) {
 	if err := b.sweepSpent(now); err != nil {
 		return 0, fmt.Errorf("sweeping ledger %s: %w", b.path, err)
 	}
+	b.wal.mu.Lock()
+	b.counts.sweep(now)
+	b.waiting.sweep(now.Add(-b.retention))
+	b.wal.mu.Unlock()
 	cutoff := now.Add(-b.retention).UnixNano()
 	var names [][]byte
 	err := b.db.View(func(tx *bbolt.Tx) error {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/clock"
 	"github.com/toolgate/toolgate/internal/ledger"
+	"github.com/toolgate/toolgate/internal/ledger/ledgertest"
 	"github.com/toolgate/toolgate/internal/result"
 )
 
@@ -32,6 +33,12 @@ func openBolt(t *testing.T, path string, opts ledger.BoltOptions) *ledger.Bolt {
 func TestBolt(t *testing.T) {
 	testLedger(t, func(t *testing.T) ledger.Ledger {
 		return openBolt(t, filepath.Join(t.TempDir(), "ledger.db"), ledger.BoltOptions{})
+	})
+}
+
+func TestBoltQuotas(t *testing.T) {
+	ledgertest.RunQuotas(t, func(t *testing.T, clk clock.Clock) ledger.Ledger {
+		return openBolt(t, filepath.Join(t.TempDir(), "ledger.db"), ledger.BoltOptions{Clock: clk})
 	})
 }
 

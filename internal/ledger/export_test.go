@@ -3,6 +3,8 @@ package ledger
 import (
 	"time"
 
+	"github.com/toolgate/toolgate/internal/clock"
+
 	"go.etcd.io/bbolt"
 )
 
@@ -54,3 +56,26 @@ func (b *Bolt) BreakLog() { _ = b.wal.f.Close() }
 
 // DB is b's bbolt file.
 func (b *Bolt) DB() *bbolt.DB { return b.db }
+
+// NewOff is a ledger off of its own, counting limits by clk: Off's counts
+// are the process's.
+func NewOff(clk clock.Clock) Ledger { return off{counts: new(lockedCounts), clock: clk} }
+
+// Counted is how many calls b holds counted against the limit key: in
+// its window, or holding a place.
+func (b *Bolt) Counted(key string) int {
+	b.wal.mu.Lock()
+	defer b.wal.mu.Unlock()
+	n := len(b.counts.places[key])
+	if w := b.counts.windows[key]; w != nil {
+		n += len(w.calls)
+	}
+	return n
+}
+
+// Listed is how many calls b's waiting list of user in install holds.
+func (b *Bolt) Listed(user, install string) int {
+	b.wal.mu.Lock()
+	defer b.wal.mu.Unlock()
+	return len(b.waiting.keys(user, install))
+}

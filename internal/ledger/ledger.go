@@ -1,8 +1,10 @@
 // Package ledger records every tool call before its target is sent, so that
 // a call id runs at most once: a repeat gets the recorded result, a repeat
 // while the first is in flight waits for it, and a card pauses a call until
-// a person resumes it. Two back ends share one interface: an embedded bbolt
-// file and Redis for several gateway instances.
+// a person resumes it. The record of a new call counts it against its
+// quotas (Limit) in the same step, and the calls waiting for a person are
+// listed per caller (Waiting). Two back ends share one interface: an
+// embedded bbolt file and Redis for several gateway instances.
 package ledger
 
 import (

@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/clock"
 	"github.com/toolgate/toolgate/internal/ledger"
+	"github.com/toolgate/toolgate/internal/ledger/ledgertest"
 )
 
 // Off records nothing: every Create creates, even of a key created before,
@@ -44,4 +46,8 @@ func TestOff(t *testing.T) {
 	if err := ledger.Off.Close(); err != nil {
 		t.Errorf("Close = %v", err)
 	}
+}
+
+func TestOffQuotas(t *testing.T) {
+	ledgertest.RunQuotas(t, func(t *testing.T, clk clock.Clock) ledger.Ledger { return ledger.NewOff(clk) })
 }

@@ -74,9 +74,13 @@ type RedisOptions struct {
 
 // Redis is a Ledger in Redis, shared by every gateway instance that uses
 // the same server and prefix. Each call is one string key (see callValue):
-// a Create is one SET NX, an Update one small Lua script, so that a check
-// and its write are one atomic step across instances, and each costs one
-// round trip.
+// a Create is one SET NX (one script, createScript, for a call with
+// limits), an Update one small Lua script, so that a check and its write
+// are one atomic step across instances, and each costs one round trip.
+// Beside the calls: a sorted set per limit (prefix "quota:" and the
+// limit's key) and per caller's list of calls waiting for a person
+// (prefix "waiting:", user, U+001F, install), each expiring once nothing
+// in it counts.
 type Redis struct {
 	client    *redis.Client
 	pubsub    *redis.PubSub
@@ -165,8 +169,19 @@ const (
 // more allocations a call in the gateway, and a value left behind by a
 // pipeline cut between its two commands.
 //
-// KEYS[1] call; ARGV: from, op, value, retention in ms, channel, key.
-// Returns 1 when replaced, the stored value on a conflict, nil when missing.
+// In the same step it keeps the caller's waiting list (Waiting) and the
+// call's places in its limits on calls in flight (Create): a call that
+// enters or stays in ActionRequired is put in its caller's list, which
+// lives as long as its longest-kept call; one that leaves it is taken out;
+// and one that leaves flight gives up its places. The Update of a call
+// without a list to change and without such limits passes none of these
+// (no more keys or arguments than before), and pays nothing for them.
+//
+// KEYS[1] call, then the caller's waiting list if ARGV[7] is set, then
+// the limits whose places to release; ARGV: from, op, value, retention in
+// ms, channel, key, then, for the list, 'a' (add, with ARGV[8] the call's
+// Created in ms) or 'r' (remove). Returns 1 when replaced, the stored
+// value on a conflict, nil when missing.
 var updateScript = redis.NewScript(`
 local h = redis.call('GETRANGE', KEYS[1], '0', '` + strconv.Itoa(headerRange-1) + `')
 local i = string.find(h, '\n', 2, true)
@@ -181,6 +196,16 @@ end
 if string.sub(h, i + 1, j - 1) == ARGV[2] then return 1 end
 if string.sub(h, 2, i - 1) ~= ARGV[1] then return redis.call('GET', KEYS[1]) end
 redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[4])
+local k = 2
+if ARGV[7] == 'a' then
+	redis.call('ZADD', KEYS[2], ARGV[8], ARGV[6])
+	if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[4]) then redis.call('PEXPIRE', KEYS[2], ARGV[4]) end
+	k = 3
+elseif ARGV[7] == 'r' then
+	redis.call('ZREM', KEYS[2], ARGV[6])
+	k = 3
+end
+for i = k, #KEYS do redis.call('ZREM', KEYS[i], ARGV[6]) end
 if string.byte(h) == 119 then redis.call('PUBLISH', ARGV[5], ARGV[6]) end
 return 1
 `)
@@ -208,10 +233,11 @@ return v
 `)
 
 // takeBackScript deletes a call that a Create stored, if nothing changed
-// it since (it holds the Create's op), and wakes the Waits a repeat of the
-// call may have begun on it (which then find it gone).
+// it since (it holds the Create's op), takes it out of the limits it was
+// counted against, and wakes the Waits a repeat of the call may have
+// begun on it (which then find it gone).
 //
-// KEYS[1] call; ARGV: op, channel, key.
+// KEYS[1] call, then its limits; ARGV: op, channel, key.
 // Returns 1 when deleted, else 0.
 var takeBackScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
@@ -220,6 +246,7 @@ local i = string.find(v, '\n', 2, true)
 local j = i and string.find(v, '\n', i + 1, true)
 if not j or string.sub(v, i + 1, j - 1) ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
+for i = 2, #KEYS do redis.call('ZREM', KEYS[i], ARGV[3]) end
 if string.byte(v) == 119 then redis.call('PUBLISH', ARGV[2], ARGV[3]) end
 return 1
 `)
@@ -538,9 +565,14 @@ func (r *Redis) redisError(what string, key string, err error) error {
 }
 
 // Create implements Ledger with one SET NX GET: the server answers nil when
-// it stored the call, and the value already there when not.
+// it stored the call, and the value already there when not. A call with
+// limits is one createScript instead, which counts it in the same step:
+// still one command, in the same batch as the others.
 func (r *Redis) Create(ctx context.Context, c *Call) (*Call, bool, error) {
 	if err := checkCreate(c); err != nil {
+		return nil, false, err
+	}
+	if err := checkLimits(c); err != nil {
 		return nil, false, err
 	}
 	rec := stamp(c, r.clock)
@@ -550,9 +582,17 @@ func (r *Redis) Create(ctx context.Context, c *Call) (*Call, bool, error) {
 		return nil, false, err
 	}
 	defer releaseValue(v)
-	cmd := redis.NewStringCmd(ctx, "set", r.callKey(c.Key), v.Bytes(), "px", r.ttl(rec), "nx", "get")
-	r.do(ctx, cmd)
-	prev, err := cmd.Result()
+	var prev string
+	if len(rec.Limits) == 0 {
+		cmd := redis.NewStringCmd(ctx, "set", r.callKey(c.Key), v.Bytes(), "px", r.ttl(rec), "nx", "get")
+		r.do(ctx, cmd)
+		prev, err = cmd.Result()
+	} else {
+		var over *OverLimitError
+		if prev, over, err = r.createCounted(ctx, rec, v.Bytes()); over != nil {
+			return nil, false, over
+		}
+	}
 	if errors.Is(err, redis.Nil) {
 		return nil, true, nil
 	}
@@ -569,7 +609,11 @@ func (r *Redis) Create(ctx context.Context, c *Call) (*Call, bool, error) {
 		// back lets a repeat, once the replicas confirm again, run it
 		// rather than wait for it until its deadline and find it
 		// "outcome unknown". If this fails too, that is what happens.
-		_ = takeBackScript.Run(context.WithoutCancel(ctx), r.client, []string{r.callKey(c.Key)}, op, r.channel, c.Key).Err()
+		keys := []string{r.callKey(c.Key)}
+		for _, l := range rec.Limits {
+			keys = append(keys, r.limitKey(l))
+		}
+		_ = takeBackScript.Run(context.WithoutCancel(ctx), r.client, keys, op, r.channel, c.Key).Err()
 	}
 	if err != nil {
 		return nil, false, r.redisError(fmt.Sprintf("recording call %q", c.Key), c.Key, err)
@@ -609,7 +653,7 @@ func (r *Redis) Update(ctx context.Context, c *Call, from State) (*Call, error) 
 		return nil, err
 	}
 	defer releaseValue(v)
-	args := []any{"evalsha", updateScript.Hash(), 1, r.callKey(c.Key), string(from), op, v.Bytes(), r.ttl(rec), r.channel, c.Key}
+	args := r.updateArgs(rec, from, op, v.Bytes())
 	cmd := redis.NewCmd(ctx, args...)
 	r.do(ctx, cmd)
 	reply, err := cmd.Result()

@@ -19,7 +19,9 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/toolgate/toolgate/internal/clock"
 	"github.com/toolgate/toolgate/internal/ledger"
+	"github.com/toolgate/toolgate/internal/ledger/ledgertest"
 	"github.com/toolgate/toolgate/internal/redistest"
 )
 
@@ -41,6 +43,21 @@ func TestRedis(t *testing.T) {
 	testLedger(t, func(t *testing.T) ledger.Ledger {
 		// A prefix of its own keeps each subtest's calls apart.
 		return openRedis(t, s.Addr, fmt.Sprintf("suite%d:", n.Add(1)))
+	})
+}
+
+func TestRedisQuotas(t *testing.T) {
+	s := redistest.Start(t)
+	var n atomic.Int64
+	ledgertest.RunQuotas(t, func(t *testing.T, clk clock.Clock) ledger.Ledger {
+		ctx, cancel := context.WithTimeout(context.Background(), patience)
+		defer cancel()
+		r, err := ledger.OpenRedis(ctx, ledger.RedisOptions{Addr: s.Addr, Prefix: fmt.Sprintf("quotas%d:", n.Add(1)), Clock: clk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = r.Close() })
+		return r
 	})
 }
 
