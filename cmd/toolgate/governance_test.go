@@ -176,7 +176,7 @@ func TestApprovalSurvivesKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := string(data0)
-	for _, want := range []string{`"event":"approval_asked"`, `"decision":"changed"`, `"decision":"reject"`, `"decision":"timed_out"`, `"by":"u_1"`} {
+	for _, want := range []string{`"event":"approval_asked"`, `"decision":"changed"`, `"decision":"rejected"`, `"decision":"timed_out"`, `"by":"u_1"`} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the trail has no %s:\n%s", want, text)
 		}
