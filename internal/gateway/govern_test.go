@@ -18,6 +18,7 @@ import (
 	"github.com/toolgate/toolgate/internal/ledger"
 	"github.com/toolgate/toolgate/internal/manifest"
 	"github.com/toolgate/toolgate/internal/outbound"
+	"github.com/toolgate/toolgate/internal/quota"
 	"github.com/toolgate/toolgate/internal/result"
 )
 
@@ -314,4 +315,64 @@ func TestHandlerCardWithApprovalRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "approval") {
 		t.Fatalf("checkCard: %v", err)
 	}
+}
+
+// TestQuotasInTheGateway: a tool's own limit and one over all tools count
+// apart; a refusal is ErrTooMany naming the limit and when to retry,
+// records nothing and is audited; a concurrent place is freed when its
+// call pauses on an approval card.
+func TestQuotasInTheGateway(t *testing.T) {
+	rig := newGovRig(t)
+	rig.limits = []string{"2/1h per user", "1 concurrent per user"}
+	rig.restart()
+	rig.gw.allLimits = mustRules(t, "3/1m per install")
+
+	// Two payments over 100 pause one after the other: the paused one
+	// holds no concurrent place.
+	for _, id := range []string{"c1", "c2"} {
+		if a, err := rig.invoke("pay", id, `{"amount":500,"to":"x"}`, rig.thread); err != nil || a.Status != StatusActionRequired {
+			t.Fatalf("%s: %+v, %v", id, a, err)
+		}
+	}
+	_, err := rig.invoke("pay", "c3", `{"amount":5,"to":"x"}`, rig.thread)
+	var re *RequestError
+	if !errors.As(err, &re) || !errors.Is(err, ErrTooMany) || re.Code != "over_limit" || re.Limit != "2/1h per user" ||
+		re.RetryAfter != time.Hour || !strings.Contains(err.Error(), "(tool pay)") {
+		t.Fatalf("third payment in the hour: %v (%+v)", err, re)
+	}
+	if _, err := rig.gw.Status(context.Background(), rig.me, "c3"); !errors.Is(err, ErrUnknownCall) {
+		t.Errorf("a refused call was recorded: %v", err)
+	}
+	// The limit over all tools: one more call of any tool, then no more.
+	if a, err := rig.invoke("shop_pay", "c4", `{"amount":5,"to":"x"}`, rig.thread); err != nil || a.IsError {
+		t.Fatalf("shop_pay: %+v, %v", a, err)
+	}
+	_, err = rig.invoke("shop_pay", "c5", `{"amount":5,"to":"x"}`, rig.thread)
+	if !errors.As(err, &re) || re.Limit != "3/1m per install" || !strings.Contains(err.Error(), "(all tools)") {
+		t.Fatalf("over the limit of all tools: %v", err)
+	}
+	// Another installation's user of the same id is not counted with these.
+	other := rig.me
+	other.Install = "in_2"
+	if _, err := rig.gw.Invoke(context.Background(), Call{Tool: "shop_pay", CallID: "c6", Input: jsontext.Value(`{"amount":5,"to":"x"}`), Origin: rig.thread, Identity: other}); err != nil {
+		t.Errorf("another installation: %v", err)
+	}
+	var limits []string
+	for _, e := range rig.trail.entries {
+		if e.Event == audit.EventRefused {
+			limits = append(limits, e.Decision+" "+e.Limit)
+		}
+	}
+	if strings.Join(limits, ", ") != "over_limit 2/1h per user, over_limit 3/1m per install" {
+		t.Errorf("audited refusals: %v", limits)
+	}
+}
+
+func mustRules(t *testing.T, texts ...string) []quota.Rule {
+	t.Helper()
+	rules, err := quota.ParseAll(texts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rules
 }
