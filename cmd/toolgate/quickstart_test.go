@@ -145,6 +145,33 @@ func TestQuickstart(t *testing.T) {
 		t.Errorf("crm_whoami: %d %s", resp.StatusCode, whoami)
 	}
 
+	// Deleting a contact waits for the user's approval: listed as
+	// waiting, and a rejection deletes nothing.
+	post := func(path, body string) (int, string) {
+		t.Helper()
+		resp, err := client.Post(site+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	me := `"identity":{"user":"u_1","install":"in_1"}`
+	if status, body := post("/toolgate/tools/crm_delete_contact", `{"input":{"id":"c1"},"callId":"qs_del",`+me+`,"context":{"source":"thread","threadId":"th_qs"}}`); status != 200 ||
+		!strings.Contains(body, `"status":"action_required"`) || !strings.Contains(body, `"title":"Delete this contact?"`) {
+		t.Errorf("crm_delete_contact: %d %s", status, body)
+	}
+	if status, body := get("/toolgate/waiting?user=u_1&install=in_1"); status != 200 || !strings.Contains(body, `"callId":"qs_del"`) {
+		t.Errorf("GET /toolgate/waiting: %d %.300s", status, body)
+	}
+	if status, body := post("/toolgate/calls/qs_del/resume", `{"buttonId":"reject",`+me+`}`); status != 200 || !strings.Contains(body, "rejected") {
+		t.Errorf("rejecting the deletion: %d %s", status, body)
+	}
+	if status, body := post("/toolgate/tools/crm_search_contacts", `{"input":{"query":"Ada"},`+me+`}`); status != 200 || !strings.Contains(body, "Ada Lovelace") {
+		t.Errorf("after the rejection Ada is gone: %d %s", status, body)
+	}
+
 	// A page token from the component, signed with the secret the quick
 	// start gave both processes, verifies before and after a reload run
 	// from a shell that does not have the secret.
