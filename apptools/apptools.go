@@ -18,6 +18,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -69,6 +70,22 @@ type Context struct {
 	// ThreadID names the conversation; set exactly when Source is
 	// SourceThread.
 	ThreadID string `json:"threadId,omitempty"`
+	// Approval is set when a person approved the call before toolgate
+	// sent it (an approval rule: docs/governance.md).
+	Approval *Approval `json:"approval,omitempty"`
+}
+
+// Approval is how a call was approved.
+type Approval struct {
+	// By is the user who approved; Device the device they approved on,
+	// empty when none was named.
+	By     string `json:"by"`
+	Device string `json:"device,omitempty"`
+	// At is when.
+	At time.Time `json:"at"`
+	// Changed says whether the person changed the input: the handler is
+	// sent the input as approved, which may differ from the model's.
+	Changed bool `json:"changed"`
 }
 
 // IsThread reports whether the call came from a conversation, the only
@@ -78,7 +95,8 @@ func (c Context) IsThread() bool { return c.Source == SourceThread }
 // ToolContext reads the request's Kazzle-Tool-Context header. It is strict:
 // the header must be sent once and hold exactly one JSON object with a
 // string "source" of "thread" (with a non-empty "threadId") or "api" (with
-// no "threadId"), and nothing else. An absent header is ErrNoContext; any
+// no "threadId"), and, on a thread call a person approved, "approval"
+// (readApproval's rules), and nothing else. An absent header is ErrNoContext; any
 // other failure wraps ErrBadContext.
 func ToolContext(r *http.Request) (Context, error) {
 	vals := r.Header.Values(ContextHeader)
@@ -124,6 +142,12 @@ func parseContext(s string) (Context, error) {
 			return Context{}, fmt.Errorf("%q is given twice", key)
 		}
 		seen[key] = true
+		if key == "approval" {
+			if c.Approval, err = readApproval(dec); err != nil {
+				return Context{}, fmt.Errorf("approval: %v", err)
+			}
+			continue
+		}
 		tok, err = dec.ReadToken()
 		if err != nil {
 			return Context{}, err
@@ -155,6 +179,9 @@ func parseContext(s string) (Context, error) {
 		if seen["threadId"] {
 			return Context{}, errors.New(`an "api" context has no threadId`)
 		}
+		if c.Approval != nil {
+			return Context{}, errors.New(`an "api" context has no approval: a person approves in a thread`)
+		}
 	default:
 		if !seen["source"] {
 			return Context{}, errors.New("source is missing")
@@ -162,6 +189,67 @@ func parseContext(s string) (Context, error) {
 		return Context{}, fmt.Errorf(`source %q is neither "thread" nor "api"`, c.Source)
 	}
 	return c, nil
+}
+
+// readApproval reads the approval member's object as strictly as the
+// context: by (a non-empty string), device (a string, optional), at (an
+// RFC 3339 time) and changed (a boolean), each once, nothing else.
+func readApproval(dec *jsontext.Decoder) (*Approval, error) {
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return nil, errors.New("not a JSON object")
+	}
+	var a Approval
+	seen := map[string]bool{}
+	for dec.PeekKind() != '}' {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return nil, err
+		}
+		key := tok.String()
+		if seen[key] {
+			return nil, fmt.Errorf("%q is given twice", key)
+		}
+		seen[key] = true
+		if tok, err = dec.ReadToken(); err != nil {
+			return nil, err
+		}
+		switch key {
+		case "by", "device", "at":
+			if tok.Kind() != '"' {
+				return nil, fmt.Errorf("%s must be a string", key)
+			}
+		case "changed":
+			if k := tok.Kind(); k != 't' && k != 'f' {
+				return nil, errors.New("changed must be a boolean")
+			}
+		default:
+			return nil, fmt.Errorf("unknown field %q", key)
+		}
+		switch key {
+		case "by":
+			a.By = tok.String()
+		case "device":
+			a.Device = tok.String()
+		case "at":
+			if a.At, err = time.Parse(time.RFC3339Nano, tok.String()); err != nil {
+				return nil, fmt.Errorf("at is not an RFC 3339 time: %q", tok.String())
+			}
+		case "changed":
+			a.Changed = tok.Bool()
+		}
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, err
+	}
+	for _, k := range []string{"by", "at", "changed"} {
+		if !seen[k] {
+			return nil, fmt.Errorf("%s is missing", k)
+		}
+	}
+	if a.By == "" {
+		return nil, errors.New("by is empty")
+	}
+	return &a, nil
 }
 
 // Identity is the user a call acts for, as a verified token names them.

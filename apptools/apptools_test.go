@@ -4,8 +4,10 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolgate/toolgate/apptools"
 )
@@ -54,6 +56,22 @@ func TestToolContext(t *testing.T) {
 		{"api with threadId", []string{`{"source":"api","threadId":"t_1"}`}, apptools.Context{}, `an "api" context has no threadId`},
 		{"api with empty threadId", []string{`{"source":"api","threadId":""}`}, apptools.Context{}, `an "api" context has no threadId`},
 		{"sent twice", []string{`{"source":"api"}`, `{"source":"api"}`}, apptools.Context{}, "sent 2 times"},
+
+		{"approved", []string{`{"source":"thread","threadId":"t_1","approval":{"by":"u_1","device":"laptop","at":"2026-12-02T10:14:03.5Z","changed":true}}`},
+			apptools.Context{Source: "thread", ThreadID: "t_1", Approval: &apptools.Approval{By: "u_1", Device: "laptop", At: time.Date(2026, 12, 2, 10, 14, 3, 5e8, time.UTC), Changed: true}}, ""},
+		{"approved, no device", []string{`{"approval":{"changed":false,"at":"2026-12-02T10:14:03Z","by":"u_1"},"source":"thread","threadId":"t_1"}`},
+			apptools.Context{Source: "thread", ThreadID: "t_1", Approval: &apptools.Approval{By: "u_1", At: time.Date(2026, 12, 2, 10, 14, 3, 0, time.UTC)}}, ""},
+		{"approval on an api call", []string{`{"source":"api","approval":{"by":"u_1","at":"2026-12-02T10:14:03Z","changed":false}}`}, apptools.Context{}, `an "api" context has no approval`},
+		{"approval null", []string{`{"source":"thread","threadId":"t","approval":null}`}, apptools.Context{}, "approval: not a JSON object"},
+		{"approval array", []string{`{"source":"thread","threadId":"t","approval":[]}`}, apptools.Context{}, "approval: not a JSON object"},
+		{"approval twice", []string{`{"source":"thread","threadId":"t","approval":{"by":"u","at":"2026-12-02T10:14:03Z","changed":false},"approval":{"by":"u","at":"2026-12-02T10:14:03Z","changed":false}}`}, apptools.Context{}, `"approval" is given twice`},
+		{"approval unknown field", []string{`{"source":"thread","threadId":"t","approval":{"by":"u","at":"2026-12-02T10:14:03Z","changed":false,"role":"admin"}}`}, apptools.Context{}, `approval: unknown field "role"`},
+		{"approval by empty", []string{`{"source":"thread","threadId":"t","approval":{"by":"","at":"2026-12-02T10:14:03Z","changed":false}}`}, apptools.Context{}, "approval: by is empty"},
+		{"approval by missing", []string{`{"source":"thread","threadId":"t","approval":{"at":"2026-12-02T10:14:03Z","changed":false}}`}, apptools.Context{}, "approval: by is missing"},
+		{"approval at not a time", []string{`{"source":"thread","threadId":"t","approval":{"by":"u","at":"yesterday","changed":false}}`}, apptools.Context{}, "approval: at is not an RFC 3339 time"},
+		{"approval changed a string", []string{`{"source":"thread","threadId":"t","approval":{"by":"u","at":"2026-12-02T10:14:03Z","changed":"yes"}}`}, apptools.Context{}, "approval: changed must be a boolean"},
+		{"approval by a number", []string{`{"source":"thread","threadId":"t","approval":{"by":1,"at":"2026-12-02T10:14:03Z","changed":false}}`}, apptools.Context{}, "approval: by must be a string"},
+		{"approval by twice", []string{`{"source":"thread","threadId":"t","approval":{"by":"u","by":"v","at":"2026-12-02T10:14:03Z","changed":false}}`}, apptools.Context{}, `approval: "by" is given twice`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -63,7 +81,7 @@ func TestToolContext(t *testing.T) {
 			}
 			got, err := apptools.ToolContext(r)
 			if tt.errHas == "" {
-				if err != nil || got != tt.want {
+				if err != nil || !reflect.DeepEqual(got, tt.want) {
 					t.Fatalf("got %+v, %v; want %+v", got, err, tt.want)
 				}
 				if apptools.IsThread(r) != (tt.want.Source == "thread") || got.IsThread() != apptools.IsThread(r) {

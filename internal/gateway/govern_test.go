@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/toolgate/toolgate/apptools"
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/clock"
 	"github.com/toolgate/toolgate/internal/dispatch"
@@ -236,6 +238,13 @@ func TestApprovalReachesTheTargetInItsContext(t *testing.T) {
 	if ctx.Source != SourceThread || ctx.ThreadID != "th_1" || ctx.Approval == nil || ctx.Approval.By != "u_1" ||
 		ctx.Approval.Device != "laptop" || ctx.Approval.Changed || !ctx.Approval.At.Equal(rig.clk.Now()) {
 		t.Errorf("Kazzle-Tool-Context %s", raw)
+	}
+	// The component's own reader takes it.
+	r := httptest.NewRequest("POST", "/pay", nil)
+	r.Header.Set(apptools.ContextHeader, raw)
+	got, err := apptools.ToolContext(r)
+	if err != nil || got.Approval == nil || got.Approval.By != "u_1" || got.Approval.Device != "laptop" || !got.Approval.At.Equal(rig.clk.Now()) {
+		t.Errorf("apptools.ToolContext(%s) = %+v, %v", raw, got, err)
 	}
 }
 
