@@ -81,6 +81,9 @@ func TestLabelsStayBounded(t *testing.T) {
 	m.ClientTool(bogus, 0)
 	m.LedgerOp(bogus, OpGet, ResultOK)
 	m.LedgerOp("bolt", bogus, ResultOK)
+	m.Approval(bogus, ApprovalAsked)
+	m.Approval("save", bogus)
+	m.OverLimit(bogus)
 	after, err := testutil.GatherAndCount(reg)
 	if err != nil {
 		t.Fatal(err)
@@ -93,6 +96,49 @@ func TestLabelsStayBounded(t *testing.T) {
 		if strings.Contains(mf.String(), bogus) {
 			t.Errorf("%s holds %q", mf.GetName(), bogus)
 		}
+	}
+}
+
+// TestApprovalsAndQuotas: a tool with an approval rule has its five
+// series from the start; a quota refusal counts by tool, also for a tool
+// refused by a limit over all tools, whose series comes with it.
+func TestApprovalsAndQuotas(t *testing.T) {
+	c := NewCollectors()
+	reg := prometheus.NewPedanticRegistry()
+	if err := c.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	m := c.Observer("bolt", []Tool{{Name: "pay", TargetType: "url", Approval: true, Limited: true}, {Name: "save", TargetType: "app"}})
+	for _, e := range []string{ApprovalAsked, ApprovalAsked, ApprovalChanged, ApprovalTimedOut} {
+		m.Approval("pay", e)
+	}
+	m.Approval("save", ApprovalAsked) // no rule: no series
+	m.OverLimit("pay")
+	m.OverLimit("save")
+	m.OverLimit("save")
+	for _, tc := range []struct {
+		name, tool, event string
+		want              float64
+	}{
+		{"approvals_total", "pay", ApprovalAsked, 2},
+		{"approvals_total", "pay", ApprovalChanged, 1},
+		{"approvals_total", "pay", ApprovalApproved, 0},
+		{"approvals_total", "pay", ApprovalTimedOut, 1},
+		{"quota_refusals_total", "pay", "", 1},
+		{"quota_refusals_total", "save", "", 2},
+	} {
+		var got float64
+		if tc.event != "" {
+			got = testutil.ToFloat64(c.approvals.WithLabelValues(tc.tool, tc.event))
+		} else {
+			got = testutil.ToFloat64(c.overLimit.WithLabelValues(tc.tool))
+		}
+		if got != tc.want {
+			t.Errorf("%s{%s,%s} = %v, want %v", tc.name, tc.tool, tc.event, got, tc.want)
+		}
+	}
+	if n := testutil.CollectAndCount(c.approvals); n != 5 {
+		t.Errorf("approvals_total has %d series, want pay's five", n)
 	}
 }
 
