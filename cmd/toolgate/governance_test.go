@@ -269,4 +269,24 @@ func TestQuotaTwoInstancesOnRedis(t *testing.T) {
 	if got := len(pay.sent()); got != 5 {
 		t.Errorf("the target ran %d times; want 5", got)
 	}
+
+	// An approval asked on A waits on B's list and is approved there, once.
+	if _, r := a.post(t, "/tools/pay", `{"input":{"amount":500,"to":"acme"},"callId":"ab1",`+envelope+`}`); r.Status != "action_required" {
+		t.Fatalf("pay on A: %+v", r)
+	}
+	if status, raw := b.get(t, "/waiting?user=u_1&install=in_1"); status != 200 || !strings.Contains(string(raw), `"callId":"ab1"`) {
+		t.Errorf("B's waiting list: %d %s", status, raw)
+	}
+	var wg2 sync.WaitGroup
+	for _, in := range []*instance{a, b} {
+		wg2.Add(1)
+		go func(in *instance) {
+			defer wg2.Done()
+			in.post(t, "/calls/ab1/resume", `{"buttonId":"approve","identity":{"user":"u_1","install":"in_1"}}`)
+		}(in)
+	}
+	wg2.Wait()
+	if got := pay.sent(); len(got) != 6 || !strings.Contains(got[5], `"amount":500`) {
+		t.Errorf("approved on both instances at once: the payee got %q; want one payment of 500 more", got)
+	}
 }
