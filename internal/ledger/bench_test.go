@@ -39,13 +39,18 @@ func benchCall(b *testing.B, l ledger.Ledger, meter func(b *testing.B) func()) {
 		next func() string
 	}{
 		{"time-ids", gateway.NewCallID},
-		{"random-ids", func() string { return fmt.Sprintf("toolu_%016x%016x", rand.Uint64(), rand.Uint64()) }},
+		{"random-ids", randomID},
 	} {
 		b.Run(ids.name, func(b *testing.B) { benchCallIDs(b, l, ids.next, meter) })
 	}
 }
 
-func benchCallIDs(b *testing.B, l ledger.Ledger, nextID func() string, meter func(b *testing.B) func()) {
+// randomID is a call id as a runtime may choose it, in no order.
+func randomID() string { return fmt.Sprintf("toolu_%016x%016x", rand.Uint64(), rand.Uint64()) }
+
+// benchCallIDs measures a call's Create and Update, its ids from nextID,
+// counted against limits if any.
+func benchCallIDs(b *testing.B, l ledger.Ledger, nextID func() string, meter func(b *testing.B) func(), limits ...ledger.Limit) {
 	if meter == nil {
 		meter = func(*testing.B) func() { return func() {} }
 	}
@@ -65,6 +70,7 @@ func benchCallIDs(b *testing.B, l ledger.Ledger, nextID func() string, meter fun
 			Deadline: now.Add(time.Minute),
 			Created:  now,
 			Updated:  now,
+			Limits:   limits,
 		}
 		if _, created, err := l.Create(ctx, c); err != nil || !created {
 			return fmt.Errorf("Create %s = %v, %w", id, created, err)
@@ -328,7 +334,6 @@ func cpuPerOp(b *testing.B) func() {
 // installation is, never full), to show what counting costs. meter is as
 // in benchCall.
 func benchLimits(b *testing.B, l ledger.Ledger, meter func(b *testing.B) func()) {
-	res := &result.Result{Content: strings.Repeat("x", 1024)}
 	limits := []ledger.Limit{
 		{Key: "install-1/1h", Max: 1 << 30, Window: 3600, Name: "1073741824/1h per install"},
 		{Key: "install-1/flight", Max: 1 << 20, Name: "1048576 concurrent per install"},
@@ -340,49 +345,7 @@ func benchLimits(b *testing.B, l ledger.Ledger, meter func(b *testing.B) func())
 		{"no-limits", nil},
 		{"two-limits", limits},
 	} {
-		one := func(ctx context.Context) error {
-			id := fmt.Sprintf("toolu_%016x%016x", rand.Uint64(), rand.Uint64())
-			now := time.Now()
-			c := &ledger.Call{
-				Key: ledger.Key("user-1", "install-1", id), CallID: id, Tool: "ping", User: "user-1", Install: "install-1",
-				Digest: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
-				State:  ledger.Running, Owner: "bench", Deadline: now.Add(time.Minute), Created: now, Updated: now,
-				Limits: tc.limits,
-			}
-			if _, created, err := l.Create(ctx, c); err != nil || !created {
-				return fmt.Errorf("Create %s = %v, %w", id, created, err)
-			}
-			d := *c
-			d.State, d.Result = ledger.Done, res
-			_, err := l.Update(ctx, &d, ledger.Running)
-			return err
-		}
-		b.Run(tc.name+"/serial", func(b *testing.B) {
-			ctx := context.Background()
-			b.ReportAllocs()
-			report := meter(b)
-			for b.Loop() {
-				if err := one(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
-			report()
-		})
-		b.Run(tc.name+"/parallel", func(b *testing.B) {
-			b.ReportAllocs()
-			b.SetParallelism(16)
-			report := meter(b)
-			defer report()
-			b.RunParallel(func(pb *testing.PB) {
-				ctx := context.Background()
-				for pb.Next() {
-					if err := one(ctx); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-		})
+		b.Run(tc.name, func(b *testing.B) { benchCallIDs(b, l, randomID, meter, tc.limits...) })
 	}
 }
 
