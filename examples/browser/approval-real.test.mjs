@@ -154,7 +154,13 @@ test("an approval waits in the panel across a reload, and Approve with changes r
 });
 
 test("an approval rejected from the panel sends nothing, beside an app's card answered there too", async () => {
+  // A bookmark of its own, so that clear_bookmarks has one to ask about.
+  const own = await invoke(stack.gate, "save_bookmark", {
+    thread, callId: "pw_plain_1", input: { url: "https://go.dev/doc", title: "Docs" },
+  });
+  assert.equal(own.status, "done");
   const saved = await bookmarks();
+  assert.match(saved, /^b\d+ Docs https:\/\/go\.dev\/doc$/m);
   const callId = "pw_reject_1";
   const asked = await invoke(stack.gate, "save_bookmark_approved", {
     thread, callId, input: { url: "https://pkg.go.dev", title: "Packages" },
