@@ -4,7 +4,8 @@
 // stands in for the gateway's card endpoints (GET /waiting, POST
 // /calls/{id}/resume) and records what reached it. Run with
 // `node --test approval.test.mjs`. It keeps screenshots/approval-card.png
-// and screenshots/playground-waiting.png (docs/playground-waiting.png).
+// and screenshots/playground-waiting.png; approval-real.test.mjs runs the
+// panel against the real gateway.
 import { test, before, after, beforeEach } from "node:test";
 import assert from "node:assert/strict";
 import { mkdirSync, readFileSync } from "node:fs";
