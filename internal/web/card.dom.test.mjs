@@ -94,7 +94,7 @@ test("the input is shown field by field, as text", () => {
     ["memo", "ac\\u202Eme"], // a bidi override is shown, not obeyed
   ]);
   assert.equal(root.querySelectorAll("img, b").length, 0);
-  assert.equal(root.querySelector("[part=approval] p").textContent, "What pay will be sent:");
+  assert.equal(root.querySelector("[part=approval] p").textContent, "Sent to pay:");
 });
 
 test("when the question lapses, in words, with the time as its title", () => {

@@ -705,7 +705,7 @@ export class ToolgateCard extends Base {
 function approvalView(approval) {
   const box = el("div", { part: "approval", class: "approval" });
   const tool = typeof approval.tool === "string" ? visible(approval.tool) : "";
-  box.append(el("p", { id: "sent-label" }, tool ? `What ${tool} will be sent:` : "What will be sent:"));
+  box.append(el("p", { id: "sent-label" }, tool ? `Sent to ${tool}:` : "What will be sent:"));
   const rows = approvalRows(approval.input);
   const dl = el("dl", { part: "sent", class: "sent", "aria-labelledby": "sent-label" });
   for (const { name, value } of rows) dl.append(el("dt", {}, name), el("dd", {}, value));

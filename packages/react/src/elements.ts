@@ -1,7 +1,7 @@
 // The two elements this package wraps, and the types of what they expose.
 //
 // The elements are the gateway's own files (internal/web/client.js and
-// card.js, with the marked.js card.js imports), copied into dist/elements/
+// card.js, with the form.js and marked.js card.js imports), copied into dist/elements/
 // at build time and imported here for their side effect: each defines its
 // element only when no element of that name is defined yet, so a page that
 // also loads the gateway's /client.js or /card.js keeps one definition, and

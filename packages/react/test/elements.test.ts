@@ -6,7 +6,7 @@ import { expect, test } from "vitest";
 const web = resolve(import.meta.dirname, "../../../internal/web");
 const copies = resolve(import.meta.dirname, "../dist/elements");
 
-test.each(["client.js", "card.js", "marked.js", "marked.LICENSE"])("dist/elements/%s is internal/web's", (f) => {
+test.each(["client.js", "card.js", "form.js", "marked.js", "marked.LICENSE"])("dist/elements/%s is internal/web's", (f) => {
   expect(readFileSync(resolve(copies, f)).equals(readFileSync(resolve(web, f)))).toBe(true);
 });
 
