@@ -127,26 +127,23 @@ function malformed(why: string): ToolContextError {
 // (numbers, true, false, null) between them.
 const TOKEN = /"(?:[^"\\]|\\.)*"|[{}[\],:]|[^\s{}[\],:"]+/g;
 
-// repeatedKey returns the first key an object of s (valid JSON) holds
-// twice, named with its parent's key ("approval.by"), or undefined.
-// JSON.parse keeps the last of duplicate keys without a word, so a
-// second "source" could overrule the first one unseen.
-function repeatedKey(s: string): string | undefined {
-  type Frame = { keys: Set<string> | undefined; name: string };
-  const stack: Frame[] = [];
+// repeatedKey finds the first key an object of s (valid JSON) holds twice,
+// with the key its object is the value of ('' at the top). JSON.parse keeps
+// the last of duplicate keys without a word, so a second "source" could
+// overrule the first one unseen.
+function repeatedKey(s: string): { parent: string; key: string } | undefined {
+  const stack: { keys: Set<string> | undefined; parent: string }[] = [];
   let prev = '';
   let lastKey = '';
   for (const [tok] of s.matchAll(TOKEN)) {
     const top = stack[stack.length - 1];
     if (tok === '{' || tok === '[') {
-      const name = prev === ':' && top ? (top.name ? `${top.name}.${lastKey}` : lastKey) : '';
-      stack.push({ keys: tok === '{' ? new Set() : undefined, name });
+      stack.push({ keys: tok === '{' ? new Set() : undefined, parent: prev === ':' ? lastKey : '' });
     } else if (tok === '}' || tok === ']') {
       stack.pop();
     } else if (tok.startsWith('"') && top?.keys && (prev === '{' || prev === ',')) {
       lastKey = JSON.parse(tok) as string;
-      const name = top.name ? `${top.name}.${lastKey}` : lastKey;
-      if (top.keys.has(lastKey)) return name;
+      if (top.keys.has(lastKey)) return { parent: top.parent, key: lastKey };
       top.keys.add(lastKey);
     }
     prev = tok;
@@ -164,7 +161,9 @@ function parseContext(s: string): ToolContext {
   }
   if (!isObject(v)) throw malformed('not a JSON object');
   const twice = repeatedKey(s);
-  if (twice !== undefined) throw malformed(`${JSON.stringify(twice)} is given twice`);
+  if (twice !== undefined) {
+    throw malformed(`${twice.parent ? `${twice.parent}: ` : ''}${JSON.stringify(twice.key)} is given twice`);
+  }
   for (const [key, val] of Object.entries(v)) {
     if (key === 'approval') continue;
     if (key !== 'source' && key !== 'threadId') throw malformed(`unknown field ${JSON.stringify(key)}`);
@@ -181,7 +180,7 @@ function parseContext(s: string): ToolContext {
       if (Object.hasOwn(v, 'threadId')) throw malformed('an "api" context has no threadId');
       // The gateway asks for approval only in a thread: an approved API
       // call is one it never makes.
-      if (Object.hasOwn(v, 'approval')) throw malformed('an "api" context has no approval');
+      if (Object.hasOwn(v, 'approval')) throw malformed('an "api" context has no approval: a person approves in a thread');
       return { source: 'api' };
     case undefined:
       throw malformed('source is missing');
@@ -194,28 +193,38 @@ function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-// parseApproval reads the "approval" member: exactly by, at and changed,
-// and device when the approval came from one.
+// parseApproval reads the "approval" member as apptools.ToolContext does:
+// by (a non-empty string), device (a string, optional), at (an RFC 3339
+// time) and changed (a boolean), and nothing else.
 function parseApproval(v: unknown): ApprovalInfo {
-  if (!isObject(v)) throw malformed('approval must be an object');
-  for (const key of Object.keys(v)) {
-    if (key !== 'by' && key !== 'device' && key !== 'at' && key !== 'changed') {
-      throw malformed(`unknown field ${JSON.stringify(`approval.${key}`)}`);
+  const bad = (why: string) => malformed(`approval: ${why}`);
+  if (!isObject(v)) throw bad('not a JSON object');
+  for (const [key, val] of Object.entries(v)) {
+    switch (key) {
+      case 'by':
+      case 'device':
+      case 'at':
+        if (typeof val !== 'string') throw bad(`${key} must be a string`);
+        if (key === 'at' && !isDateTime(val)) throw bad(`at is not an RFC 3339 time: ${JSON.stringify(val)}`);
+        break;
+      case 'changed':
+        if (typeof val !== 'boolean') throw bad('changed must be a boolean');
+        break;
+      default:
+        throw bad(`unknown field ${JSON.stringify(key)}`);
     }
   }
-  const { by, device, at, changed } = v;
-  if (typeof by !== 'string' || by === '') throw malformed('approval.by must be a non-empty string');
-  if (typeof at !== 'string' || !isDateTime(at)) throw malformed('approval.at must be an RFC 3339 date-time');
-  if (typeof changed !== 'boolean') throw malformed('approval.changed must be true or false');
-  if (Object.hasOwn(v, 'device') && typeof device !== 'string') throw malformed('approval.device must be a string');
-  const a: ApprovalInfo = { by, at, changed };
-  if (typeof device === 'string') a.device = device;
-  return a;
+  for (const key of ['by', 'at', 'changed']) {
+    if (!Object.hasOwn(v, key)) throw bad(`${key} is missing`);
+  }
+  const { by, device, at, changed } = v as ApprovalInfo;
+  if (by === '') throw bad('by is empty');
+  return device === undefined ? { by, at, changed } : { by, device, at, changed };
 }
 
-// An RFC 3339 date-time as Go writes and reads one: upper-case T and Z,
-// seconds 00 to 59 (no leap second), at most nine fractional digits.
-const DATE_TIME = /^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.\d{1,9})?(?:Z|[+-](\d\d):(\d\d))$/;
+// An RFC 3339 date-time as Go writes one: upper-case T and Z, seconds 00
+// to 59 (no leap second), an offset of at most 23:59.
+const DATE_TIME = /^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.\d+)?(?:Z|[+-](\d\d):(\d\d))$/;
 
 function isDateTime(s: string): boolean {
   const m = DATE_TIME.exec(s);
