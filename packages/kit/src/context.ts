@@ -4,7 +4,7 @@
 
 import { createHash } from 'node:crypto';
 
-import type { ToolContext } from './types.js';
+import type { ApprovalInfo, ToolContext } from './types.js';
 
 /** The request header toolgate sends a call's context in. */
 export const CONTEXT_HEADER = 'Kazzle-Tool-Context';
@@ -89,7 +89,8 @@ export function headerValues(req: RequestLike, name: string): string[] {
  * Reads the request's Kazzle-Tool-Context header. It is strict, as
  * apptools.ToolContext: the header is sent once and holds exactly one JSON
  * object with a string "source" of "thread" (with a non-empty string
- * "threadId") or "api" (with no "threadId"), and nothing else. It throws a
+ * "threadId" and, on a call a person approved, an "approval") or "api"
+ * (with neither), no key twice, and nothing else. It throws a
  * ToolContextError otherwise.
  */
 export function toolContext(req: RequestLike): ToolContext {
@@ -122,9 +123,33 @@ function malformed(why: string): ToolContextError {
   return new ToolContextError('malformed', `malformed ${CONTEXT_HEADER} header: ${why}`);
 }
 
-// A JSON string token, for counting an object's keys (JSON.parse keeps
-// the last of duplicate keys without a word).
-const STRING_TOKEN = /"(?:[^"\\]|\\.)*"/g;
+// The tokens of a valid JSON text: strings, punctuation, and the rest
+// (numbers, true, false, null) between them.
+const TOKEN = /"(?:[^"\\]|\\.)*"|[{}[\],:]|[^\s{}[\],:"]+/g;
+
+// repeatedKey finds the first key an object of s (valid JSON) holds twice,
+// with the key its object is the value of ('' at the top). JSON.parse keeps
+// the last of duplicate keys without a word, so a second "source" could
+// overrule the first one unseen.
+function repeatedKey(s: string): { parent: string; key: string } | undefined {
+  const stack: { keys: Set<string> | undefined; parent: string }[] = [];
+  let prev = '';
+  let lastKey = '';
+  for (const [tok] of s.matchAll(TOKEN)) {
+    const top = stack[stack.length - 1];
+    if (tok === '{' || tok === '[') {
+      stack.push({ keys: tok === '{' ? new Set() : undefined, parent: prev === ':' ? lastKey : '' });
+    } else if (tok === '}' || tok === ']') {
+      stack.pop();
+    } else if (tok.startsWith('"') && top?.keys && (prev === '{' || prev === ',')) {
+      lastKey = JSON.parse(tok) as string;
+      if (top.keys.has(lastKey)) return { parent: top.parent, key: lastKey };
+      top.keys.add(lastKey);
+    }
+    prev = tok;
+  }
+  return undefined;
+}
 
 function parseContext(s: string): ToolContext {
   if (Buffer.byteLength(s) > MAX_CONTEXT_BYTES) throw malformed(`longer than ${MAX_CONTEXT_BYTES} bytes`);
@@ -134,31 +159,78 @@ function parseContext(s: string): ToolContext {
   } catch {
     throw malformed('not a JSON object');
   }
-  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw malformed('not a JSON object');
-  const obj = v as Record<string, unknown>;
-  for (const [key, val] of Object.entries(obj)) {
+  if (!isObject(v)) throw malformed('not a JSON object');
+  const twice = repeatedKey(s);
+  if (twice !== undefined) {
+    throw malformed(`${twice.parent ? `${twice.parent}: ` : ''}${JSON.stringify(twice.key)} is given twice`);
+  }
+  for (const [key, val] of Object.entries(v)) {
+    if (key === 'approval') continue;
     if (key !== 'source' && key !== 'threadId') throw malformed(`unknown field ${JSON.stringify(key)}`);
     if (typeof val !== 'string') throw malformed(`${key} must be a string`);
   }
-  // Every value is a string now, so the object is flat and its string
-  // tokens alternate key, value: the keys are the even ones.
-  const tokens = s.match(STRING_TOKEN) ?? [];
-  const seen = new Set<string>();
-  for (let i = 0; i < tokens.length; i += 2) {
-    const key = JSON.parse(tokens[i]!) as string;
-    if (seen.has(key)) throw malformed(`${JSON.stringify(key)} is given twice`);
-    seen.add(key);
-  }
-  switch (obj['source']) {
-    case 'thread':
-      if (!obj['threadId']) throw malformed('a "thread" context needs a threadId');
-      return { source: 'thread', threadId: obj['threadId'] as string };
+  switch (v['source']) {
+    case 'thread': {
+      if (!v['threadId']) throw malformed('a "thread" context needs a threadId');
+      const c: ToolContext = { source: 'thread', threadId: v['threadId'] as string };
+      if (Object.hasOwn(v, 'approval')) c.approval = parseApproval(v['approval']);
+      return c;
+    }
     case 'api':
-      if ('threadId' in obj) throw malformed('an "api" context has no threadId');
+      if (Object.hasOwn(v, 'threadId')) throw malformed('an "api" context has no threadId');
+      // The gateway asks for approval only in a thread: an approved API
+      // call is one it never makes.
+      if (Object.hasOwn(v, 'approval')) throw malformed('an "api" context has no approval: a person approves in a thread');
       return { source: 'api' };
     case undefined:
       throw malformed('source is missing');
     default:
-      throw malformed(`source ${JSON.stringify(obj['source'])} is neither "thread" nor "api"`);
+      throw malformed(`source ${JSON.stringify(v['source'])} is neither "thread" nor "api"`);
   }
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+// parseApproval reads the "approval" member as apptools.ToolContext does:
+// by (a non-empty string), device (a string, optional), at (an RFC 3339
+// time) and changed (a boolean), and nothing else.
+function parseApproval(v: unknown): ApprovalInfo {
+  const bad = (why: string) => malformed(`approval: ${why}`);
+  if (!isObject(v)) throw bad('not a JSON object');
+  for (const [key, val] of Object.entries(v)) {
+    switch (key) {
+      case 'by':
+      case 'device':
+      case 'at':
+        if (typeof val !== 'string') throw bad(`${key} must be a string`);
+        if (key === 'at' && !isDateTime(val)) throw bad(`at is not an RFC 3339 time: ${JSON.stringify(val)}`);
+        break;
+      case 'changed':
+        if (typeof val !== 'boolean') throw bad('changed must be a boolean');
+        break;
+      default:
+        throw bad(`unknown field ${JSON.stringify(key)}`);
+    }
+  }
+  for (const key of ['by', 'at', 'changed']) {
+    if (!Object.hasOwn(v, key)) throw bad(`${key} is missing`);
+  }
+  const { by, device, at, changed } = v as ApprovalInfo;
+  if (by === '') throw bad('by is empty');
+  return device === undefined ? { by, at, changed } : { by, device, at, changed };
+}
+
+// An RFC 3339 date-time as Go writes one: upper-case T and Z, seconds 00
+// to 59 (no leap second), an offset of at most 23:59.
+const DATE_TIME = /^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.\d+)?(?:Z|[+-](\d\d):(\d\d))$/;
+
+function isDateTime(s: string): boolean {
+  const m = DATE_TIME.exec(s);
+  if (!m) return false;
+  const [year, month, day, hour, min, sec] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number];
+  const daysIn = [31, year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0) ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+  if (month < 1 || month > 12 || day < 1 || day > daysIn[month - 1]! || hour > 23 || min > 59 || sec > 59) return false;
+  return m[7] === undefined || (Number(m[7]) <= 23 && Number(m[8]) <= 59);
 }

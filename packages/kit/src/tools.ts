@@ -7,6 +7,7 @@ export type {
   Annotations,
   AppTarget,
   Approval,
+  ApprovalInfo,
   KazzleTarget,
   KazzleTool,
   McpTarget,

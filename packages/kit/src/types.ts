@@ -222,5 +222,29 @@ export type Card = {
 /** What a handler may answer: plain text, the channels, or a card. */
 export type Answer = string | Result | Card;
 
-/** Where a call came from, as the Kazzle-Tool-Context header says. */
-export type ToolContext = { source: 'thread'; threadId: string } | { source: 'api' };
+/**
+ * How a person approved a call the gateway paused on its own card
+ * (docs/governance.md, "Approvals"), as the Kazzle-Tool-Context header
+ * says.
+ */
+export type ApprovalInfo = {
+  /** The user who approved; never empty. */
+  by: string;
+  /** The device (its computerId) the approval came from, when it named one. */
+  device?: string;
+  /**
+   * When, as sent: an RFC 3339 date-time as Go writes one ("2026-12-02T10:14:03Z",
+   * possibly with up to nine fractional digits or an offset). Kept as the
+   * string so nothing is lost; `new Date(at)` keeps milliseconds only.
+   */
+  at: string;
+  /** Whether the person changed the input before approving it: the call ran with the changed input. */
+  changed: boolean;
+};
+
+/**
+ * Where a call came from, as the Kazzle-Tool-Context header says. Only a
+ * call from a thread can have waited on an approval, so only it may carry
+ * one.
+ */
+export type ToolContext = { source: 'thread'; threadId: string; approval?: ApprovalInfo } | { source: 'api' };
