@@ -183,6 +183,13 @@ func (g *Gateway) Resume(ctx context.Context, req ResumeRequest) (ans *Answer, e
 	if req.Action != "" && req.Action != ActionSkip && req.Action != ActionCancel {
 		return nil, badRequest("invalid_resume", "action %q is not skip or cancel", req.Action)
 	}
+	if req.Device != "" {
+		// Stored with the answer, written in the trail and sent in
+		// Kazzle-Tool-Context: bounded as identities are.
+		if err := checkIdentityPart(req.Device); err != nil {
+			return nil, badRequest("invalid_resume", "device %v", err)
+		}
+	}
 	c, err := g.lookup(ctx, req.Identity, req.CallID)
 	if err != nil {
 		return nil, err
@@ -230,7 +237,7 @@ func (g *Gateway) Resume(ctx context.Context, req ResumeRequest) (ans *Answer, e
 		claimed.Owner, claimed.Deadline = g.instance, g.clock.Now().Add(g.inFlightLimit())
 		if approving {
 			a := *c.Approval
-			a.Decision, a.By, a.Device, a.At, a.Changed = decisionOf(req, changed), c.User, req.Device, g.clock.Now(), changed
+			a.Decision, a.By, a.Device, a.At, a.Changed = decisionOf(req, changed), c.User, req.Device, g.clock.Now().UTC(), changed
 			claimed.Approval = &a
 		}
 		cur, err := g.ledger.Update(ctx, &claimed, ledger.ActionRequired)

@@ -385,3 +385,19 @@ func mustRules(t *testing.T, texts ...string) []quota.Rule {
 	}
 	return rules
 }
+
+// A device is bounded as identities are: it is stored, audited and sent.
+func TestResumeDeviceBounded(t *testing.T) {
+	rig := newGovRig(t)
+	if _, err := rig.invoke("pay", "call_d", `{"amount":500,"to":"x"}`, rig.thread); err != nil {
+		t.Fatal(err)
+	}
+	for _, device := range []string{strings.Repeat("d", MaxIdentityLen+1), "pho\nne"} {
+		if _, err := rig.resume("call_d", ResumeRequest{ButtonID: result.ButtonApprove, Device: device}); !errors.Is(err, ErrBadRequest) {
+			t.Errorf("device %.20q: %v", device, err)
+		}
+	}
+	if rig.ext.count("") != 0 {
+		t.Fatal("sent")
+	}
+}
