@@ -278,7 +278,7 @@ func resumeDigest(c *ledger.Call, input jsontext.Value) string {
 		return ""
 	}
 	in := compactInput(input)
-	if c.Approval != nil && string(in) == string(c.Approval.Input) {
+	if c.Approval != nil && sameInput(in, c.Approval.Input) {
 		return ""
 	}
 	d, err := ledger.RawInputDigest(in)

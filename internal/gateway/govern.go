@@ -289,11 +289,19 @@ func (g *Gateway) checkChanges(c *ledger.Call, req ResumeRequest) (jsontext.Valu
 		return nil, badRequest("invalid_input", "the changed input: %v", err)
 	}
 	in := compactInput(req.Input)
-	if string(in) == string(c.Approval.Input) {
+	if sameInput(in, c.Approval.Input) {
 		// Unchanged is approved as it is.
 		return nil, nil
 	}
 	return in, nil
+}
+
+// sameInput reports whether two inputs are one JSON value, whatever the
+// order of their members or their spacing (their canonical digests).
+func sameInput(a, b jsontext.Value) bool {
+	da, errA := ledger.RawInputDigest(a)
+	db, errB := ledger.RawInputDigest(b)
+	return errA == nil && errB == nil && da == db
 }
 
 // Waiting returns the caller's calls that wait for a person: approval

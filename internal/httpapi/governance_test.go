@@ -20,6 +20,9 @@ func governedOptions(t *testing.T, upstream string) options {
 {"name":"guarded_save","description":"Save, once approved.","input_schema":`+apitest.TestSchema+`,
  "target":{"type":"app","component":"api","method":"POST","path":"/items/${input.id}","body":"${input}"},
  "approval":{"title":"Save it?","description":"Saving needs your approval."}},
+{"name":"guarded_note","description":"Note, once approved.","input_schema":{"type":"object","properties":{"id":{"type":"string","title":"Item"},"n":{"type":"integer","maximum":100},"note":{"type":"string","pattern":"^[a-z]+$"}},"required":["id"],"additionalProperties":false},
+ "target":{"type":"app","component":"api","method":"POST","path":"/items/${input.id}","body":"${input}"},
+ "approval":{"title":"Note it?"}},
 {"name":"rare","description":"Once an hour.","input_schema":`+apitest.EmptySchema+`,
  "target":{"type":"app","component":"api","method":"GET","path":"/md"},"limits":["1/1h per user"]}]}`)})
 	return o
@@ -89,5 +92,67 @@ func TestQuotaRefusals(t *testing.T) {
 	}
 	if rec.Count() != before {
 		t.Errorf("refused calls reached the target %d times", rec.Count()-before)
+	}
+}
+
+// TestMCPApprovalWithChanges: an input request for an approval whose
+// input a form can hold offers its fields, filled in; changing them
+// approves with changes, keeping them approves as it is, and a field the
+// card did not offer, or a value the schema refuses, sends nothing.
+func TestMCPApprovalWithChanges(t *testing.T) {
+	t.Run("2025-11-25 elicitation", func(t *testing.T) { approvalWithChanges(t, "2025-11-25") })
+	t.Run("2026-07-28 input_required", func(t *testing.T) { approvalWithChanges(t, "") })
+}
+
+func approvalWithChanges(t *testing.T, version string) {
+	rec := apitest.NewRecorder(t)
+	s := startServer(t, governedOptions(t, rec.URL))
+	e := &elicitor{}
+	cs := apitest.MCPClient{Endpoint: s.URL + "/mcp", Version: version, Elicit: e.handle}.Session(t)
+	args := map[string]any{"id": "a1", "n": 7, "note": "first"}
+
+	e.set(&mcp.ElicitResult{Action: "accept", Content: map[string]any{"button": "approve", "id": "a1", "n": 8, "note": "second"}})
+	res := apitest.CallTool(t, cs, &mcp.CallToolParams{Name: "guarded_note", Arguments: args, Meta: apitest.U1()})
+	q := e.questions()
+	if len(q) != 1 {
+		t.Fatalf("asked %d times", len(q))
+	}
+	schema := apitest.Dump(q[0].RequestedSchema)
+	for _, want := range []string{`"id":{"default":"a1","title":"Item","type":"string"}`, `"n":{"default":7,"maximum":100,"type":"integer"}`, `"note":{"default":"first","type":"string"}`} {
+		if !strings.Contains(schema, want) {
+			t.Errorf("requested schema %s has no %s", schema, want)
+		}
+	}
+	if res.IsError {
+		t.Fatalf("approve with changes: %s", apitest.Dump(res))
+	}
+	got := rec.Get(t, "/items/")
+	if !strings.Contains(string(got.Body), `"n":8`) || !strings.Contains(string(got.Body), `"note":"second"`) ||
+		!strings.Contains(got.Header.Get("Kazzle-Tool-Context"), `"changed":true`) {
+		t.Errorf("sent %s, context %q", got.Body, got.Header.Get("Kazzle-Tool-Context"))
+	}
+
+	// The fields as they were: approved as it is.
+	e.set(&mcp.ElicitResult{Action: "accept", Content: map[string]any{"button": "approve", "note": "first", "n": 7, "id": "a1"}})
+	if res := apitest.CallTool(t, cs, &mcp.CallToolParams{Name: "guarded_note", Arguments: args, Meta: apitest.U1()}); res.IsError {
+		t.Fatalf("approve unchanged: %s", apitest.Dump(res))
+	}
+	if ctx := rec.Get(t, "/items/").Header.Get("Kazzle-Tool-Context"); !strings.Contains(ctx, `"changed":false`) {
+		t.Errorf("unchanged fields: context %q", ctx)
+	}
+
+	before := rec.Count()
+	for _, content := range []map[string]any{
+		{"button": "approve", "id": "a1", "role": "admin"},
+		{"button": "approve", "id": "a1", "note": "SECOND!"}, // the form has no pattern; the tool's schema has
+	} {
+		e.set(&mcp.ElicitResult{Action: "accept", Content: content})
+		res := apitest.CallTool(t, cs, &mcp.CallToolParams{Name: "guarded_note", Arguments: args, Meta: apitest.U1()})
+		if !res.IsError {
+			t.Errorf("answer %v: %s", content, apitest.Dump(res))
+		}
+	}
+	if rec.Count() != before {
+		t.Errorf("refused answers reached the target %d times", rec.Count()-before)
 	}
 }

@@ -205,5 +205,5 @@ func (s *Server) answerCard(ctx context.Context, req *sdk.CallToolRequest) (*sdk
 		return errorResult("the card's answer was refused: " + err.Error()), nil
 	}
 	// The view's result shows in the view whatever the tool: the view asked.
-	return s.continueCard(ctx, args.State, viaView, c, gateway.ResumeRequest{ButtonID: args.Button, Action: args.Action, Input: args.Input}, nil, true)
+	return s.continueCard(ctx, args.State, viaView, c, gateway.ResumeRequest{ButtonID: args.Button, Action: args.Action, Input: args.Input}, nil, true, nil)
 }

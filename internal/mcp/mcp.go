@@ -560,12 +560,20 @@ func (s *Server) askCard(ans *gateway.Answer, c Caller, caps *sdk.ClientCapabili
 	if card.Assignee != nil {
 		msg += "\n\n(Only device " + card.Assignee.ComputerID + " may press a button; others may decline to skip or cancel.)"
 	}
+	props := map[string]any{
+		"button": map[string]any{"type": "string", "title": card.Title, "oneOf": choices},
+	}
+	if card.Approval != nil {
+		// An approval's input, when the form can hold it, is offered for
+		// changes, filled in with what will be sent.
+		for name, p := range approvalFields(card.Approval) {
+			props[name] = p
+		}
+	}
 	schema := map[string]any{
-		"type": "object",
-		"properties": map[string]any{
-			"button": map[string]any{"type": "string", "title": card.Title, "oneOf": choices},
-		},
-		"required": []string{"button"},
+		"type":       "object",
+		"properties": props,
+		"required":   []string{"button"},
 	}
 	raw, err := s.newState(ans.CallID, c, viaElicitation)
 	if err != nil {
@@ -586,18 +594,27 @@ func (s *Server) resume(ctx context.Context, req *sdk.CallToolRequest, c Caller,
 		return errorResult("the card's answer is missing"), nil
 	}
 	var rr gateway.ResumeRequest
+	var changes map[string]any
 	switch resp.Action {
 	case "accept":
 		rr.ButtonID, _ = resp.Content["button"].(string)
 		if rr.ButtonID == "" {
 			return errorResult("the card's answer names no button"), nil
 		}
+		if rr.ButtonID == result.ButtonApprove && len(resp.Content) > 1 {
+			changes = make(map[string]any, len(resp.Content)-1)
+			for k, v := range resp.Content {
+				if k != "button" {
+					changes[k] = v
+				}
+			}
+		}
 	case "decline":
 		rr.Action = gateway.ActionSkip
 	default:
 		rr.Action = gateway.ActionCancel
 	}
-	return s.continueCard(ctx, p.RequestState, viaElicitation, c, rr, caps, false)
+	return s.continueCard(ctx, p.RequestState, viaElicitation, c, rr, caps, false, changes)
 }
 
 // continueCard answers the card of the call a continuation names, the one
@@ -605,12 +622,21 @@ func (s *Server) resume(ctx context.Context, req *sdk.CallToolRequest, c Caller,
 // view's button): the state opens (signature, expiry, caller, way, spent
 // once), the gateway resumes the call with rr's button or action, and the
 // new answer is mapped as reply says. A refused state resumes nothing.
-func (s *Server) continueCard(ctx context.Context, raw, via string, c Caller, rr gateway.ResumeRequest, caps *sdk.ClientCapabilities, fromView bool) (*sdk.CallToolResult, error) {
+//
+// changes are an approval's fields as an input response gave them: they
+// replace those of the input the card holds, and the whole is approved
+// with changes (the gateway checks it against the tool's schema).
+func (s *Server) continueCard(ctx context.Context, raw, via string, c Caller, rr gateway.ResumeRequest, caps *sdk.ClientCapabilities, fromView bool, changes map[string]any) (*sdk.CallToolResult, error) {
 	st, err := s.open(ctx, raw, c, via)
 	if err != nil {
 		return errorResult("the card's answer was refused: " + err.Error()), nil
 	}
 	rr.CallID, rr.Identity, rr.Device, rr.Surface = st.CallID, c.Identity, c.Device, gateway.SurfaceMCP
+	if changes != nil {
+		if rr.Input, err = s.changedInput(ctx, c, st.CallID, changes); err != nil {
+			return errorResult("the card's answer was refused: " + err.Error()), nil
+		}
+	}
 	ans, err := s.gw.Resume(ctx, rr)
 	if err != nil {
 		out := s.failed(err)
