@@ -644,6 +644,24 @@ func (r *Redis) Get(ctx context.Context, key string) (*Call, error) {
 	return decodeValue(key, v)
 }
 
+// write sends args, an EVALSHA of script, as writes go (do: batched, its
+// WAIT with it), and returns its reply. A server that does not have the
+// script yet (or no more: it restarted) ran nothing: the script is loaded
+// and the write sent again.
+func (r *Redis) write(ctx context.Context, script *redis.Script, args []any) (any, error) {
+	cmd := redis.NewCmd(ctx, args...)
+	r.do(ctx, cmd)
+	reply, err := cmd.Result()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		if err = script.Load(ctx, r.client).Err(); err == nil {
+			cmd = redis.NewCmd(ctx, args...)
+			r.do(ctx, cmd)
+			reply, err = cmd.Result()
+		}
+	}
+	return reply, err
+}
+
 // Update implements Ledger.
 func (r *Redis) Update(ctx context.Context, c *Call, from State) (*Call, error) {
 	rec := stamp(c, r.clock)
@@ -653,20 +671,7 @@ func (r *Redis) Update(ctx context.Context, c *Call, from State) (*Call, error) 
 		return nil, err
 	}
 	defer releaseValue(v)
-	args := r.updateArgs(rec, from, op, v.Bytes())
-	cmd := redis.NewCmd(ctx, args...)
-	r.do(ctx, cmd)
-	reply, err := cmd.Result()
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		// The server does not have the script yet (or no more: it
-		// restarted), and ran nothing: load it and send the write again,
-		// as writes go (its WAIT with it).
-		if err = updateScript.Load(ctx, r.client).Err(); err == nil {
-			cmd = redis.NewCmd(ctx, args...)
-			r.do(ctx, cmd)
-			reply, err = cmd.Result()
-		}
-	}
+	reply, err := r.write(ctx, updateScript, r.updateArgs(rec, from, op, v.Bytes()))
 	if errors.Is(err, redis.Nil) {
 		return nil, ErrNotFound
 	}

@@ -98,17 +98,7 @@ func (r *Redis) createCounted(ctx context.Context, rec *Call, value []byte) (pre
 		}
 		args = append(args, l.Max, l.WindowDuration().Milliseconds(), unixMilli(score))
 	}
-	cmd := redis.NewCmd(ctx, args...)
-	r.do(ctx, cmd)
-	reply, err := cmd.Result()
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		// As in Update: nothing ran; load the script and send again.
-		if err = createScript.Load(ctx, r.client).Err(); err == nil {
-			cmd = redis.NewCmd(ctx, args...)
-			r.do(ctx, cmd)
-			reply, err = cmd.Result()
-		}
-	}
+	reply, err := r.write(ctx, createScript, args)
 	if err != nil {
 		return "", nil, err
 	}
