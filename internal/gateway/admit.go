@@ -7,7 +7,6 @@ import (
 	"github.com/toolgate/toolgate/internal/clienttools"
 	"github.com/toolgate/toolgate/internal/ledger"
 	"github.com/toolgate/toolgate/internal/manifest"
-	"github.com/toolgate/toolgate/internal/policy"
 )
 
 // CheckOrigin validates a call context, filling the default.
@@ -68,22 +67,11 @@ func (g *Gateway) Allowed(tool *manifest.Compiled, call Call, input any) (bool, 
 	if tool.Policy == nil {
 		return true, nil
 	}
-	in, err := tool.Policy.Input(input)
+	env, err := policyEnv(tool.Policy, tool, call, input)
 	if err != nil {
 		return false, err
 	}
-	claims := call.Claims
-	if claims == nil {
-		claims = map[string]any{}
-	}
-	return tool.Policy.Eval(policy.Env{
-		Claims:  claims,
-		User:    call.Identity.User,
-		Install: call.Identity.Install,
-		Tool:    tool.Name,
-		Context: policy.Context{Source: call.Origin.Source, ThreadID: call.Origin.ThreadID},
-		Input:   in,
-	})
+	return tool.Policy.Eval(env)
 }
 
 // Visible returns the tools the caller may call, for the tool list. The

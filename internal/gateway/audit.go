@@ -70,7 +70,7 @@ func (g *Gateway) auditRefusal(tool *manifest.Compiled, call Call, decision, lim
 
 // auditCall appends a call that ran to an outcome (or paused on an app's
 // card).
-func (g *Gateway) auditCall(tool *manifest.Compiled, call Call, rec *ledger.Call, out outcome, start time.Time) {
+func (g *Gateway) auditCall(tool *manifest.Compiled, call Call, out outcome, start time.Time) {
 	if g.auditor == nil {
 		return
 	}

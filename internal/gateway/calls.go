@@ -281,10 +281,8 @@ func resumeDigest(c *ledger.Call, input jsontext.Value) string {
 	if c.Approval != nil && sameInput(in, c.Approval.Input) {
 		return ""
 	}
-	d, err := ledger.RawInputDigest(in)
-	if err != nil {
-		return ledger.InputDigest(string(in))
-	}
+	// compactInput's is one JSON value, which RawInputDigest takes.
+	d, _ := ledger.RawInputDigest(in)
 	return d
 }
 

@@ -1,10 +1,8 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"slices"
 
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -91,14 +89,7 @@ func (g *Gateway) runInPage(ctx context.Context, t *dispatch.Target, call Call) 
 	if call.Origin.Source != SourceThread {
 		return result.Failure("client tools need a thread")
 	}
-	input := []byte("{}")
-	if len(bytes.TrimSpace(call.Input)) > 0 {
-		compact := slices.Clone(call.Input)
-		if err := compact.Compact(); err == nil {
-			input = compact
-		}
-	}
-	offer := clienttools.Offer{CallID: call.CallID, Name: t.Spec.Name, Input: input, Traceparent: tracing.Traceparent(ctx)}
+	offer := clienttools.Offer{CallID: call.CallID, Name: t.Spec.Name, Input: compactInput(call.Input), Traceparent: tracing.Traceparent(ctx)}
 	g.obs.ClientTool(observe.ClientOffered, 0)
 	offered := g.clock.Now()
 	out, err := g.bridge.Run(ctx, clientThread(call), offer, g.clientWait)

@@ -311,6 +311,6 @@ func (g *Gateway) Invoke(ctx context.Context, call Call) (ans *Answer, err error
 	}
 	rec.Updated = g.clock.Now()
 	g.record(runCtx, rec, state)
-	g.auditCall(tool, call, rec, out, start)
+	g.auditCall(tool, call, out, start)
 	return answerOf(rec), nil
 }

@@ -55,7 +55,7 @@ func (g *Gateway) overLimit(tool *manifest.Compiled, call Call, e *ledger.OverLi
 	g.obs.OverLimit(tool.Name)
 	secs := int64(math.Ceil(e.RetryAfter.Seconds()))
 	scope := "tool " + tool.Name
-	if !slices.ContainsFunc(tool.Limits, func(r quota.Rule) bool { return r.Text == e.Limit.Name }) {
+	if quota.OverAllTools(e.Limit) {
 		scope = "all tools"
 	}
 	g.auditRefusal(tool, call, "over_limit", e.Limit.Name)
@@ -117,12 +117,7 @@ func (g *Gateway) cannotAsk(tool *manifest.Compiled, call Call, why string) *Ans
 // Nothing is sent.
 func (g *Gateway) askApproval(ctx context.Context, tool *manifest.Compiled, call Call, input any, inputErr error, rec *ledger.Call, from ledger.State, start time.Time) *Answer {
 	if res, ok := checkInput(tool, input, inputErr); !ok {
-		out := outcome{res: res}
-		g.logCall(tool, call, out, start)
-		rec.State, rec.Result, rec.Updated = ledger.Done, &res, g.clock.Now()
-		g.record(ctx, rec, from)
-		g.auditCall(tool, call, rec, out, start)
-		return answerOf(rec)
+		return g.endUnasked(ctx, tool, call, rec, from, res, start)
 	}
 	now := g.clock.Now()
 	in := compactInput(call.Input)
@@ -138,10 +133,7 @@ func (g *Gateway) askApproval(ctx context.Context, tool *manifest.Compiled, call
 		device, err := g.assignee(a, tool, call, input)
 		if err != nil {
 			res := result.Failure("tool %s needs approval, and its approver could not be found: %v; nothing was sent", tool.Name, err)
-			g.logCall(tool, call, outcome{res: res}, start)
-			rec.State, rec.Result, rec.Updated = ledger.Done, &res, now
-			g.record(ctx, rec, from)
-			return answerOf(rec)
+			return g.endUnasked(ctx, tool, call, rec, from, res, start)
 		}
 		if device != "" {
 			card.Assignee = &result.Assignee{ComputerID: device}
@@ -160,6 +152,18 @@ func (g *Gateway) askApproval(ctx context.Context, tool *manifest.Compiled, call
 	rec.Approval = &ledger.Approval{Input: in, Expires: card.Approval.Expires}
 	g.record(ctx, rec, from)
 	g.audit(entryOf(rec, call.Surface, audit.EventApprovalAsked), call.Input)
+	return answerOf(rec)
+}
+
+// endUnasked ends a call that needed approval but cannot be asked (its
+// input is invalid, its approver cannot be found) with res: recorded,
+// counted, logged and audited as a call that ran to an error would be.
+func (g *Gateway) endUnasked(ctx context.Context, tool *manifest.Compiled, call Call, rec *ledger.Call, from ledger.State, res result.Result, start time.Time) *Answer {
+	out := outcome{res: res}
+	g.logCall(tool, call, out, start)
+	rec.State, rec.Result, rec.Updated = ledger.Done, &res, g.clock.Now()
+	g.record(ctx, rec, from)
+	g.auditCall(tool, call, out, start)
 	return answerOf(rec)
 }
 
@@ -257,11 +261,7 @@ func (g *Gateway) approvalAnswer(ctx context.Context, c *ledger.Call, req Resume
 	start := g.clock.Now()
 	out := g.execute(ctx, ctx, tool, call, decoded, err)
 	g.logCall(tool, call, out, start)
-	rec := *c
-	if out.card == nil {
-		rec.Result = &out.res
-	}
-	g.auditCall(tool, call, &rec, out, start)
+	g.auditCall(tool, call, out, start)
 	if out.card != nil {
 		g.obs.Card(observe.CardOpened)
 	}

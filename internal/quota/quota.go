@@ -138,6 +138,12 @@ func ParseAll(texts []string) ([]Rule, error) {
 // together; a tool's own rules use its name, which cannot be empty.
 const AllTools = ""
 
+// OverAllTools reports whether l is a limit of a rule over all tools
+// (Limit with AllTools) rather than of one tool's own.
+func OverAllTools(l ledger.Limit) bool {
+	return strings.HasPrefix(l.Key, AllTools+"\x1f")
+}
+
 // Limit is the ledger limit a call of tool (AllTools for a rule over all
 // tools) by user in install counts against under r.
 func (r Rule) Limit(tool, user, install string) ledger.Limit {

@@ -97,6 +97,11 @@ func TestLimitKeys(t *testing.T) {
 	if l := conc.Limit("pay", "u1", "a"); !l.Concurrent() || l.Max != 2 {
 		t.Errorf("concurrent limit = %+v", l)
 	}
+	// Whose rule refused is read from the limit, not its text, which a
+	// tool's rule and one over all tools may share.
+	if OverAllTools(user.Limit("pay", "u1", "a")) || !OverAllTools(user.Limit(AllTools, "u1", "a")) {
+		t.Error("OverAllTools cannot tell a tool's rule from one over all tools")
+	}
 	if a, b := install.Limit("pay", "u1", "a").Key, install.Limit("pay", "u2", "a").Key; a != b {
 		t.Errorf("per install: two users of one installation count apart: %q, %q", a, b)
 	}
