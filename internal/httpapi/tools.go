@@ -202,12 +202,17 @@ func (a *API) serveInvoke(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 func (a *API) serveStatus(w http.ResponseWriter, r *http.Request, c caller) {
-	who := c.Identity
-	if !c.verified {
-		who = gateway.Identity{User: r.URL.Query().Get("user"), Install: r.URL.Query().Get("install")}
-	}
-	ans, err := a.gw.Status(r.Context(), who, r.PathValue("id"))
+	ans, err := a.gw.Status(r.Context(), readerOf(r, c), r.PathValue("id"))
 	a.writeAnswer(w, ans, err)
+}
+
+// readerOf is whose calls a GET reads: a verified caller's own, else
+// those of the user and install its query names.
+func readerOf(r *http.Request, c caller) gateway.Identity {
+	if c.verified {
+		return c.Identity
+	}
+	return gateway.Identity{User: r.URL.Query().Get("user"), Install: r.URL.Query().Get("install")}
 }
 
 // resumeBody is the body of POST /calls/{callId}/resume.
@@ -245,11 +250,7 @@ type waitingJSON struct {
 // serveWaiting lists the calls that wait for the caller: approval
 // questions and apps' cards, oldest first.
 func (a *API) serveWaiting(w http.ResponseWriter, r *http.Request, c caller) {
-	who := c.Identity
-	if !c.verified {
-		who = gateway.Identity{User: r.URL.Query().Get("user"), Install: r.URL.Query().Get("install")}
-	}
-	calls, err := a.gw.Waiting(r.Context(), who)
+	calls, err := a.gw.Waiting(r.Context(), readerOf(r, c))
 	if err != nil {
 		a.writeAnswer(w, nil, err)
 		return
