@@ -406,12 +406,14 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) (err error) {
 	}()
 	var trail gateway.Auditor
 	if h.Audit != "" {
-		file, err := resolve(repl, "audit", h.Audit)
-		if err != nil {
+		// err, not a new one in this block: the deferred close below
+		// must see whether the provision as a whole failed.
+		var file string
+		if file, err = resolve(repl, "audit", h.Audit); err != nil {
 			return err
 		}
-		t, err := audit.Open(file, h.logger)
-		if err != nil {
+		var t *audit.Trail
+		if t, err = audit.Open(file, h.logger); err != nil {
 			return fmt.Errorf("audit: %w", err)
 		}
 		defer func() {

@@ -48,6 +48,14 @@ func pooled(t *testing.T, path string) (int, *clienttools.Bridge) {
 // own (as one config load is).
 func provisionedPages(t *testing.T, path string, maxPending int, mcp *MCP) (*Handler, error) {
 	t.Helper()
+	h, ctx := provisionedPagesHandler(t, path, maxPending, mcp)
+	return h, h.provision(ctx, zap.NewNop())
+}
+
+// provisionedPagesHandler is provisionedPages' handler and context, not
+// provisioned yet.
+func provisionedPagesHandler(t *testing.T, path string, maxPending int, mcp *MCP) (*Handler, caddy.Context) {
+	t.Helper()
 	h := &Handler{
 		Identity: &Identity{KeyFile: writeKey(t)},
 		Tools: []manifest.Tool{{
@@ -60,7 +68,7 @@ func provisionedPages(t *testing.T, path string, maxPending int, mcp *MCP) (*Han
 	}
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	t.Cleanup(cancel)
-	return h, h.provision(ctx, zap.NewNop())
+	return h, ctx
 }
 
 // TestProvisionAllOrNothing loads a config that fails after its store is
