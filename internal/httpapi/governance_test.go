@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -154,5 +155,56 @@ func approvalWithChanges(t *testing.T, version string) {
 	}
 	if rec.Count() != before {
 		t.Errorf("refused answers reached the target %d times", rec.Count()-before)
+	}
+}
+
+// TestWaitingWithCallers: with callers the token decides whose calls are
+// listed and answered; a query naming another user, or another user's
+// token, sees and answers nothing, and nothing is sent.
+func TestWaitingWithCallers(t *testing.T) {
+	rec := apitest.NewRecorder(t)
+	p := apitest.NewPlatform(t, "k1")
+	o := callersOptions(t, rec.URL, p.URL)
+	o.sources = append(o.sources, manifest.Source{Name: "manifest governed.json", Tools: parseTools(t, `{"tools":[
+{"name":"guarded","description":"Asks first.","input_schema":{"type":"object"},"target":{"type":"app","component":"api","method":"GET","path":"/md"},
+ "approval":{"title":"Go on?"}}]}`)})
+	s := startServer(t, o)
+	alice := "Bearer " + p.Token(t, "k1", apitest.GoodClaims("u_7", "user"))
+	mallory := "Bearer " + p.Token(t, "k1", apitest.GoodClaims("u_8", "user"))
+	send := func(method, path, auth, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, s.URL+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := s.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := send("POST", "/tools/guarded", alice, `{"input":{},"callId":"w1","context":{"source":"thread","threadId":"th"}}`); code != 200 || !strings.Contains(body, `"action_required"`) {
+		t.Fatalf("alice's call: %d %s", code, body)
+	}
+	before := rec.Count()
+	for _, c := range []struct{ name, method, path, auth, body, want string }{
+		{"no token", "GET", "/waiting", "", "", "401"},
+		{"another user's token naming alice", "GET", "/waiting?user=u_7", mallory, "", `200 {"calls":[]}`},
+		{"another user's token answering", "POST", "/calls/w1/resume", mallory, `{"buttonId":"approve"}`, "404"},
+		{"another user's token, an identity in the body", "POST", "/calls/w1/resume", mallory, `{"buttonId":"approve","identity":{"user":"u_7"}}`, "404"},
+	} {
+		code, body := send(c.method, c.path, c.auth, c.body)
+		if got := fmt.Sprint(code) + " " + body; !strings.HasPrefix(got, c.want) {
+			t.Errorf("%s: %s; want %s", c.name, got, c.want)
+		}
+	}
+	if rec.Count() != before {
+		t.Fatalf("refused answers reached the target %d times", rec.Count()-before)
+	}
+	if code, body := send("GET", "/waiting", alice, ""); code != 200 || !strings.Contains(body, `"callId":"w1"`) {
+		t.Errorf("alice's list: %d %s", code, body)
 	}
 }
