@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -135,32 +133,12 @@ func TestRedisQuotaAcrossInstances(t *testing.T) {
 	a, b := openRedis(t, s.Addr, "two:"), openRedis(t, s.Addr, "two:")
 	w := ledger.Limit{Key: "install-1/1h", Max: 7, Window: 3600}
 	f := ledger.Limit{Key: "user-1/flight", Max: 9}
-	var created, refused atomic.Int32
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range 40 {
-		l := a
-		if i%2 == 1 {
-			l = b
-		}
-		c := quotaCall(t, clock.Real, fmt.Sprint(i), f, w)
-		wg.Go(func() {
-			<-start
-			_, ok, err := l.Create(context.Background(), c)
-			switch {
-			case errors.Is(err, ledger.ErrOverLimit):
-				refused.Add(1)
-			case err != nil:
-				t.Error(err)
-			case ok:
-				created.Add(1)
-			}
-		})
+	calls := make([]*ledger.Call, 40)
+	for i := range calls {
+		calls[i] = quotaCall(t, clock.Real, fmt.Sprint(i), f, w)
 	}
-	close(start)
-	wg.Wait()
-	if created.Load() != 7 || refused.Load() != 33 {
-		t.Fatalf("%d created, %d refused across two instances; want 7 and 33", created.Load(), refused.Load())
+	if created, refused := ledgertest.CreateAtOnce(t, []ledger.Ledger{a, b}, calls); created != 7 || refused != 33 {
+		t.Fatalf("%d created, %d refused across two instances; want 7 and 33", created, refused)
 	}
 }
 

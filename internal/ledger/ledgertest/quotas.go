@@ -186,28 +186,12 @@ func RunQuotas(t *testing.T, open func(t *testing.T, clk clock.Clock) ledger.Led
 		l := open(t, clk)
 		w, f := limit(t, "10/1h", 10, 3600), limit(t, "15 in flight", 15, 0)
 		const n = 60
-		var created, refused atomic.Int32
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for i := range n {
-			c := newAt(t, clk, fmt.Sprint(i), f, w)
-			wg.Go(func() {
-				<-start
-				_, ok, err := l.Create(ctx, c)
-				switch {
-				case errors.Is(err, ledger.ErrOverLimit):
-					refused.Add(1)
-				case err != nil:
-					t.Error(err)
-				case ok:
-					created.Add(1)
-				}
-			})
+		calls := make([]*ledger.Call, n)
+		for i := range calls {
+			calls[i] = newAt(t, clk, fmt.Sprint(i), f, w)
 		}
-		close(start)
-		wg.Wait()
-		if created.Load() != 10 || refused.Load() != n-10 {
-			t.Fatalf("%d created, %d refused; want 10 and %d", created.Load(), refused.Load(), n-10)
+		if created, refused := CreateAtOnce(t, []ledger.Ledger{l}, calls); created != 10 || refused != n-10 {
+			t.Fatalf("%d created, %d refused; want 10 and %d", created, refused, n-10)
 		}
 	})
 
@@ -296,4 +280,32 @@ func ids(calls []*ledger.Call) []string {
 		s[i] = c.CallID
 	}
 	return s
+}
+
+// CreateAtOnce creates calls[i] on ledgers[i%len(ledgers)] (instances
+// sharing one back end), all released at once, and says how many were
+// created and how many a limit refused; any other error fails t.
+func CreateAtOnce(t *testing.T, ledgers []ledger.Ledger, calls []*ledger.Call) (created, refused int) {
+	t.Helper()
+	var nc, nr atomic.Int32
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i, c := range calls {
+		l := ledgers[i%len(ledgers)]
+		wg.Go(func() {
+			<-start
+			_, ok, err := l.Create(context.Background(), c)
+			switch {
+			case errors.Is(err, ledger.ErrOverLimit):
+				nr.Add(1)
+			case err != nil:
+				t.Error(err)
+			case ok:
+				nc.Add(1)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	return int(nc.Load()), int(nr.Load())
 }
