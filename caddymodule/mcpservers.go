@@ -173,6 +173,7 @@ type declared struct {
 
 func (s declared) Name() string        { return s.name }
 func (s declared) SendsIdentity() bool { return s.identity }
+func (s declared) Connection() string  { return "" }
 func (s declared) Call(context.Context, dispatch.MCPCall) dispatch.Outcome {
 	return dispatch.Outcome{Result: result.Failure("mcp server %s is not running", s.name)}
 }

@@ -102,8 +102,8 @@ func compileButton(s Spec, owner *Component) (*Target, error) {
 		return nil, fmt.Errorf("target: %w", err)
 	}
 	for _, r := range t.Refs() {
-		if r.Root == refs.RootEnv {
-			return nil, fmt.Errorf("target: %s: a button may reference ${input…} only, never env", r)
+		if r.Root != refs.RootInput {
+			return nil, fmt.Errorf("target: %s: a button may reference ${input…} only, never env or a connection", r)
 		}
 	}
 	t.Component = owner

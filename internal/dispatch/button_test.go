@@ -77,7 +77,7 @@ func TestCompileButtonRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := tgt.Request(context.Background(), map[string]any{"id": "a b?c"})
+	req, err := tgt.Request(context.Background(), map[string]any{"id": "a b?c"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

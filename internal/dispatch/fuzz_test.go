@@ -79,7 +79,7 @@ func FuzzCompile(f *testing.F) {
 		if err != nil {
 			input = nil
 		}
-		req, err := tgt.Request(context.Background(), input)
+		req, err := tgt.Request(context.Background(), input, nil)
 		if err != nil {
 			if req != nil {
 				t.Fatalf("Request returned a request and the error %v", err)

@@ -117,4 +117,8 @@ type Outcome struct {
 	Card []byte
 	// Upstream is the target's HTTP status; 0 when none answered.
 	Upstream int
+	// Connect names the connection the call needs and the user has not
+	// made: nothing was sent, and Result says so. The gateway answers a
+	// call in a conversation with its card that connects it.
+	Connect string
 }

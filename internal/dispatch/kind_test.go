@@ -111,7 +111,7 @@ func TestClientTargetIsNotSent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if req, err := tgt.Request(t.Context(), map[string]any{}); err == nil {
+	if req, err := tgt.Request(t.Context(), map[string]any{}, nil); err == nil {
 		t.Fatalf("Request = %v, want an error", req.URL)
 	}
 }

@@ -20,6 +20,9 @@ type MCPServer interface {
 	// SendsIdentity reports whether its calls carry the user's identity
 	// token, and so must name a user.
 	SendsIdentity() bool
+	// Connection names the connection whose token, the calling user's,
+	// each call carries as Authorization: Bearer; "" for none.
+	Connection() string
 	// Call runs one tools/call and maps its answer: a result, or a card
 	// built from the server's input requests, whose buttons continue the
 	// call (MCPCall.Continue).
@@ -44,6 +47,8 @@ type MCPCall struct {
 	IdempotencyKey string
 	// Traceparent is the call's W3C trace context, sent in _meta.
 	Traceparent string
+	// Token is the user's access token of the server's Connection.
+	Token string
 }
 
 type mcpKind struct{}

@@ -18,6 +18,7 @@ type fakeServer struct {
 
 func (s fakeServer) Name() string        { return s.name }
 func (s fakeServer) SendsIdentity() bool { return s.identity }
+func (s fakeServer) Connection() string  { return "" }
 func (s fakeServer) Call(context.Context, dispatch.MCPCall) dispatch.Outcome {
 	panic("not called")
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/go-json-experiment/json"
 
 	"github.com/toolgate/toolgate/internal/jsonread"
+	"github.com/toolgate/toolgate/internal/refs"
 	"github.com/toolgate/toolgate/internal/result"
 )
 
@@ -141,9 +142,9 @@ func (t *Target) compileOperation(template, base string) error {
 }
 
 // operationRequest builds the request of an operation's target.
-func (t *Target) operationRequest(ctx context.Context, input any) (*http.Request, error) {
+func (t *Target) operationRequest(ctx context.Context, scope refs.Scope) (*http.Request, error) {
 	op := t.op
-	in, _ := input.(map[string]any)
+	in, _ := scope.Input.(map[string]any)
 	value := func(group, name string) (any, bool) {
 		m := in
 		if group != "" {
@@ -226,7 +227,7 @@ func (t *Target) operationRequest(ctx context.Context, input any) (*http.Request
 	if len(cookies) > 0 {
 		req.Header.Set("Cookie", strings.Join(cookies, "; "))
 	}
-	if err := t.setHeaders(req, input); err != nil {
+	if err := t.setHeaders(req, scope); err != nil {
 		return nil, err
 	}
 	return req, nil

@@ -36,7 +36,7 @@ func TestOperationRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := tgt.Request(context.Background(), decode(t, `{"path":{"id":"a b/c"},"query":{"id":3,"tags":["red","x y"],"filter":{"min":1}},"header":{"X-Trace":"t1"},"cookie":{"session":"s=1"},"body":{"name":"n","n":1.50}}`))
+	req, err := tgt.Request(context.Background(), decode(t, `{"path":{"id":"a b/c"},"query":{"id":3,"tags":["red","x y"],"filter":{"min":1}},"header":{"X-Trace":"t1"},"cookie":{"session":"s=1"},"body":{"name":"n","n":1.50}}`), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestOperationRequest(t *testing.T) {
 	}
 
 	// Optional parameters and the body left out are not sent.
-	req, err = tgt.Request(context.Background(), decode(t, `{"path":{"id":"7"}}`))
+	req, err = tgt.Request(context.Background(), decode(t, `{"path":{"id":"7"}}`), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestOperationRequest(t *testing.T) {
 	}
 	// A path value that would be a dot segment is refused.
 	for _, id := range []string{"..", "."} {
-		if _, err := tgt.Request(context.Background(), decode(t, `{"path":{"id":"`+id+`"}}`)); err == nil {
+		if _, err := tgt.Request(context.Background(), decode(t, `{"path":{"id":"`+id+`"}}`), nil); err == nil {
 			t.Errorf("path id %q was sent", id)
 		}
 	}
@@ -81,7 +81,7 @@ func TestOperationForm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := tgt.Request(context.Background(), decode(t, `{"kind":"a","body":{"b":"x&y","a":[1,2]}}`))
+	req, err := tgt.Request(context.Background(), decode(t, `{"kind":"a","body":{"b":"x&y","a":[1,2]}}`), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func BenchmarkOperationRequest(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := tgt.Request(context.Background(), input); err != nil {
+				if _, err := tgt.Request(context.Background(), input, nil); err != nil {
 					b.Fatal(err)
 				}
 			}

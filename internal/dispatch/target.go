@@ -145,6 +145,8 @@ type Target struct {
 	Server MCPServer
 	// op is an operation's target's compiled Operation.
 	op *operation
+	// conns are the connections the target's references name, sorted.
+	conns []string
 }
 
 type param struct {
@@ -161,6 +163,9 @@ type Env struct {
 	Results func(src string) (*result.Mapping, error)
 	// Servers are the declared upstream MCP servers, by name.
 	Servers map[string]MCPServer
+	// Connections are the declared connections' names: what a url
+	// target's ${connection.NAME} may name.
+	Connections map[string]bool
 }
 
 // Compile checks a spec against the rules of targets and references
@@ -188,16 +193,66 @@ func compile(s Spec, env Env) (*Target, error) {
 	if err := k.compile(t, env); err != nil {
 		return nil, err
 	}
+	if err := t.checkConnections(env.Connections); err != nil {
+		return nil, err
+	}
 	return t, nil
 }
+
+// checkConnections checks where the target's ${connection.NAME}
+// references stand: a user's access token goes to the service it is
+// for, in a url target's header or query value, and nowhere else. Not in
+// an app target (its component gets the identity token), nor in a url's
+// path (logged, and shown in errors) or body (echoed back in answers).
+// Each names a declared connection.
+func (t *Target) checkConnections(declared map[string]bool) error {
+	var in []refs.Ref
+	if t.url != nil {
+		in = append(in, t.url.Refs()...)
+	}
+	if t.body != nil {
+		in = append(in, t.body.Refs()...)
+	}
+	for _, r := range in {
+		if r.Root == refs.RootConnection {
+			return fmt.Errorf("%s target: %s: a connection's token goes in a header or a query value of a url target, never in its URL or body", t.kind.Name(), r)
+		}
+	}
+	var named []string
+	for _, p := range append(slices.Clip(t.query), t.headers...) {
+		for _, r := range p.val.Refs() {
+			if r.Root != refs.RootConnection {
+				continue
+			}
+			if t.kind.Name() != TypeURL {
+				return fmt.Errorf("%s target: %s: a connection's token goes only to a url target; a component gets the identity token", t.kind.Name(), r)
+			}
+			if !declared[r.Path[0]] {
+				return fmt.Errorf("%s target: %s: connection %q is not declared", t.kind.Name(), r, r.Path[0])
+			}
+			if !slices.Contains(named, r.Path[0]) {
+				named = append(named, r.Path[0])
+			}
+		}
+	}
+	slices.Sort(named)
+	t.conns = named
+	return nil
+}
+
+// Connections lists the connections whose tokens the target sends: the
+// calling user's tokens, fetched for each call before Request.
+func (t *Target) Connections() []string { return t.conns }
 
 // Kind returns the target's kind.
 func (t *Target) Kind() Kind { return t.kind }
 
 // NeedsUser reports whether a call of the target must name its user: its
-// kind sends an identity token, or its MCP server is configured to.
+// kind sends an identity token, or its MCP server is configured to, or it
+// sends a user's connection token.
 func (t *Target) NeedsUser() bool {
-	return t.kind.NeedsUser() || t.Server != nil && t.Server.SendsIdentity()
+	return t.kind.NeedsUser() || len(t.conns) > 0 ||
+		t.Server != nil && (t.Server.SendsIdentity() || t.Server.Connection() != "")
 }
 
 // Describe names the target in logs and errors (Kind.Describe).
@@ -441,14 +496,16 @@ func (t *Target) Env() map[string]string {
 // Request builds the HTTP request for one call. It fails with a
 // *refs.MissingError when a reference has no value, and with a plain error
 // when a resolved value breaks a rule (a CR/LF in a header, a dot segment).
-func (t *Target) Request(ctx context.Context, input any) (*http.Request, error) {
+//
+// tokens are the user's access tokens of the target's Connections.
+func (t *Target) Request(ctx context.Context, input any, tokens map[string]string) (*http.Request, error) {
+	scope := refs.Scope{Input: input, Env: t.Env(), Connections: tokens}
 	if t.op != nil {
-		return t.operationRequest(ctx, input)
+		return t.operationRequest(ctx, scope)
 	}
 	if t.url == nil {
 		return nil, fmt.Errorf("%s targets are not sent over HTTP", t.kind.Name())
 	}
-	scope := refs.Scope{Input: input, Env: t.Env()}
 	raw, err := t.url.ExpandEach(scope, t.urlEncs)
 	if err != nil {
 		return nil, err
@@ -498,15 +555,14 @@ func (t *Target) Request(ctx context.Context, input any) (*http.Request, error) 
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if err := t.setHeaders(req, input); err != nil {
+	if err := t.setHeaders(req, scope); err != nil {
 		return nil, err
 	}
 	return req, nil
 }
 
 // setHeaders sets the target's headers on req, their references resolved.
-func (t *Target) setHeaders(req *http.Request, input any) error {
-	scope := refs.Scope{Input: input, Env: t.Env()}
+func (t *Target) setHeaders(req *http.Request, scope refs.Scope) error {
 	for _, p := range t.headers {
 		v, err := p.val.Expand(scope, nil)
 		if err != nil {

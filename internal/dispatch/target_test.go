@@ -366,7 +366,7 @@ func TestRequestURL(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tgt := mustCompile(t, tt.spec)
-			req, err := tgt.Request(context.Background(), decode(t, tt.input))
+			req, err := tgt.Request(context.Background(), decode(t, tt.input), nil)
 			if err != nil {
 				t.Fatalf("Request: %v", err)
 			}
@@ -432,7 +432,7 @@ func TestRequestOriginFixed(t *testing.T) {
 		for _, h := range hostile {
 			v := h.v
 			t.Run(p.name+"/"+v, func(t *testing.T) {
-				req, err := tgt.Request(context.Background(), map[string]any{"v": v})
+				req, err := tgt.Request(context.Background(), map[string]any{"v": v}, nil)
 				if p.queryKey == "" && !h.inSegment {
 					if err == nil || !strings.Contains(err.Error(), "must stay in its segment") {
 						t.Fatalf("Request = %v, %v; want the path segment rule to refuse %q", req, err, v)
@@ -509,7 +509,7 @@ func TestRequestHeaders(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tgt := mustCompile(t, dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/x", Headers: tt.headers})
-			req, err := tgt.Request(context.Background(), decode(t, tt.input))
+			req, err := tgt.Request(context.Background(), decode(t, tt.input), nil)
 			if tt.wantErr != "" {
 				if err == nil {
 					t.Fatalf("Request succeeded with headers %q, want an error containing %q", req.Header, tt.wantErr)
@@ -572,7 +572,7 @@ func TestRequestBody(t *testing.T) {
 			if tt.body != "" {
 				spec.Body = jsontext.Value(tt.body)
 			}
-			req, err := mustCompile(t, spec).Request(context.Background(), decode(t, tt.input))
+			req, err := mustCompile(t, spec).Request(context.Background(), decode(t, tt.input), nil)
 			if err != nil {
 				t.Fatalf("Request: %v", err)
 			}
@@ -648,7 +648,7 @@ func TestRequestMissing(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req, err := mustCompile(t, tt.spec).Request(context.Background(), tt.input)
+			req, err := mustCompile(t, tt.spec).Request(context.Background(), tt.input, nil)
 			if err == nil {
 				t.Fatalf("Request succeeded (URL %s), want a *refs.MissingError", req.URL)
 			}
@@ -673,7 +673,7 @@ func TestRequestEnvRemovedAfterCompile(t *testing.T) {
 		t.Fatal(err)
 	}
 	delete(comps["api"].Env, "TOKEN")
-	_, err = tgt.Request(context.Background(), map[string]any{})
+	_, err = tgt.Request(context.Background(), map[string]any{}, nil)
 	var me *refs.MissingError
 	if !errors.As(err, &me) || me.Ref != "${env.TOKEN}" {
 		t.Fatalf("Request error %v, want a *refs.MissingError for ${env.TOKEN}: an absent env is never an empty value", err)
@@ -682,7 +682,7 @@ func TestRequestEnvRemovedAfterCompile(t *testing.T) {
 
 func TestRequestKazzle(t *testing.T) {
 	tgt := mustCompile(t, dispatch.Spec{Type: "kazzle", Name: "pickColor"})
-	req, err := tgt.Request(context.Background(), map[string]any{})
+	req, err := tgt.Request(context.Background(), map[string]any{}, nil)
 	if err == nil {
 		t.Fatalf("Request for a kazzle target = %v, want an error", req.URL)
 	}
@@ -691,7 +691,7 @@ func TestRequestKazzle(t *testing.T) {
 func TestRequestContext(t *testing.T) {
 	type key struct{}
 	ctx := context.WithValue(context.Background(), key{}, "v")
-	req, err := mustCompile(t, dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/x"}).Request(ctx, map[string]any{})
+	req, err := mustCompile(t, dispatch.Spec{Type: "app", Component: "api", Method: "GET", Path: "/x"}).Request(ctx, map[string]any{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -796,14 +796,14 @@ func TestRequestPathSegmentRule(t *testing.T) {
 	}
 	for _, p := range places {
 		tgt := mustCompile(t, p.spec)
-		plain, err := tgt.Request(context.Background(), map[string]any{"v": "x"})
+		plain, err := tgt.Request(context.Background(), map[string]any{"v": "x"}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		segments := strings.Count(plain.URL.EscapedPath(), "/")
 		for _, tc := range refused {
 			t.Run(p.name+"/refused/"+tc.name, func(t *testing.T) {
-				req, err := tgt.Request(context.Background(), map[string]any{"v": tc.v})
+				req, err := tgt.Request(context.Background(), map[string]any{"v": tc.v}, nil)
 				if err == nil {
 					t.Fatalf("Request sent %s; want the path segment rule to refuse %q", req.URL, tc.v)
 				}
@@ -816,7 +816,7 @@ func TestRequestPathSegmentRule(t *testing.T) {
 		}
 		for _, tc := range allowed {
 			t.Run(p.name+"/allowed/"+tc.name, func(t *testing.T) {
-				req, err := tgt.Request(context.Background(), map[string]any{"v": tc.v})
+				req, err := tgt.Request(context.Background(), map[string]any{"v": tc.v}, nil)
 				if err != nil {
 					t.Fatalf("Request: %v", err)
 				}

@@ -87,6 +87,14 @@ func checkCard(owner *dispatch.Target, body []byte) (jsontext.Value, error) {
 	if card.Approval != nil {
 		return nil, errors.New(`invalid card: "approval" is the gateway's own approval card's; a handler asks with its own buttons`)
 	}
+	if card.Connection != nil {
+		return nil, errors.New(`invalid card: "connection" is the gateway's own connect card's`)
+	}
+	for _, b := range card.Elements {
+		if b.URL != "" {
+			return nil, fmt.Errorf(`invalid card: button %q: "url" is for the gateway's own connect card; a handler's button runs a target or answers its input`, b.ID)
+		}
+	}
 	if err := checkButtons(owner, card); err != nil {
 		return nil, err
 	}
@@ -168,6 +176,13 @@ type ResumeRequest struct {
 	Input jsontext.Value
 	// Surface is where the answer came from (SurfaceAPI, SurfaceMCP).
 	Surface string
+	// BaseURL is the gateway's own URL as the answer reached it (see
+	// Call.BaseURL): a call run again may answer a new connect card.
+	BaseURL string
+
+	// denied is the service's refusal a connection's callback ends the
+	// call's connect card with.
+	denied error
 }
 
 // Resume answers a card once. A repeat of the same answer gets the
@@ -231,7 +246,7 @@ func (g *Gateway) Resume(ctx context.Context, req ResumeRequest) (ans *Answer, e
 		if err != nil {
 			return nil, err
 		}
-		approving := pendingApproval(c)
+		approving, connecting := pendingApproval(c), pendingConnect(c)
 		claimed := *c
 		claimed.State, claimed.Resume, claimed.Updated = ledger.Running, &want, g.clock.Now()
 		claimed.Owner, claimed.Deadline = g.instance, g.clock.Now().Add(g.inFlightLimit())
@@ -252,13 +267,18 @@ func (g *Gateway) Resume(ctx context.Context, req ResumeRequest) (ans *Answer, e
 
 		// As a call does, a pressed button runs to its end without its caller.
 		bg := context.WithoutCancel(ctx)
-		if approving {
-			g.decided(&claimed, req)
-			res, next := g.approvalAnswer(bg, &claimed, req, changed)
-			if next != nil {
-				claimed.State, claimed.Card, claimed.Updated = ledger.ActionRequired, next, g.clock.Now()
+		if approving || connecting {
+			var out outcome
+			if approving {
+				g.decided(&claimed, req)
+				out = g.approvalAnswer(bg, &claimed, req, changed)
 			} else {
-				claimed.State, claimed.Result, claimed.Updated = ledger.Done, &res, g.clock.Now()
+				out = g.connectAnswer(bg, &claimed, req)
+			}
+			if out.card != nil {
+				claimed.State, claimed.Card, claimed.Connect, claimed.Updated = ledger.ActionRequired, out.card, out.connect, g.clock.Now()
+			} else {
+				claimed.State, claimed.Result, claimed.Updated = ledger.Done, &out.res, g.clock.Now()
 			}
 			g.record(bg, &claimed, ledger.Running)
 			return answerOf(&claimed), nil

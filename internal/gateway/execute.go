@@ -8,6 +8,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/clienttools"
 	"github.com/toolgate/toolgate/internal/dispatch"
+	"github.com/toolgate/toolgate/internal/ledger"
 	"github.com/toolgate/toolgate/internal/manifest"
 	"github.com/toolgate/toolgate/internal/observe"
 	"github.com/toolgate/toolgate/internal/result"
@@ -20,6 +21,8 @@ type outcome struct {
 	card jsontext.Value
 	// upstream is the target's HTTP status; 0 when none answered.
 	upstream int
+	// connect is set with the gateway's connect card (card).
+	connect *ledger.Connect
 }
 
 // execute validates the input and runs the tool's target the way its
@@ -31,6 +34,9 @@ func (g *Gateway) execute(ctx, caller context.Context, tool *manifest.Compiled, 
 	}
 	kind := tool.Target.Kind()
 	out := kind.Execute(tool.Target, &runner{g: g, ctx: ctx, caller: caller, call: call, input: input})
+	if out.Connect != "" {
+		return g.connectCard(ctx, call, out)
+	}
 	if out.Card == nil {
 		return outcome{res: out.Result, upstream: out.Upstream}
 	}
@@ -69,11 +75,23 @@ type runner struct {
 }
 
 func (r *runner) Send(t *dispatch.Target, how dispatch.Sending) dispatch.Outcome {
-	return r.g.send(r.ctx, t, r.input, r.call, how)
+	tokens, fail, ok := r.g.tokens(r.ctx, t.Connections(), r.call)
+	if !ok {
+		return fail
+	}
+	return r.g.send(r.ctx, t, r.input, r.call, how, tokens)
 }
 
 func (r *runner) CallMCP(t *dispatch.Target) dispatch.Outcome {
-	return r.g.callMCP(r.ctx, t, r.input, r.call)
+	tok := ""
+	if name := t.Server.Connection(); name != "" {
+		var fail dispatch.Outcome
+		var ok bool
+		if tok, fail, ok = r.g.token(r.ctx, name, r.call); !ok {
+			return fail
+		}
+	}
+	return r.g.callMCP(r.ctx, t, r.input, r.call, tok)
 }
 
 func (r *runner) RunInPage(t *dispatch.Target) dispatch.Outcome {

@@ -74,7 +74,7 @@ func FuzzCheckCard(f *testing.F) {
 			if err != nil {
 				continue
 			}
-			req, err := tgt.Request(context.Background(), input)
+			req, err := tgt.Request(context.Background(), input, nil)
 			if err != nil {
 				continue
 			}
@@ -87,7 +87,7 @@ func FuzzCheckCard(f *testing.F) {
 			if err != nil {
 				t.Fatalf("button %q compiles for a but not for its twin: %v", e.ID, err)
 			}
-			twinReq, err := twinTgt.Request(context.Background(), input)
+			twinReq, err := twinTgt.Request(context.Background(), input, nil)
 			if err != nil {
 				t.Fatalf("button %q builds for a but not for its twin: %v", e.ID, err)
 			}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/clienttools"
 	"github.com/toolgate/toolgate/internal/clock"
+	"github.com/toolgate/toolgate/internal/connect"
 	"github.com/toolgate/toolgate/internal/identity"
 	"github.com/toolgate/toolgate/internal/ledger"
 	"github.com/toolgate/toolgate/internal/manifest"
@@ -64,6 +65,9 @@ type Config struct {
 	// AuditInputs adds each call's input to its entries.
 	Audit       Auditor
 	AuditInputs bool
+	// Connections hand out the users' tokens of the connections targets
+	// send; nil when the config declares none.
+	Connections *connect.Manager
 }
 
 // Gateway serves one set of tools.
@@ -85,6 +89,7 @@ type Gateway struct {
 	allLimits   []quota.Rule
 	auditor     Auditor
 	auditInputs bool
+	conns       *connect.Manager
 
 	// closing is done once Close is called; retries are the goroutines
 	// record started, which it ends. mu orders a retry's start after
@@ -105,7 +110,7 @@ func New(c Config) *Gateway {
 		bridge: c.Bridge, clientWait: c.ClientTimeout, obs: observe.Or(c.Observer),
 		embeds: make(map[string]bool, len(c.EmbedOrigins)), embedList: slices.Clone(c.EmbedOrigins),
 		closeWait: closeWait,
-		allLimits: c.Limits, auditor: c.Audit, auditInputs: c.AuditInputs,
+		allLimits: c.Limits, auditor: c.Audit, auditInputs: c.AuditInputs, conns: c.Connections,
 	}
 	g.closing, g.close = context.WithCancel(context.Background())
 	g.tools.Store(c.Tools)
@@ -305,7 +310,7 @@ func (g *Gateway) Invoke(ctx context.Context, call Call) (ans *Answer, err error
 	g.logCall(tool, call, out, start)
 	if out.card != nil {
 		g.obs.Card(observe.CardOpened)
-		rec.State, rec.Card = ledger.ActionRequired, out.card
+		rec.State, rec.Card, rec.Connect = ledger.ActionRequired, out.card, out.connect
 	} else {
 		rec.State, rec.Result = ledger.Done, &out.res
 	}

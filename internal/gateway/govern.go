@@ -233,19 +233,19 @@ func (g *Gateway) lapse(ctx context.Context, c *ledger.Call) (*ledger.Call, erro
 // approvalAnswer decides a pending approval, claimed already (its state
 // Running): a press of approve runs the tool's target once with the
 // approved input; reject, skip and cancel send nothing.
-func (g *Gateway) approvalAnswer(ctx context.Context, c *ledger.Call, req ResumeRequest, changed jsontext.Value) (result.Result, jsontext.Value) {
+func (g *Gateway) approvalAnswer(ctx context.Context, c *ledger.Call, req ResumeRequest, changed jsontext.Value) outcome {
 	a := c.Approval
 	switch {
 	case req.Action == ActionSkip:
-		return result.Result{Content: "The user skipped the approval; nothing was sent."}, nil
+		return outcome{res: result.Result{Content: "The user skipped the approval; nothing was sent."}}
 	case req.Action == ActionCancel:
-		return result.Failure("The user cancelled the approval; nothing was sent."), nil
+		return outcome{res: result.Failure("The user cancelled the approval; nothing was sent.")}
 	case req.ButtonID == result.ButtonReject:
-		return result.Failure("The user rejected this call; nothing was sent."), nil
+		return outcome{res: result.Failure("The user rejected this call; nothing was sent.")}
 	}
 	tool, ok := g.Tools().Lookup(c.Tool)
 	if !ok {
-		return result.Failure("approved, but tool %q is no longer served: nothing was sent", c.Tool), nil
+		return outcome{res: result.Failure("approved, but tool %q is no longer served: nothing was sent", c.Tool)}
 	}
 	input := a.Input
 	if changed != nil {
@@ -255,7 +255,7 @@ func (g *Gateway) approvalAnswer(ctx context.Context, c *ledger.Call, req Resume
 	call := Call{
 		Tool: c.Tool, CallID: c.CallID, Input: input, Surface: req.Surface,
 		Origin:   Origin{Source: c.Source, ThreadID: c.ThreadID},
-		Identity: Identity{User: c.User, Install: c.Install},
+		Identity: Identity{User: c.User, Install: c.Install}, BaseURL: req.BaseURL,
 		approval: &ApprovalInfo{By: a.By, Device: a.Device, At: a.At, Changed: changed != nil},
 	}
 	start := g.clock.Now()
@@ -265,7 +265,7 @@ func (g *Gateway) approvalAnswer(ctx context.Context, c *ledger.Call, req Resume
 	if out.card != nil {
 		g.obs.Card(observe.CardOpened)
 	}
-	return out.res, out.card
+	return out
 }
 
 // checkChanges checks the input a person approved with changes against

@@ -17,9 +17,9 @@ import (
 // (dispatch.Executor's CallMCP). The arguments are the call's input as
 // the client sent it, which the tool's schema has passed; a card's
 // button sends its own input, which continues the call.
-func (g *Gateway) callMCP(ctx context.Context, t *dispatch.Target, input any, call Call) dispatch.Outcome {
+func (g *Gateway) callMCP(ctx context.Context, t *dispatch.Target, input any, call Call, token string) dispatch.Outcome {
 	c := dispatch.MCPCall{
-		Tool: t.Spec.Tool, User: call.Identity.User, Install: call.Identity.Install,
+		Tool: t.Spec.Tool, User: call.Identity.User, Install: call.Identity.Install, Token: token,
 		IdempotencyKey: dispatch.IdempotencyKey(call.Identity.User, call.Identity.Install, call.CallID),
 		Traceparent:    tracing.Traceparent(ctx),
 	}

@@ -29,6 +29,7 @@ type fakeMCP struct {
 
 func (s *fakeMCP) Name() string        { return "crm" }
 func (s *fakeMCP) SendsIdentity() bool { return s.identity }
+func (s *fakeMCP) Connection() string  { return "" }
 func (s *fakeMCP) Call(_ context.Context, c dispatch.MCPCall) dispatch.Outcome {
 	s.mu.Lock()
 	s.calls = append(s.calls, c)

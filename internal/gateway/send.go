@@ -14,6 +14,9 @@ import (
 // Dispatch runs one target with the given input, the way its kind says,
 // and returns the normalized answer. A card button's target takes this
 // path; a card it answers is not read as one.
+//
+// A target that needs a connection the user has not made answers an
+// error result naming it: no card is made here.
 func (g *Gateway) Dispatch(ctx context.Context, t *dispatch.Target, input any, call Call) result.Result {
 	return t.Kind().Execute(t, &runner{g: g, ctx: ctx, caller: ctx, call: call, input: input}).Result
 }
@@ -21,10 +24,12 @@ func (g *Gateway) Dispatch(ctx context.Context, t *dispatch.Target, input any, c
 // send sends a target's request over HTTP (dispatch.Executor's Send) and
 // normalizes the answer; an action-required card is returned as it came,
 // for the caller to check.
-func (g *Gateway) send(ctx context.Context, t *dispatch.Target, input any, call Call, how dispatch.Sending) dispatch.Outcome {
+//
+// tokens are the user's access tokens of the target's connections.
+func (g *Gateway) send(ctx context.Context, t *dispatch.Target, input any, call Call, how dispatch.Sending, tokens map[string]string) dispatch.Outcome {
 	ctx, cancel := g.client.WithTimeout(ctx)
 	defer cancel()
-	req, err := t.Request(ctx, input)
+	req, err := t.Request(ctx, input, tokens)
 	if err != nil {
 		return dispatch.Outcome{Result: result.Failure("the call could not be built: %v", err)}
 	}

@@ -56,6 +56,11 @@ type Call struct {
 	// the audit trail.
 	Surface string
 
+	// BaseURL is the gateway's own URL as the caller reached it
+	// (scheme://host and the path prefix): a connection's callback is
+	// derived from it when the connection names no redirect_url.
+	BaseURL string
+
 	// approval is set on a call run once a person approved it.
 	approval *ApprovalInfo
 }

@@ -89,6 +89,14 @@ type Approval struct {
 	Changed jsontext.Value `json:"changed,omitempty"`
 }
 
+// Connect is the gateway's own card on a call that needs a connection
+// the user has not made: which one, and the call's input, which runs
+// once it is made.
+type Connect struct {
+	Name  string         `json:"name"`
+	Input jsontext.Value `json:"input"`
+}
+
 // Call is one recorded tool call. Its string members that identify it come
 // first, in the stored JSON too: salvage reads them back from a record
 // damaged further on.
@@ -116,6 +124,9 @@ type Call struct {
 	// Approval is set when the card is the gateway's own approval
 	// question rather than the handler's.
 	Approval *Approval `json:"approval,omitzero"`
+	// Connect is set when the card is the gateway's own, asking the user
+	// to make a connection the call needs.
+	Connect *Connect `json:"connect,omitzero"`
 	// Limits are the quotas the call counted against when it was
 	// created; Update releases its place in those on calls in flight
 	// once it leaves flight.

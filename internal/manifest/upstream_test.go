@@ -17,6 +17,7 @@ type stubServer string
 
 func (s stubServer) Name() string        { return string(s) }
 func (s stubServer) SendsIdentity() bool { return false }
+func (s stubServer) Connection() string  { return "" }
 func (s stubServer) Call(context.Context, dispatch.MCPCall) dispatch.Outcome {
 	return dispatch.Outcome{}
 }

@@ -484,7 +484,7 @@ func TestClientTargetRequest(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			req, err := tgt.Request(context.Background(), tt.input)
+			req, err := tgt.Request(context.Background(), tt.input, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -43,7 +43,7 @@ func TestUpstreamSpan(t *testing.T) {
 	defer client.CloseIdleConnections()
 	send := func(ctx context.Context) http.Header {
 		t.Helper()
-		req, err := target.Request(ctx, map[string]any{"id": "secret-id"})
+		req, err := target.Request(ctx, map[string]any{"id": "secret-id"}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -95,7 +95,7 @@ func TestUnixComponentStaysOnItsSocket(t *testing.T) {
 	defer client.CloseIdleConnections()
 	send := func(t *testing.T, target *dispatch.Target, input any) (*outbound.Response, error) {
 		t.Helper()
-		req, err := target.Request(context.Background(), input)
+		req, err := target.Request(context.Background(), input, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -167,7 +167,7 @@ func TestUnixComponentButton(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := b.Request(context.Background(), map[string]any{"id": "7"})
+	req, err := b.Request(context.Background(), map[string]any{"id": "7"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func TestUnixComponentDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := app.Request(context.Background(), nil)
+	req, err := app.Request(context.Background(), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +227,7 @@ func TestUnixComponentKeepsItsConnection(t *testing.T) {
 	client := outbound.NewClient(0, 0)
 	defer client.CloseIdleConnections()
 	for range 20 {
-		req, err := app.Request(context.Background(), nil)
+		req, err := app.Request(context.Background(), nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -281,7 +281,7 @@ func BenchmarkDoSocket(b *testing.B) {
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					req, err := app.Request(context.Background(), input)
+					req, err := app.Request(context.Background(), input, nil)
 					if err != nil {
 						b.Fatal(err)
 					}

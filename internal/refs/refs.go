@@ -18,13 +18,18 @@ import (
 const (
 	RootInput = "input"
 	RootEnv   = "env"
+	// RootConnection is the calling user's access token of a connection:
+	// ${connection.NAME}.
+	RootConnection = "connection"
 )
 
-// Ref is one parsed reference: ${input}, ${input.a.0.b} or ${env.NAME}.
+// Ref is one parsed reference: ${input}, ${input.a.0.b}, ${env.NAME} or
+// ${connection.NAME}.
 type Ref struct {
-	// Root is RootInput or RootEnv.
+	// Root is RootInput, RootEnv or RootConnection.
 	Root string
-	// Path holds the input path segments, or the single env name.
+	// Path holds the input path segments, or the single env or
+	// connection name.
 	Path []string
 	// Text is the reference as written, e.g. "${input.a}".
 	Text string
@@ -38,6 +43,9 @@ type Scope struct {
 	Input any
 	// Env is the env of the component that owns the target.
 	Env map[string]string
+	// Connections are the calling user's access tokens, by connection
+	// name: those the target references, fetched before it is resolved.
+	Connections map[string]string
 }
 
 // MissingError says a reference has no value in the scope. Its message names
@@ -58,6 +66,12 @@ func (r Ref) Resolve(s Scope) (any, error) {
 		v, ok := s.Env[r.Path[0]]
 		if !ok {
 			return nil, &MissingError{Ref: r.Text, Reason: fmt.Sprintf("no env %q is declared", r.Path[0])}
+		}
+		return v, nil
+	case RootConnection:
+		v, ok := s.Connections[r.Path[0]]
+		if !ok {
+			return nil, &MissingError{Ref: r.Text, Reason: fmt.Sprintf("the user's connection %q is not at hand", r.Path[0])}
 		}
 		return v, nil
 	case RootInput:
@@ -165,8 +179,13 @@ func parseRef(text string) (Ref, error) {
 			return Ref{}, fmt.Errorf("invalid reference %s: want ${env.NAME}", text)
 		}
 		return Ref{Root: RootEnv, Path: segs[1:], Text: text}, nil
+	case RootConnection:
+		if len(segs) != 2 {
+			return Ref{}, fmt.Errorf("invalid reference %s: want ${connection.NAME}", text)
+		}
+		return Ref{Root: RootConnection, Path: segs[1:], Text: text}, nil
 	}
-	return Ref{}, fmt.Errorf("unknown reference %s: the root must be input or env", text)
+	return Ref{}, fmt.Errorf("unknown reference %s: the root must be input, env or connection", text)
 }
 
 func validSegment(s string) bool {

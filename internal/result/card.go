@@ -22,8 +22,25 @@ type Card struct {
 	// Approval is set on the gateway's own approval card only: what it
 	// asks a person to approve. A handler's card never carries it.
 	Approval *CardApproval `json:"approval,omitzero"`
-	Elements []Element     `json:"elements"`
+	// Connection is set on the gateway's own connect card only: the
+	// connection the call needs, which the button's url makes.
+	Connection *CardConnection `json:"connection,omitzero"`
+	Elements   []Element       `json:"elements"`
 }
+
+// CardConnection is what a connect card asks the user to make: the
+// connection's name and title, and when its button's authorization URL
+// stops working (pressing the connect button then gives a new one).
+type CardConnection struct {
+	Name    string    `json:"name"`
+	Title   string    `json:"title"`
+	Expires time.Time `json:"expires"`
+}
+
+// ButtonConnect is the connect card's button: its url opens the
+// service's authorization page; pressed (resumed) it runs the call again,
+// with the connection made, or answers a new card with a new url.
+const ButtonConnect = "connect"
 
 // CardApproval is what an approval card asks about: the call's tool and
 // input, the tool's input schema (for approving with changes), and when
@@ -56,6 +73,9 @@ type Element struct {
 	Input   jsontext.Value `json:"input,omitempty"`
 	// Target is a target spec, checked by the caller like a tool's.
 	Target jsontext.Value `json:"target,omitempty"`
+	// URL makes the button a link, which a card opens in a new window:
+	// on the gateway's own connect card only.
+	URL string `json:"url,omitempty"`
 }
 
 // CardType is the "type" of an action-required answer.

@@ -132,6 +132,12 @@ func (s *Server) Call(ctx context.Context, c dispatch.MCPCall) dispatch.Outcome 
 			return fail("the gateway could not sign the identity token for mcp server %s", s.cfg.Name)
 		}
 	}
+	if s.cfg.Connection != "" {
+		if c.Token == "" {
+			return fail("mcp server %s is sent the user's token of connection %s, and the call has none", s.cfg.Name, s.cfg.Connection)
+		}
+		st.auth = "Bearer " + c.Token
+	}
 	ctx = context.WithValue(ctx, callKey{}, st)
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()

@@ -55,6 +55,10 @@ type Config struct {
 	// Identity sends each call the user's identity token as
 	// Authorization: Bearer, with aud the server's name.
 	Identity bool
+	// Connection sends each call the calling user's access token of the
+	// named connection as Authorization: Bearer instead. The tool list is
+	// read with the static headers only.
+	Connection string
 	// Timeout bounds connecting, listing, and each call. Default: 30s.
 	Timeout time.Duration
 	// MaxResultSize bounds an answer, in bytes. Default: 1 MiB.
@@ -120,6 +124,8 @@ func (c *Config) check() error {
 			return fmt.Errorf("header %q is the transport's or the protocol's", k)
 		case canon == "Authorization" && c.Identity:
 			return errors.New("header Authorization: identity sends one already")
+		case canon == "Authorization" && c.Connection != "":
+			return errors.New("header Authorization: the connection sends one already")
 		}
 	}
 	if len(c.Headers) > 0 && len(c.Command) > 0 {
@@ -127,6 +133,12 @@ func (c *Config) check() error {
 	}
 	if c.Identity && len(c.Command) > 0 {
 		return errors.New("identity is sent in an HTTP header: a command has none (give its env what it needs)")
+	}
+	if c.Connection != "" && len(c.Command) > 0 {
+		return errors.New("a connection's token is sent in an HTTP header: a command has none")
+	}
+	if c.Connection != "" && c.Identity {
+		return errors.New("identity and connection both send Authorization: choose one")
 	}
 	if c.Timeout < 0 || c.MaxResultSize < 0 {
 		return errors.New("timeout and max_result_size must not be negative")

@@ -115,6 +115,9 @@ func (s *Server) Name() string { return s.cfg.Name }
 // SendsIdentity reports whether calls carry the user's identity.
 func (s *Server) SendsIdentity() bool { return s.cfg.Identity }
 
+// Connection names the connection whose token calls carry.
+func (s *Server) Connection() string { return s.cfg.Connection }
+
 // Start connects and lists the tools, waiting at most the timeout, and
 // keeps the session up from then on: a server that is down now is
 // connected when it comes back (Changed then tells its tools), a command
@@ -545,6 +548,9 @@ func (t *sender) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 		req.Header.Set("Authorization", auth)
+	}
+	if t.s.cfg.Connection != "" && st != nil && st.auth != "" {
+		req.Header.Set("Authorization", st.auth)
 	}
 	resp, err := t.next.RoundTrip(req)
 	if err != nil {
