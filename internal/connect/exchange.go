@@ -46,7 +46,6 @@ func (m *Manager) exchange(ctx context.Context, c *Config, w Who, key string) (s
 	if err != nil {
 		return "", fmt.Errorf("connection %s: signing the identity token: %v", c.Name, err)
 	}
-	subject = strings.TrimPrefix(subject, "Bearer ")
 	form := url.Values{
 		"grant_type":         {grantTokenExchange},
 		"subject_token":      {subject},

@@ -9,6 +9,11 @@
 //	POST /tools/{name}             invoke a tool
 //	GET  /calls/{callId}           a call's answer now
 //	POST /calls/{callId}/resume    answer an action-required card
+//	GET  /waiting                  the calls that wait for the caller
+//	GET  /connections              the caller's connections (never a token)
+//	DELETE /connections/{name}     undo the caller's connection
+//	GET  /connections/{name}/callback
+//	                               the service's way back (its state guards it)
 //	POST /page-context             render a page-context snapshot
 //	GET  /client/calls?threadId=   a page's client calls (Server-Sent Events)
 //	POST /client/calls/{id}/claim  a page claims a call before running it
@@ -225,6 +230,11 @@ func (a *API) routes() {
 	a.handle("POST /calls/{id}/resume", a.runtimeCORS(a.callID(a.runtime(a.serveResume))))
 	// What waits for the caller, for a page that shows its cards.
 	a.handle("GET /waiting", a.runtimeCORS(a.runtime(a.serveWaiting)))
+	// A user's connections: which are made, and undoing one's own.
+	a.handle("GET /connections", a.runtimeCORS(a.runtime(a.serveConnections)))
+	a.handle("DELETE /connections/{name}", a.runtimeCORS(a.runtime(a.serveDisconnect)))
+	// The service's way back, guarded by its state alone (serveCallback).
+	a.handle("GET /connections/{name}/callback", a.serveCallback)
 	a.handle("POST /page-context", a.runtime(a.servePageContext))
 	a.handle("GET /.well-known/jwks.json", a.serveJWKS)
 	a.handle("/mcp", a.serveMCP)
@@ -245,6 +255,12 @@ func (a *API) routes() {
 		writeError(w, http.StatusNotFound, "unknown_call", "no such call")
 	})
 	a.handle("/waiting", a.runtimeCORS(only(http.MethodGet)))
+	a.handle("/connections", a.runtimeCORS(only(http.MethodGet)))
+	a.handle("/connections/{name}", a.runtimeCORS(only(http.MethodDelete)))
+	a.handle("/connections/{name}/callback", only(http.MethodGet))
+	a.handle("/connections/{rest...}", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "no such connection endpoint")
+	})
 	a.handle("/page-context", only(http.MethodPost))
 	a.handle("/.well-known/jwks.json", only(http.MethodGet))
 

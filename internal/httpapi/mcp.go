@@ -69,6 +69,8 @@ func (a *API) serveMCP(w http.ResponseWriter, r *http.Request) {
 	if !requireJSON(w, r) {
 		return
 	}
+	// Set over whatever the client sent: the tools' handlers read it.
+	r.Header.Set(mcp.BaseURLHeader, a.baseURL(r))
 	if r.Method == http.MethodPost {
 		// The body is held to max_request_size as the Tools API's is,
 		// with the same 413, before the SDK reads it.

@@ -187,7 +187,7 @@ func (a *API) serveInvoke(w http.ResponseWriter, r *http.Request, c caller) {
 	if !a.decodeBody(w, r, &env) {
 		return
 	}
-	call := gateway.Call{Tool: r.PathValue("name"), CallID: env.CallID, Input: env.Input, Surface: gateway.SurfaceAPI}
+	call := gateway.Call{Tool: r.PathValue("name"), CallID: env.CallID, Input: env.Input, Surface: gateway.SurfaceAPI, BaseURL: a.baseURL(r)}
 	if env.Context != nil {
 		call.Origin = *env.Context
 	}
@@ -231,7 +231,7 @@ func (a *API) serveResume(w http.ResponseWriter, r *http.Request, c caller) {
 		return
 	}
 	req := gateway.ResumeRequest{CallID: r.PathValue("id"), Identity: c.Identity, ButtonID: body.ButtonID, Action: body.Action, Device: body.Device,
-		Input: body.Input, Surface: gateway.SurfaceAPI}
+		Input: body.Input, Surface: gateway.SurfaceAPI, BaseURL: a.baseURL(r)}
 	if c.verified {
 		// The device is the token's, never the body's.
 		req.Device = c.Device

@@ -37,6 +37,9 @@ const MetaState = "toolgate/state"
 const (
 	viaElicitation = "" // empty, as states were before the view: a rolling deploy keeps them
 	viaView        = "view"
+	// viaURL is a connect card asked as a URL elicitation: its accept
+	// presses the connect button.
+	viaURL = "url"
 )
 
 // isAppsClient reports whether a client declared the MCP Apps extension

@@ -46,7 +46,15 @@ type Caller struct {
 	Identity gateway.Identity
 	Claims   map[string]any
 	Device   string
+	// BaseURL is the gateway's own URL as the request reached it
+	// (gateway.Call.BaseURL), from BaseURLHeader.
+	BaseURL string
 }
+
+// BaseURLHeader carries the gateway's own URL as the request reached it
+// from the HTTP front end to the tool handlers: the front end sets it on
+// every request, over whatever a client sent.
+const BaseURLHeader = "Toolgate-Base-Url"
 
 // TokenInfo wraps a verified caller for auth.RequireBearerToken; its
 // UserID binds an MCP session to the caller, and until, when the token
@@ -225,12 +233,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // API), so the local identity is a default for clients that name none,
 // not a bound.
 func (s *Server) caller(extra *sdk.RequestExtra, meta sdk.Meta) (Caller, error) {
+	base := ""
+	if extra != nil && extra.Header != nil {
+		base = extra.Header.Get(BaseURLHeader)
+	}
 	if extra != nil && extra.TokenInfo != nil {
 		if c, ok := extra.TokenInfo.Extra[callerKey].(Caller); ok {
+			c.BaseURL = base
 			return c, nil
 		}
 	}
-	c := Caller{Identity: s.local}
+	c := Caller{Identity: s.local, BaseURL: base}
 	if raw, ok := meta[MetaIdentity]; ok && raw != nil {
 		var isPlain bool
 		if c.Identity, isPlain = plainIdentity(raw); !isPlain {
@@ -348,7 +361,7 @@ func (s *Server) callTool(ctx context.Context, req *sdk.CallToolRequest, caps *s
 		return s.resume(ctx, req, c, caps)
 	}
 
-	call := gateway.Call{Tool: p.Name, Input: []byte(p.Arguments), Identity: c.Identity, Claims: c.Claims, Surface: gateway.SurfaceMCP}
+	call := gateway.Call{Tool: p.Name, Input: []byte(p.Arguments), Identity: c.Identity, Claims: c.Claims, Surface: gateway.SurfaceMCP, BaseURL: c.BaseURL}
 	// A malformed call id is a malformed request: a protocol error. An
 	// empty one is none, as in the Tools API.
 	id, isString := p.Meta[MetaCallID].(string)
@@ -546,6 +559,11 @@ func (s *Server) askCard(ans *gateway.Answer, c Caller, caps *sdk.ClientCapabili
 	if err != nil {
 		return errorResult(err.Error()), nil
 	}
+	if card.Connection != nil {
+		if out, ok := s.askConnect(ans, card, c, caps); ok {
+			return out, nil
+		}
+	}
 	if !canAskForm(caps) {
 		return errorResult("the tool needs a person to answer a card (" + strconv.Quote(card.Title) + "), and this MCP client cannot ask one: it declared no form elicitation capability. Call " + ans.CallID + " waits for an answer through the Tools API."), nil
 	}
@@ -559,6 +577,13 @@ func (s *Server) askCard(ans *gateway.Answer, c Caller, caps *sdk.ClientCapabili
 	}
 	if card.Assignee != nil {
 		msg += "\n\n(Only device " + card.Assignee.ComputerID + " may press a button; others may decline to skip or cancel.)"
+	}
+	for _, b := range card.Elements {
+		if b.URL != "" {
+			// A form cannot open a link: the message shows it, and the
+			// button goes on once it was followed.
+			msg += "\n\nOpen " + b.URL + " to connect, then choose " + strconv.Quote(b.Label) + "."
+		}
 	}
 	props := map[string]any{
 		"button": map[string]any{"type": "string", "title": card.Title, "oneOf": choices},
@@ -595,8 +620,16 @@ func (s *Server) resume(ctx context.Context, req *sdk.CallToolRequest, c Caller,
 	}
 	var rr gateway.ResumeRequest
 	var changes map[string]any
+	via := viaElicitation
+	if _, named := resp.Content["button"]; !named && resp.Action == "accept" && len(resp.Content) == 0 {
+		// A URL elicitation's accept: the connect card's button.
+		via, rr.ButtonID = viaURL, result.ButtonConnect
+	}
 	switch resp.Action {
 	case "accept":
+		if via == viaURL {
+			break
+		}
 		rr.ButtonID, _ = resp.Content["button"].(string)
 		if rr.ButtonID == "" {
 			return errorResult("the card's answer names no button"), nil
@@ -614,7 +647,7 @@ func (s *Server) resume(ctx context.Context, req *sdk.CallToolRequest, c Caller,
 	default:
 		rr.Action = gateway.ActionCancel
 	}
-	return s.continueCard(ctx, p.RequestState, viaElicitation, c, rr, caps, false, changes)
+	return s.continueCard(ctx, p.RequestState, via, c, rr, caps, false, changes)
 }
 
 // continueCard answers the card of the call a continuation names, the one
@@ -631,7 +664,7 @@ func (s *Server) continueCard(ctx context.Context, raw, via string, c Caller, rr
 	if err != nil {
 		return errorResult("the card's answer was refused: " + err.Error()), nil
 	}
-	rr.CallID, rr.Identity, rr.Device, rr.Surface = st.CallID, c.Identity, c.Device, gateway.SurfaceMCP
+	rr.CallID, rr.Identity, rr.Device, rr.Surface, rr.BaseURL = st.CallID, c.Identity, c.Device, gateway.SurfaceMCP, c.BaseURL
 	if changes != nil {
 		if rr.Input, err = s.changedInput(ctx, c, st.CallID, changes); err != nil {
 			return errorResult("the card's answer was refused: " + err.Error()), nil
@@ -661,4 +694,31 @@ func (s *Server) stillOpen(ctx context.Context, out *sdk.CallToolResult, callID 
 	if raw, err := s.newState(callID, c, viaView); err == nil {
 		out.Meta = sdk.Meta{MetaState: raw}
 	}
+}
+
+// askConnect asks a connect card as a URL elicitation, for a client that
+// declared it: the client opens the service's authorization page, and
+// its accept presses the connect button, which runs the call once the
+// connection is made (the callback may have run it already). ok is false
+// for a client without URL elicitation.
+func (s *Server) askConnect(ans *gateway.Answer, card *result.Card, c Caller, caps *sdk.ClientCapabilities) (*sdk.CallToolResult, bool) {
+	if caps == nil || caps.Elicitation == nil || caps.Elicitation.URL == nil {
+		return nil, false
+	}
+	b, ok := card.Button(result.ButtonConnect)
+	if !ok || b.URL == "" {
+		return nil, false
+	}
+	raw, err := s.newState(ans.CallID, c, viaURL)
+	if err != nil {
+		return s.failed(err), true
+	}
+	msg := card.Title
+	if card.Description != "" {
+		msg += "\n\n" + card.Description
+	}
+	return &sdk.CallToolResult{
+		InputRequests: sdk.InputRequestMap{cardInput: &sdk.ElicitParams{Mode: "url", Message: msg, URL: b.URL, ElicitationID: ans.CallID}},
+		RequestState:  raw,
+	}, true
 }
