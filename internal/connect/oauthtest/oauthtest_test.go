@@ -211,6 +211,21 @@ func TestCodeBoundToRedirectAndClient(t *testing.T) {
 	}
 }
 
+func TestRefreshBoundToClient(t *testing.T) {
+	s := oauthtest.New(t, oauthtest.Options{}) // any client id
+	conf := config(s, oauthtest.Options{ClientID: "gw"})
+	tok := connect(t, s, conf)
+	other := *conf
+	other.ClientID = "other"
+	_, err := other.TokenSource(t.Context(), &oauth2.Token{RefreshToken: tok.RefreshToken}).Token()
+	if re := retrieveError(t, err); re.ErrorCode != "invalid_grant" {
+		t.Fatalf("refresh by another client: %v", err)
+	}
+	if _, err := conf.TokenSource(t.Context(), &oauth2.Token{RefreshToken: tok.RefreshToken}).Token(); err != nil {
+		t.Errorf("refresh by its client, after another's was refused: %v", err)
+	}
+}
+
 func TestCodeExpires(t *testing.T) {
 	clk := newClock()
 	opts := oauthtest.Options{ClientID: "gw", ClientSecret: "pw", Clock: clk.Now}
@@ -533,19 +548,21 @@ func TestAuthorizeRefusals(t *testing.T) {
 func TestTokenEndpointRefusals(t *testing.T) {
 	s := oauthtest.New(t, oauthtest.Options{ClientID: "gw", AuthStyle: "post"})
 	form := "grant_type=refresh_token&refresh_token=rt_x&client_id=gw"
+	const urlencoded = "application/x-www-form-urlencoded"
 	for name, tc := range map[string]struct {
 		method, url, contentType, body string
-		want                           int
+		status                         int
+		error                          string // the OAuth error; "" for a plain-text answer
 	}{
-		"GET":               {http.MethodGet, s.TokenURL() + "?" + form, "", "", http.StatusMethodNotAllowed},
-		"JSON body":         {http.MethodPost, s.TokenURL(), "application/json", `{"grant_type":"refresh_token"}`, http.StatusBadRequest},
-		"parameters in URL": {http.MethodPost, s.TokenURL() + "?client_secret=x", "application/x-www-form-urlencoded", form, http.StatusBadRequest},
-		"parameter twice":   {http.MethodPost, s.TokenURL(), "application/x-www-form-urlencoded", form + "&refresh_token=rt_y", http.StatusBadRequest},
-		"huge body":         {http.MethodPost, s.TokenURL(), "application/x-www-form-urlencoded", form + "&x=" + strings.Repeat("a", 70<<10), http.StatusBadRequest},
-		"unknown grant":     {http.MethodPost, s.TokenURL(), "application/x-www-form-urlencoded", "grant_type=password&client_id=gw", http.StatusBadRequest},
-		"unknown refresh":   {http.MethodPost, s.TokenURL(), "application/x-www-form-urlencoded", form, http.StatusBadRequest},
-		"unknown code":      {http.MethodPost, s.TokenURL(), "application/x-www-form-urlencoded", "grant_type=authorization_code&code=x&client_id=gw", http.StatusBadRequest},
-		"no client":         {http.MethodPost, s.TokenURL(), "application/x-www-form-urlencoded", "grant_type=authorization_code&code=x", http.StatusUnauthorized},
+		"GET":               {http.MethodGet, s.TokenURL() + "?" + form, "", "", http.StatusMethodNotAllowed, ""},
+		"JSON body":         {http.MethodPost, s.TokenURL(), "application/json", `{"grant_type":"refresh_token"}`, http.StatusBadRequest, "invalid_request"},
+		"parameters in URL": {http.MethodPost, s.TokenURL() + "?client_secret=x", urlencoded, form, http.StatusBadRequest, "invalid_request"},
+		"parameter twice":   {http.MethodPost, s.TokenURL(), urlencoded, form + "&refresh_token=rt_y", http.StatusBadRequest, "invalid_request"},
+		"huge body":         {http.MethodPost, s.TokenURL(), urlencoded, form + "&x=" + strings.Repeat("a", 70<<10), http.StatusBadRequest, "invalid_request"},
+		"unknown grant":     {http.MethodPost, s.TokenURL(), urlencoded, "grant_type=password&client_id=gw", http.StatusBadRequest, "unsupported_grant_type"},
+		"unknown refresh":   {http.MethodPost, s.TokenURL(), urlencoded, form, http.StatusBadRequest, "invalid_grant"},
+		"unknown code":      {http.MethodPost, s.TokenURL(), urlencoded, "grant_type=authorization_code&code=x&client_id=gw", http.StatusBadRequest, "invalid_grant"},
+		"no client":         {http.MethodPost, s.TokenURL(), urlencoded, "grant_type=authorization_code&code=x", http.StatusUnauthorized, "invalid_client"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			req, _ := http.NewRequestWithContext(t.Context(), tc.method, tc.url, strings.NewReader(tc.body))
@@ -557,14 +574,44 @@ func TestTokenEndpointRefusals(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer resp.Body.Close()
-			if resp.StatusCode != tc.want {
-				body, _ := io.ReadAll(resp.Body)
-				t.Errorf("%s %s", resp.Status, body)
+			body, _ := io.ReadAll(resp.Body)
+			var answer struct {
+				Error string `json:"error"`
+			}
+			if tc.error != "" {
+				if err := json.Unmarshal(body, &answer); err != nil {
+					t.Fatalf("%s %s: %v", resp.Status, body, err)
+				}
+			}
+			if resp.StatusCode != tc.status || answer.Error != tc.error {
+				t.Errorf("%s %s; want %d %s", resp.Status, body, tc.status, tc.error)
 			}
 		})
 	}
 	if len(s.Tokens()) != 0 || s.Count("token", "") != 9 {
 		t.Errorf("%d tokens, %d requests counted; want 0, 9", len(s.Tokens()), s.Count("token", ""))
+	}
+}
+
+// TestCredentialsInOnePlace: a client that authenticates with HTTP Basic
+// and also puts its secret in the form is refused, right as both are.
+func TestCredentialsInOnePlace(t *testing.T) {
+	opts := oauthtest.Options{ClientID: "gw", ClientSecret: "pw"}
+	s := oauthtest.New(t, opts)
+	tok := connect(t, s, config(s, opts))
+	form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {tok.RefreshToken}}
+	form.Set("client_secret", "pw")
+	if status, answer := post(t, s.TokenURL(), form, "gw", "pw"); status != http.StatusUnauthorized || answer["error"] != "invalid_client" {
+		t.Errorf("secret in both places: %d %v", status, answer)
+	}
+	form.Del("client_secret")
+	form.Set("client_id", "other")
+	if status, answer := post(t, s.TokenURL(), form, "gw", "pw"); status != http.StatusUnauthorized || answer["error"] != "invalid_client" {
+		t.Errorf("client_id in the form differing from Basic's: %d %v", status, answer)
+	}
+	form.Set("client_id", "gw")
+	if status, answer := post(t, s.TokenURL(), form, "gw", "pw"); status != http.StatusOK {
+		t.Errorf("client_id in the form agreeing with Basic's: %d %v", status, answer)
 	}
 }
 

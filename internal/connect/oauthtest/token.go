@@ -242,9 +242,9 @@ func (s *Server) readForm(endpoint string, w http.ResponseWriter, r *http.Reques
 }
 
 // client authenticates the client as Options.AuthStyle says and returns
-// its id. A client with credentials in both places is refused (RFC 6749
-// §2.3: one method per request), so a test sees a gateway that sends its
-// secret where it need not. Without Options.ClientID any client id is
+// its id. A client with credentials in both places is refused, one
+// method per request (RFC 6749 §2.3), so a test sees a gateway that sends
+// its secret where it need not. Without Options.ClientID any client id is
 // taken as it comes.
 func (s *Server) client(r *http.Request, form url.Values) (string, error) {
 	header := r.Header.Get("Authorization")
@@ -293,8 +293,8 @@ func (s *Server) client(r *http.Request, form url.Values) (string, error) {
 	return id, nil
 }
 
-// refuseClient answers a client that failed to authenticate (RFC 6749
-// §5.2).
+// refuseClient answers a client that failed to authenticate, with a
+// challenge when it was to use HTTP Basic (RFC 6749 §5.2).
 func (s *Server) refuseClient(w http.ResponseWriter, err error) {
 	if s.opts.AuthStyle == "basic" {
 		w.Header().Set("WWW-Authenticate", `Basic realm="oauthtest"`)
