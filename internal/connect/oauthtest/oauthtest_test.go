@@ -779,3 +779,23 @@ func (f *fatalRecorder) Fatalf(string, ...any) {
 	f.failed = true
 	panic("fatal")
 }
+
+func TestNew(t *testing.T) {
+	ft := &fatalRecorder{TB: t}
+	func() {
+		defer func() { _ = recover() }()
+		oauthtest.New(ft, oauthtest.Options{AuthStyle: "auto"})
+	}()
+	if !ft.failed {
+		t.Error("New took AuthStyle auto")
+	}
+
+	var tokenURL string
+	t.Run("server", func(t *testing.T) {
+		tokenURL = oauthtest.New(t, oauthtest.Options{}).TokenURL()
+	})
+	if resp, err := http.Post(tokenURL, "application/x-www-form-urlencoded", nil); err == nil {
+		resp.Body.Close()
+		t.Error("the server still answers after its test ended")
+	}
+}
