@@ -156,6 +156,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			return o.UnmarshalCaddyfile(d.NewFromNextSegment())
 		},
 		"mcp_server":          namedBlock(&h.MCPServers),
+		"connection":          namedBlock(&h.Connections),
+		"connection_keys":     listArg(&h.ConnectionKeys),
 		"identity":            subBlock(&h.Identity),
 		"callers":             subBlock(&h.Callers),
 		"mcp":                 subBlock(&h.MCP),
@@ -222,7 +224,7 @@ func (h *Handler) checkTools(d *caddyfile.Dispenser, at []caddyfile.Token) error
 		}
 		components[name] = comp
 	}
-	env := dispatch.Env{Components: components, Servers: h.declaredServers()}
+	env := dispatch.Env{Components: components, Servers: h.declaredServers(), Connections: h.connectionNames()}
 	seen := map[string]int{}
 	for i, t := range h.Tools {
 		if _, err := manifest.CompileToolIn(t, env); err != nil {

@@ -126,6 +126,15 @@ type Handler struct {
 	Audit       string `json:"audit,omitempty"`
 	AuditInputs bool   `json:"audit_inputs,omitzero"`
 
+	// Connections are services at which each user connects their own
+	// account, by name (connections.md).
+	Connections map[string]*Connection `json:"connections,omitempty"`
+	// ConnectionKeys are the files of the keys that seal the users'
+	// tokens in the store (32 bytes in base64 each): the first seals,
+	// every one opens. Default: a key generated once and kept in Caddy's
+	// storage. Instances on one Redis need the same keys.
+	ConnectionKeys []string `json:"connection_keys,omitempty"`
+
 	api      *httpapi.API
 	gw       *gateway.Gateway
 	client   *outbound.Client
@@ -348,6 +357,7 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) (err error) {
 	}()
 	env := ups.env
 	env.Components = components
+	env.Connections = h.connectionNames()
 	var docs []manifest.Source
 	for _, o := range h.OpenAPI {
 		src, err := o.source(ctx, repl, logger)
@@ -425,6 +435,10 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) (err error) {
 		}()
 		trail = t
 	}
+	conns, err := h.connections(ctx, repl, st.Connections(), issuer)
+	if err != nil {
+		return err
+	}
 	h.client = outbound.NewClient(time.Duration(h.UpstreamTimeout), h.MaxResponseSize)
 	h.gw = gateway.New(gateway.Config{
 		Tools: tools, Issuer: issuer, Client: h.client,
@@ -432,6 +446,7 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) (err error) {
 		Bridge: bridge, ClientTimeout: time.Duration(h.ClientToolTimeout),
 		Observer: obs, EmbedOrigins: embeds,
 		Limits: allLimits, Audit: trail, AuditInputs: h.AuditInputs,
+		Connections: conns,
 	})
 	cfg := httpapi.Config{
 		Gateway: h.gw, Bridge: bridge, Callers: callers, Pages: pages,

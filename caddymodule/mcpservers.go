@@ -63,6 +63,11 @@ type MCPServer struct {
 	// token with an empty sub.
 	Identity bool `json:"identity,omitzero"`
 
+	// Connection sends each call the calling user's token of the named
+	// connection in Authorization: Bearer instead (connections.md); the
+	// tool list is read with the static headers only.
+	Connection string `json:"connection,omitempty"`
+
 	// Allow is an allow expression (expr-lang, as a tool's allow) for
 	// every tool the server lists: a caller it refuses neither sees nor
 	// calls them. Default: every caller may.
@@ -119,6 +124,7 @@ func (m *MCPServer) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			m.Identity = true
 			return nil
 		},
+		"connection":      stringArg(&m.Connection),
 		"allow":           stringArg(&m.Allow),
 		"approval":        approvalArg(&m.Approval, ""),
 		"limit":           limitArg(&m.Limits, ""),
@@ -134,7 +140,7 @@ func (m *MCPServer) config(repl *caddy.Replacer, name string, maxResponse int64)
 	}
 	c := upstream.Config{
 		Name: name, Command: slices.Clone(m.Command), Dir: m.Dir, Tools: m.Tools, Prefix: m.Prefix,
-		Identity: m.Identity, Timeout: time.Duration(m.Timeout), MaxResultSize: m.MaxResultSize, Allow: m.Allow,
+		Identity: m.Identity, Connection: m.Connection, Timeout: time.Duration(m.Timeout), MaxResultSize: m.MaxResultSize, Allow: m.Allow,
 		Approval: m.Approval, Limits: m.Limits,
 	}
 	if err := checkGovernance(m.Approval, m.Limits); err != nil {
@@ -167,13 +173,14 @@ func (m *MCPServer) config(repl *caddy.Replacer, name string, maxResponse int64)
 // declared stands for a declared server when the Caddyfile is adapted:
 // inline tools compile against it, and it is never called.
 type declared struct {
-	name     string
-	identity bool
+	name       string
+	identity   bool
+	connection string
 }
 
 func (s declared) Name() string        { return s.name }
 func (s declared) SendsIdentity() bool { return s.identity }
-func (s declared) Connection() string  { return "" }
+func (s declared) Connection() string  { return s.connection }
 func (s declared) Call(context.Context, dispatch.MCPCall) dispatch.Outcome {
 	return dispatch.Outcome{Result: result.Failure("mcp server %s is not running", s.name)}
 }
@@ -183,7 +190,7 @@ func (h *Handler) declaredServers() map[string]dispatch.MCPServer {
 	out := make(map[string]dispatch.MCPServer, len(h.MCPServers))
 	for name, m := range h.MCPServers {
 		if m != nil {
-			out[name] = declared{name: name, identity: m.Identity}
+			out[name] = declared{name: name, identity: m.Identity, connection: m.Connection}
 		}
 	}
 	return out
@@ -220,6 +227,9 @@ func (h *Handler) startUpstreams(repl *caddy.Replacer, logger *zap.Logger, issue
 		cfg, err := h.MCPServers[name].config(repl, name, maxResponse)
 		if err != nil {
 			return nil, err
+		}
+		if cfg.Connection != "" && h.Connections[cfg.Connection] == nil {
+			return nil, fmt.Errorf("mcp server %q: connection %q is not declared", name, cfg.Connection)
 		}
 		srv, err := upstream.New(cfg, upstream.Options{
 			Logger:        logger,

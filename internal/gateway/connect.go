@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 
 	"github.com/go-json-experiment/json"
@@ -267,4 +269,49 @@ func checkConnectionsCaller(who Identity) error {
 		return badRequest("identity_required", "connections are a user's: identity.user is required")
 	}
 	return nil
+}
+
+// redacted stands where an answer repeated a user's token.
+const redacted = "[connection token]"
+
+// minRedacted is the shortest token looked for in answers: a shorter
+// one would be found in text that merely holds its characters.
+const minRedacted = 8
+
+// redactBody replaces in an answer's body each token the request sent: a
+// service that repeats the credential it was given (an error page that
+// quotes the Authorization header) must not hand it to the model, the
+// card, the ledger or the log.
+func redactBody(body []byte, tokens map[string]string) []byte {
+	for _, tok := range tokens {
+		if len(tok) >= minRedacted && bytes.Contains(body, []byte(tok)) {
+			body = bytes.ReplaceAll(body, []byte(tok), []byte(redacted))
+		}
+	}
+	return body
+}
+
+// redactHeader is redactBody for the answer's header values, which a
+// result expression may read.
+func redactHeader(h http.Header, tokens map[string]string) {
+	for _, vs := range h {
+		for i, v := range vs {
+			vs[i] = string(redactBody([]byte(v), tokens))
+		}
+	}
+}
+
+// redactResult is redactBody for a result an upstream MCP server
+// answered.
+func redactResult(r result.Result, token string) result.Result {
+	if len(token) < minRedacted {
+		return r
+	}
+	r.Content = strings.ReplaceAll(r.Content, token, redacted)
+	r.Markdown = strings.ReplaceAll(r.Markdown, token, redacted)
+	r.EmbedURL = strings.ReplaceAll(r.EmbedURL, token, redacted)
+	if bytes.Contains(r.Structured, []byte(token)) {
+		r.Structured = bytes.ReplaceAll(r.Structured, []byte(token), []byte(redacted))
+	}
+	return r
 }

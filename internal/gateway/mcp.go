@@ -38,6 +38,10 @@ func (g *Gateway) callMCP(ctx context.Context, t *dispatch.Target, input any, ca
 	sent := g.clock.Now()
 	out := t.Server.Call(ctx, c)
 	g.obs.Upstream(call.Tool, g.clock.Now().Sub(sent))
+	if token != "" {
+		out.Result = redactResult(out.Result, token)
+		out.Card = redactBody(out.Card, map[string]string{"": token})
+	}
 	if t.Mapping != nil && out.Card == nil && out.Upstream != 0 {
 		out.Result = mapMCP(t.Mapping, out.Result)
 	}

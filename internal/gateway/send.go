@@ -53,6 +53,10 @@ func (g *Gateway) send(ctx context.Context, t *dispatch.Target, input any, call 
 	if err != nil {
 		return dispatch.Outcome{Result: result.Failure("%s %s failed: %v", t.Spec.Method, t.Describe(), err)}
 	}
+	if len(tokens) > 0 {
+		resp.Body = redactBody(resp.Body, tokens)
+		redactHeader(resp.Header, tokens)
+	}
 	if resp.Status < 200 || resp.Status > 299 {
 		g.logFailure(call, t, resp)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/apitest"
 	"github.com/toolgate/toolgate/internal/clienttools"
+	"github.com/toolgate/toolgate/internal/connect"
 	"github.com/toolgate/toolgate/internal/dispatch"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/identity"
@@ -227,6 +228,10 @@ type options struct {
 	// listener, when set, is the one the server serves on: a test that
 	// configures the server's own URL (a resource) listens first.
 	listener net.Listener
+	// connections, when set, makes the gateway's connections on its
+	// ledger (nil with the ledger off); the tools compile against their
+	// names.
+	connections func(l ledger.Ledger) *connect.Manager
 }
 
 // server is the API on a loopback port; its Client sends requests to it.
@@ -238,6 +243,8 @@ type server struct {
 	api    *API
 	bridge *clienttools.Bridge
 	ledger ledger.Ledger
+	// boltFile is the bolt ledger's file; "" with the ledger off.
+	boltFile string
 	// client dials the server whatever a URL's host is, as caddytest's
 	// does, so a test can send any Host (a rebinding name, an allowed
 	// host) with a URL that names it.
@@ -250,10 +257,6 @@ type server struct {
 func startServer(t *testing.T, o options) *server {
 	t.Helper()
 	s := &server{}
-	tools, err := manifest.Compile(o.sources, o.components)
-	if err != nil {
-		t.Fatal(err)
-	}
 	key, err := identity.GenerateKey()
 	if err != nil {
 		t.Fatal(err)
@@ -272,6 +275,20 @@ func startServer(t *testing.T, o options) *server {
 		if s.ledger, err = ledger.OpenBolt(o.ledger, ledger.BoltOptions{}); err != nil {
 			t.Fatal(err)
 		}
+		s.boltFile = o.ledger
+	}
+	env := dispatch.Env{Components: o.components}
+	var conns *connect.Manager
+	if o.connections != nil {
+		conns = o.connections(s.ledger)
+		env.Connections = map[string]bool{}
+		for _, name := range conns.Names() {
+			env.Connections[name] = true
+		}
+	}
+	tools, err := manifest.CompileIn(o.sources, env)
+	if err != nil {
+		t.Fatal(err)
 	}
 	s.bridge = o.bridge
 	if s.bridge == nil {
@@ -283,6 +300,7 @@ func startServer(t *testing.T, o options) *server {
 		Client: outbound.NewClient(o.upstreamTimeout, o.maxResponseSize),
 		Ledger: observe.ObservedLedger(s.ledger, "bolt", o.observer), Bridge: s.bridge, ClientTimeout: o.clientTimeout,
 		Observer: o.observer, Logger: o.logger, EmbedOrigins: o.embedOrigins,
+		Connections: conns,
 	})
 	cfg := o.api
 	cfg.Observer, cfg.Logger = o.observer, o.logger

@@ -1,0 +1,207 @@
+package caddymodule
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"slices"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/toolgate/toolgate/internal/connect"
+	"github.com/toolgate/toolgate/internal/identity"
+)
+
+// Connection is a service at which each user connects their own account
+// (OAuth 2.0): a url target sends the user's token with
+// ${connection.NAME}, an mcp_server with `connection NAME`. Either the
+// authorization flow (authorize_url, token_url, client_id, …) or a token
+// exchange (exchange, audience).
+type Connection struct {
+	// Title is the service's name on the card ("Connect Gmail").
+	// Default: the connection's name, capitalized.
+	Title string `json:"title,omitempty"`
+
+	// AuthorizeURL and TokenURL are the service's OAuth endpoints: https,
+	// http only to a loopback host.
+	AuthorizeURL string `json:"authorize_url,omitempty"`
+	TokenURL     string `json:"token_url,omitempty"`
+	// ClientID and ClientSecret are the gateway's client at the service;
+	// placeholders such as {env.GMAIL_CLIENT_SECRET} are resolved at load.
+	ClientID     string `json:"client_id,omitempty"`
+	ClientSecret string `json:"client_secret,omitempty"`
+	// ClientAuth is "basic" (the default) or "post".
+	ClientAuth string `json:"client_auth,omitempty"`
+	// Scopes are asked for on the authorization page.
+	Scopes []string `json:"scopes,omitempty"`
+	// RedirectURL is the gateway's callback as the service knows it.
+	// Default: derived from the request that answered the card.
+	RedirectURL string `json:"redirect_url,omitempty"`
+	// Params are added to the authorization URL.
+	Params map[string]string `json:"params,omitempty"`
+
+	// Exchange is an RFC 8693 token endpoint, instead of the flow: the
+	// user's identity token (aud the connection's name) is exchanged for
+	// the service's; Audience is sent with it.
+	Exchange string `json:"exchange,omitempty"`
+	Audience string `json:"audience,omitempty"`
+}
+
+// UnmarshalCaddyfile sets up the connection from `<name> {…}`.
+func (c *Connection) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // consume the connection's name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	return parseBlock(d, "connection subdirective", map[string]option{
+		"title":         stringArg(&c.Title),
+		"authorize_url": stringArg(&c.AuthorizeURL),
+		"token_url":     stringArg(&c.TokenURL),
+		"client_id":     stringArg(&c.ClientID),
+		"client_secret": stringArg(&c.ClientSecret),
+		"client_auth":   stringArg(&c.ClientAuth),
+		"scopes":        listArg(&c.Scopes),
+		"redirect_url":  stringArg(&c.RedirectURL),
+		"param":         pairArg(&c.Params, ""),
+		"exchange":      stringArg(&c.Exchange),
+		"audience":      stringArg(&c.Audience),
+	})
+}
+
+// config is the connection's connect.Config, placeholders resolved, and
+// checked.
+func (c *Connection) config(repl *caddy.Replacer, name string) (connect.Config, error) {
+	if c == nil {
+		return connect.Config{}, fmt.Errorf("connection %q: no config", name)
+	}
+	out := connect.Config{Name: name, Title: c.Title, ClientAuth: c.ClientAuth, Scopes: c.Scopes}
+	what := fmt.Sprintf("connection %q: ", name)
+	for _, f := range []struct {
+		option string
+		from   string
+		to     *string
+	}{
+		{"authorize_url", c.AuthorizeURL, &out.AuthorizeURL},
+		{"token_url", c.TokenURL, &out.TokenURL},
+		{"client_id", c.ClientID, &out.ClientID},
+		{"client_secret", c.ClientSecret, &out.ClientSecret},
+		{"redirect_url", c.RedirectURL, &out.RedirectURL},
+		{"exchange", c.Exchange, &out.Exchange},
+		{"audience", c.Audience, &out.Audience},
+	} {
+		v, err := resolve(repl, what+f.option, f.from)
+		if err != nil {
+			return out, err
+		}
+		*f.to = v
+	}
+	var err error
+	if out.Params, err = resolveEach(repl, what+"param", c.Params); err != nil {
+		return out, err
+	}
+	return out, out.Check()
+}
+
+// connectionNames are the declared connections, for compiling targets.
+func (h *Handler) connectionNames() map[string]bool {
+	out := make(map[string]bool, len(h.Connections))
+	for name := range h.Connections {
+		out[name] = true
+	}
+	return out
+}
+
+// connectionKeyStorage is where a generated connection key is kept in
+// Caddy's storage, beside the identity key.
+const connectionKeyStorage = "toolgate/connections/aes-256.key"
+
+// connections makes the connections' Manager on the store's back end;
+// nil when none is declared. Its keys are the files of connection_keys
+// (the first seals, all open), or a key generated once and kept in
+// Caddy's storage.
+func (h *Handler) connections(ctx caddy.Context, repl *caddy.Replacer, st connect.Store, issuer *identity.Issuer) (*connect.Manager, error) {
+	if len(h.Connections) == 0 {
+		if len(h.ConnectionKeys) > 0 {
+			return nil, errors.New("connection_keys: no connection is declared")
+		}
+		return nil, nil
+	}
+	for name := range h.Connections {
+		_, component := h.Components[name]
+		_, server := h.MCPServers[name]
+		if component || server {
+			// An exchange sends an identity token addressed to the
+			// connection's name, which must not open a component or a
+			// server of the same name.
+			return nil, fmt.Errorf("connection %q: a component or mcp server has the same name; identity tokens name their audience by it", name)
+		}
+	}
+	keys, err := h.connectionKeys(ctx, repl)
+	if err != nil {
+		return nil, fmt.Errorf("connection_keys: %w", err)
+	}
+	var conns []connect.Config
+	for _, name := range slices.Sorted(maps.Keys(h.Connections)) {
+		c, err := h.Connections[name].config(repl, name)
+		if err != nil {
+			return nil, err
+		}
+		conns = append(conns, c)
+	}
+	return connect.New(conns, connect.Options{
+		Store: st, Keys: keys, Logger: h.logger.Named("connections"), IdentityToken: issuer.Token,
+	})
+}
+
+func (h *Handler) connectionKeys(ctx caddy.Context, repl *caddy.Replacer) (*connect.Keys, error) {
+	if len(h.ConnectionKeys) == 0 {
+		k, err := storedConnectionKey(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return connect.NewKeys(k)
+	}
+	var keys []connect.Key
+	for i, f := range h.ConnectionKeys {
+		path, err := resolve(repl, fmt.Sprintf("file %d", i+1), f)
+		if err != nil {
+			return nil, err
+		}
+		k, err := connect.ReadKeyFile(path)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return connect.NewKeys(keys[0], keys[1:]...)
+}
+
+// storedConnectionKey reads the key kept in Caddy's storage, making it
+// the first time, under the storage's lock (instances sharing a storage
+// make one).
+func storedConnectionKey(ctx caddy.Context) (connect.Key, error) {
+	st := ctx.Storage()
+	name := connectionKeyStorage
+	if err := st.Lock(ctx, name); err != nil {
+		return connect.Key{}, fmt.Errorf("locking %s in storage: %w", name, err)
+	}
+	defer func() { _ = st.Unlock(ctx, name) }()
+	data, err := st.Load(ctx, name)
+	if err == nil {
+		k, err := connect.ParseKey(data)
+		if err != nil {
+			return connect.Key{}, fmt.Errorf("%s in storage: %w", name, err)
+		}
+		return k, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return connect.Key{}, fmt.Errorf("loading %s from storage: %w", name, err)
+	}
+	data = connect.GenerateKey()
+	if err := st.Store(ctx, name, data); err != nil {
+		return connect.Key{}, fmt.Errorf("storing %s: %w", name, err)
+	}
+	return connect.ParseKey(data)
+}
