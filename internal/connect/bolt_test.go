@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -185,5 +186,29 @@ func TestBoltLockRefusesNoTTL(t *testing.T) {
 		if _, ok, err := b.Lock(context.Background(), "k", d); ok || err == nil {
 			t.Errorf("Lock(%s) = %v, %v; want an error", d, ok, err)
 		}
+	}
+}
+
+// TestBoltCloseStopsSweep: Close stops the sweep NewBolt started, and a
+// second Close is harmless.
+func TestBoltCloseStopsSweep(t *testing.T) {
+	db := openDB(t, filepath.Join(t.TempDir(), "ledger.db"))
+	defer db.Close()
+	base := runtime.NumGoroutine()
+	for range 5 {
+		b := newBolt(t, db, nil)
+		if err := b.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Close(); err != nil {
+			t.Fatalf("second Close = %v", err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > base {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines after opening and closing; %d before", runtime.NumGoroutine(), base)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
