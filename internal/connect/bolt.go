@@ -140,10 +140,14 @@ func (b *Bolt) Put(_ context.Context, key string, val []byte, ttl time.Duration)
 
 func (b *Bolt) Delete(_ context.Context, key string) error {
 	// A key that is not there needs no write (and no flush to the disk).
-	if !b.stored(key) {
+	found, err := b.stored(key)
+	if err != nil {
+		return b.failed("deleting", err)
+	}
+	if !found {
 		return nil
 	}
-	err := b.db.Update(func(tx *bbolt.Tx) error {
+	err = b.db.Update(func(tx *bbolt.Tx) error {
 		return tx.Bucket(boltBucket).Delete([]byte(key))
 	})
 	if err != nil {
@@ -153,13 +157,13 @@ func (b *Bolt) Delete(_ context.Context, key string) error {
 }
 
 // stored says whether key is in the bucket at all, expired or damaged.
-func (b *Bolt) stored(key string) bool {
+func (b *Bolt) stored(key string) (bool, error) {
 	found := false
-	_ = b.db.View(func(tx *bbolt.Tx) error {
+	err := b.db.View(func(tx *bbolt.Tx) error {
 		found = tx.Bucket(boltBucket).Get([]byte(key)) != nil
 		return nil
 	})
-	return found
+	return found, err
 }
 
 func (b *Bolt) Take(_ context.Context, key string) ([]byte, error) {
@@ -173,33 +177,31 @@ func (b *Bolt) Take(_ context.Context, key string) ([]byte, error) {
 		return nil, b.failed("taking", err)
 	}
 	var val []byte
+	found := false
 	err := b.db.Update(func(tx *bbolt.Tx) error {
 		bk := tx.Bucket(boltBucket)
 		stored := bk.Get([]byte(key))
 		if stored == nil {
-			return ErrNotFound // another Take was first
+			return nil // another Take was first
 		}
 		v, ok, err := read(stored, b.clock.Now())
 		if err != nil {
 			return err
 		}
-		val = bytes.Clone(v)
-		if val == nil {
-			val = []byte{}
+		if ok {
+			found, val = true, bytes.Clone(v)
+			if val == nil {
+				val = []byte{}
+			}
 		}
-		if err := bk.Delete([]byte(key)); err != nil {
-			return err
-		}
-		if !ok {
-			return ErrNotFound
-		}
-		return nil
+		// Expired, it goes too, before the sweep.
+		return bk.Delete([]byte(key))
 	})
-	switch {
-	case errors.Is(err, ErrNotFound):
-		return nil, err
-	case err != nil:
+	if err != nil {
 		return nil, b.failed("taking", err)
+	}
+	if !found {
+		return nil, ErrNotFound
 	}
 	return val, nil
 }
