@@ -1171,10 +1171,16 @@ func (b *Bolt) checkpointEvery() {
 	}
 }
 
-// Close stops the sweeper, puts the log's changes in the B+tree, releases
-// every Wait and closes the file.
 // Records implements Ledger: the bolt ledger keeps every call.
 func (b *Bolt) Records() bool { return true }
+
+// DB is b's bbolt file, for state kept beside the calls in a bucket of
+// its own (the connections' tokens): the ledger's sweep and checkpoints
+// touch only its own buckets. It stays b's: Close closes it.
+func (b *Bolt) DB() *bbolt.DB { return b.db }
+
+// Close stops the sweeper, puts the log's changes in the B+tree, releases
+// every Wait and closes the file.
 
 func (b *Bolt) Close() error {
 	b.closeOnce.Do(func() {

@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"go.etcd.io/bbolt"
 
 	"github.com/toolgate/toolgate/internal/clock"
 	"github.com/toolgate/toolgate/internal/ledger"
@@ -649,4 +652,69 @@ func TestBoltCheckpointKeepsNothingOfTheCaller(t *testing.T) {
 	if err != nil || got.Result.Content != "a card" || string(got.Card) != `{"title":"a card"}` {
 		t.Errorf("after the caller changed its call and a checkpoint: %+v (card %s), %v", got, got.Card, err)
 	}
+}
+
+// TestBoltLeavesOtherBuckets: a bucket of another name in the file (the
+// connections' tokens, kept there by package connect) outlasts the
+// ledger's checkpoints, its sweep of every partition, and a reopening.
+func TestBoltLeavesOtherBuckets(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	other := []byte("connections")
+	put := func(b *ledger.Bolt) {
+		t.Helper()
+		err := b.DB().Update(func(tx *bbolt.Tx) error {
+			bk, err := tx.CreateBucketIfNotExists(other)
+			if err != nil {
+				return err
+			}
+			return bk.Put([]byte("user\x1finstall\x1fgmail"), []byte("sealed"))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	kept := func(b *ledger.Bolt, when string) {
+		t.Helper()
+		var v []byte
+		_ = b.DB().View(func(tx *bbolt.Tx) error {
+			if bk := tx.Bucket(other); bk != nil {
+				v = bytes.Clone(bk.Get([]byte("user\x1finstall\x1fgmail")))
+			}
+			return nil
+		})
+		if string(v) != "sealed" {
+			t.Fatalf("%s, the connections bucket holds %q; want it kept", when, v)
+		}
+	}
+	// sweepAll records a call, checkpoints it into a partition, and
+	// sweeps a day later, when every partition goes with its calls: want
+	// of them.
+	sweepAll := func(b *ledger.Bolt, id string, want int) {
+		t.Helper()
+		c := newCall(t, id)
+		mustCreate(t, b, c)
+		if err := b.Checkpoint(); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := b.Sweep(time.Now().Add(24 * time.Hour)); n != want || err != nil {
+			t.Fatalf("Sweep = %d, %v; want %d calls swept", n, err, want)
+		}
+		if _, err := b.Get(ctx, c.Key); !errors.Is(err, ledger.ErrNotFound) {
+			t.Fatalf("Get of the swept call = %v; want ErrNotFound", err)
+		}
+	}
+
+	b := openBolt(t, path, ledger.BoltOptions{Retention: time.Hour})
+	put(b)
+	sweepAll(b, "1", 1)
+	kept(b, "swept")
+	mustCreate(t, b, newCall(t, "2")) // in the log when the file closes
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b = openBolt(t, path, ledger.BoltOptions{Retention: time.Hour})
+	kept(b, "reopened")
+	sweepAll(b, "3", 2)
+	kept(b, "reopened and swept")
 }

@@ -54,9 +54,6 @@ func SetCheckpoints(t interface{ Cleanup(func()) }, lines int, every time.Durati
 // BreakLog closes b's log file under it, so that its next write fails.
 func (b *Bolt) BreakLog() { _ = b.wal.f.Close() }
 
-// DB is b's bbolt file.
-func (b *Bolt) DB() *bbolt.DB { return b.db }
-
 // NewOff is a ledger off of its own, counting limits by clk: Off's counts
 // are the process's.
 func NewOff(clk clock.Clock) Ledger { return off{counts: new(lockedCounts), clock: clk} }

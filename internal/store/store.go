@@ -1,13 +1,16 @@
 // Package store opens the gateway's shared state as one thing on one back
-// end: the call ledger and the relay on which client tool calls meet their
-// pages, opened together from the ledger's config and closed together.
+// end: the call ledger, the relay on which client tool calls meet their
+// pages and the connections' store of tokens, opened together from the
+// ledger's config and closed together.
 //
-// The local store is the bolt ledger (or none, for "ledger off") beside
-// the in-process relay: one gateway instance. The Redis store is the Redis
-// ledger and the Redis relay on one go-redis client: every instance on the
-// same server and prefix shares both. A new back end is a Ledger that
-// passes ledgertest's suite and a clienttools Relay that passes the relay
-// suite, put together here.
+// The local store is the bolt ledger beside the in-process relay, its
+// connections in a bucket of the ledger's file: one gateway instance.
+// With "ledger off" the connections are kept in memory, for as long as
+// the process runs. The Redis store is the Redis ledger, the Redis relay
+// and the connections on one go-redis client: every instance on the same
+// server and prefix shares all three. A new back end is a Ledger that
+// passes ledgertest's suite, a clienttools Relay that passes the relay
+// suite and a connect.Store that passes connecttest's, put together here.
 package store
 
 import (
@@ -16,16 +19,20 @@ import (
 	"fmt"
 	"time"
 
+	"go.etcd.io/bbolt"
 	"go.uber.org/zap"
 
 	"github.com/toolgate/toolgate/internal/clienttools"
+	"github.com/toolgate/toolgate/internal/connect"
 	"github.com/toolgate/toolgate/internal/ledger"
 )
 
-// Store is the ledger and the client tools' relay of one back end.
+// Store is the ledger, the client tools' relay and the connections' store
+// of one back end.
 type Store struct {
-	ledger ledger.Ledger
-	relay  clienttools.Relay
+	ledger      ledger.Ledger
+	relay       clienttools.Relay
+	connections connect.Store
 }
 
 // relayOpenTimeout bounds the Redis relay's first subscription.
@@ -40,7 +47,12 @@ func Open(cfg *ledger.Config, logger *zap.Logger) (*Store, error) {
 		if err != nil {
 			return nil, err
 		}
-		return Local(l), nil
+		s, err := Local(l)
+		if err != nil {
+			_ = l.Close()
+			return nil, err
+		}
+		return s, nil
 	}
 	r, err := cfg.OpenRedis(logger)
 	if err != nil {
@@ -53,12 +65,33 @@ func Open(cfg *ledger.Config, logger *zap.Logger) (*Store, error) {
 		_ = r.Close()
 		return nil, fmt.Errorf("ledger redis %s: %w", cfg.Addr, err)
 	}
-	return &Store{ledger: cfg.Limit(r), relay: relay}, nil
+	return &Store{ledger: cfg.Limit(r), relay: relay, connections: connect.NewRedis(r.Client(), r.Prefix())}, nil
 }
 
-// Local returns the local store of l: l beside an in-process relay.
-func Local(l ledger.Ledger) *Store {
-	return &Store{ledger: l, relay: clienttools.NewLocalRelay()}
+// Local returns the local store of l: l beside an in-process relay, and
+// the connections in l's bolt file, or in memory when l keeps nothing
+// (ledger off). It fails if the connections' bucket cannot be made.
+func Local(l ledger.Ledger) (*Store, error) {
+	conns, err := localConnections(l)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{ledger: l, relay: clienttools.NewLocalRelay(), connections: conns}, nil
+}
+
+// localConnections is the connections' store beside l: in its bolt file,
+// which the bolt ledger shares (DB); in memory beside a ledger that keeps
+// nothing; and beside a ledger whose file another held at Open (Later),
+// one that fails every call (unavailable).
+func localConnections(l ledger.Ledger) (connect.Store, error) {
+	if !l.Records() {
+		return connect.NewMemory(nil), nil
+	}
+	file, ok := ledger.Backend(l).(interface{ DB() *bbolt.DB })
+	if !ok {
+		return unavailable{}, nil
+	}
+	return connect.NewBolt(file.DB(), nil)
 }
 
 // Ledger returns the store's ledger. Its Records says whether it keeps
@@ -68,8 +101,11 @@ func (s *Store) Ledger() ledger.Ledger { return s.ledger }
 // Relay returns the store's relay, for one bridge (clienttools.NewBridgeOn).
 func (s *Store) Relay() clienttools.Relay { return s.relay }
 
-// Close closes the relay, then the ledger: the Redis relay uses the
-// ledger's client.
+// Connections returns the store of the connections' tokens and flows.
+func (s *Store) Connections() connect.Store { return s.connections }
+
+// Close closes the connections' store and the relay, then the ledger:
+// they use the ledger's client or file.
 func (s *Store) Close() error {
-	return errors.Join(s.relay.Close(), s.ledger.Close())
+	return errors.Join(s.connections.Close(), s.relay.Close(), s.ledger.Close())
 }

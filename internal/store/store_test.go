@@ -2,11 +2,15 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/toolgate/toolgate/internal/clienttools"
+	"github.com/toolgate/toolgate/internal/connect"
 	"github.com/toolgate/toolgate/internal/ledger"
 	"github.com/toolgate/toolgate/internal/redistest"
 	"github.com/toolgate/toolgate/internal/store"
@@ -45,6 +49,29 @@ func roundTrip(t *testing.T, s *store.Store) {
 	}
 }
 
+// connects puts a token in s's connections, and takes a flow's state
+// once.
+func connects(t *testing.T, s *store.Store) {
+	t.Helper()
+	ctx := context.Background()
+	c := s.Connections()
+	if err := c.Put(ctx, "u\x1fi\x1fgmail", []byte("sealed"), 0); err != nil {
+		t.Fatalf("Put = %v", err)
+	}
+	if v, err := c.Get(ctx, "u\x1fi\x1fgmail"); err != nil || string(v) != "sealed" {
+		t.Fatalf("Get = %q, %v", v, err)
+	}
+	if err := c.Put(ctx, "flow", []byte("verifier"), time.Minute); err != nil {
+		t.Fatalf("Put = %v", err)
+	}
+	if v, err := c.Take(ctx, "flow"); err != nil || string(v) != "verifier" {
+		t.Fatalf("Take = %q, %v", v, err)
+	}
+	if _, err := c.Take(ctx, "flow"); !errors.Is(err, connect.ErrNotFound) {
+		t.Fatalf("second Take = %v; want ErrNotFound", err)
+	}
+}
+
 // mustOpen checks cfg and opens its store.
 func mustOpen(t *testing.T, cfg *ledger.Config) *store.Store {
 	t.Helper()
@@ -65,23 +92,62 @@ func TestLocal(t *testing.T) {
 		t.Error("the bolt store's ledger records nothing")
 	}
 	roundTrip(t, s)
+	connects(t, s)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// Closed, the file is free for the next store.
+	// Closed, the file is free for the next store, which finds the call
+	// and the token in it.
 	again := mustOpen(t, cfg)
 	if _, err := again.Ledger().Get(context.Background(), ledger.Key("u", "i", "c1")); err != nil {
 		t.Errorf("the call recorded before: %v", err)
 	}
-	_ = again.Close()
+	if v, err := again.Connections().Get(context.Background(), "u\x1fi\x1fgmail"); err != nil || string(v) != "sealed" {
+		t.Errorf("the token stored before = %q, %v", v, err)
+	}
+	if err := again.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLocalLocked: while another store holds the bolt file, the ledger
+// opens later and the connections fail every call, keeping nothing.
+func TestLocalLocked(t *testing.T) {
+	ctx := context.Background()
+	cfg := &ledger.Config{Path: filepath.Join(t.TempDir(), "ledger.db")}
+	holder := mustOpen(t, cfg)
+	defer holder.Close()
+	s := mustOpen(t, cfg)
+	c := s.Connections()
+	if err := c.Put(ctx, "k", []byte("v"), 0); err == nil {
+		t.Error("Put beside a ledger file held elsewhere: want an error")
+	}
+	if _, err := c.Get(ctx, "k"); err == nil || errors.Is(err, connect.ErrNotFound) {
+		t.Errorf("Get = %v; want an error, not ErrNotFound", err)
+	}
+	if _, ok, err := c.Lock(ctx, "k", time.Minute); ok || err == nil {
+		t.Errorf("Lock = %v, %v; want an error", ok, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestOff(t *testing.T) {
 	cfg := &ledger.Config{Backend: "off"}
 	s := mustOpen(t, cfg)
-	defer s.Close()
 	if s.Ledger().Records() {
 		t.Error("ledger off records")
+	}
+	connects(t, s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// In memory: the next store starts empty.
+	again := mustOpen(t, cfg)
+	defer again.Close()
+	if v, err := again.Connections().Get(context.Background(), "u\x1fi\x1fgmail"); !errors.Is(err, connect.ErrNotFound) {
+		t.Errorf("a token of the store before = %q, %v; want ErrNotFound", v, err)
 	}
 }
 
@@ -93,8 +159,23 @@ func TestRedis(t *testing.T) {
 		t.Error("the Redis store's ledger records nothing")
 	}
 	roundTrip(t, s)
+	connects(t, s)
+	// Another instance on the server and prefix finds the token.
+	other := mustOpen(t, &ledger.Config{Backend: "redis", Addr: rs.Addr})
+	if v, err := other.Connections().Get(context.Background(), "u\x1fi\x1fgmail"); err != nil || string(v) != "sealed" {
+		t.Errorf("the token through another store = %q, %v", v, err)
+	}
+	if err := other.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
+	}
+	// Under the ledger's prefix, beside its calls.
+	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
+	defer rdb.Close()
+	if n := rdb.Exists(context.Background(), "toolgate:conn:u\x1fi\x1fgmail").Val(); n != 1 {
+		t.Errorf("the token under the ledger's prefix: %d keys; want 1", n)
 	}
 }
 
