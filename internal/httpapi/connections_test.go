@@ -67,9 +67,21 @@ func newConnRig(t *testing.T, store func(l ledger.Ledger) connect.Store) *connRi
 {"name":"mail_q","description":"The user's mail, token in the query.","input_schema":{"type":"object"},
  "target":{"type":"url","method":"GET","url":"http://127.0.0.1:1/down","query":{"access_token":"${connection.gmail}"}}}]}`)})
 	o.connections = func(l ledger.Ledger) *connect.Manager {
-		st := connect.Store(connect.NewMemory(r.clock))
-		if store != nil {
+		// By default in the bolt ledger's file, as the local store keeps
+		// them: the file is then searched for tokens.
+		var st connect.Store
+		switch {
+		case store != nil:
 			st = store(l)
+		case l != nil:
+			b, err := connect.NewBolt(ledger.Backend(l).(*ledger.Bolt).DB(), r.clock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = b.Close() })
+			st = b
+		default:
+			st = connect.NewMemory(r.clock)
 		}
 		m, err := connect.New([]connect.Config{
 			{Name: "gmail", AuthorizeURL: r.oauth.AuthorizeURL(), TokenURL: r.oauth.TokenURL(), ClientID: "gw", ClientSecret: "gw-secret", Scopes: []string{"mail.read"}},

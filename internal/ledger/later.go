@@ -72,6 +72,14 @@ func (l *Later) retry(every time.Duration) {
 	}
 }
 
+// Opened returns the ledger once it is open: for what shares its back
+// end (the connections' bucket in its bolt file).
+func (l *Later) Opened() (Ledger, bool) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.l, l.l != nil
+}
+
 // ledger returns the open ledger, or ErrUnavailable with the reason.
 func (l *Later) ledger() (Ledger, error) {
 	l.mu.RLock()

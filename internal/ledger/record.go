@@ -158,9 +158,10 @@ type resultLimit struct {
 func (r *resultLimit) Unwrap() Ledger { return r.Ledger }
 
 // Backend returns the back end under l's wrappers (those with an Unwrap
-// method, as LimitResults'): for tests that check what Open built. Code
-// that needs a back end's own parts opens it on its own (OpenRedis), as
-// the store does.
+// method, as LimitResults'): for tests that check what Open built, and
+// for the store, which keeps the connections in the bolt ledger's file.
+// Code that needs a Redis back end's own parts opens it on its own
+// (OpenRedis).
 func Backend(l Ledger) Ledger {
 	for {
 		w, ok := l.(interface{ Unwrap() Ledger })

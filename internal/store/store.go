@@ -82,16 +82,18 @@ func Local(l ledger.Ledger) (*Store, error) {
 // localConnections is the connections' store beside l: in its bolt file,
 // which the bolt ledger shares (DB); in memory beside a ledger that keeps
 // nothing; and beside a ledger whose file another held at Open (Later),
-// one that fails every call (unavailable).
+// one that fails every call until the ledger opens (later).
 func localConnections(l ledger.Ledger) (connect.Store, error) {
 	if !l.Records() {
 		return connect.NewMemory(nil), nil
 	}
-	file, ok := ledger.Backend(l).(interface{ DB() *bbolt.DB })
-	if !ok {
-		return unavailable{}, nil
+	switch b := ledger.Backend(l).(type) {
+	case interface{ DB() *bbolt.DB }:
+		return connect.NewBolt(b.DB(), nil)
+	case *ledger.Later:
+		return &later{ledger: b}, nil
 	}
-	return connect.NewBolt(file.DB(), nil)
+	return nil, fmt.Errorf("store: no connections store beside a %T ledger", ledger.Backend(l))
 }
 
 // Ledger returns the store's ledger. Its Records says whether it keeps

@@ -111,7 +111,8 @@ func TestLocal(t *testing.T) {
 }
 
 // TestLocalLocked: while another store holds the bolt file, the ledger
-// opens later and the connections fail every call, keeping nothing.
+// opens later and the connections fail every call, keeping nothing; once
+// the file is free and the ledger opened, they are kept in it.
 func TestLocalLocked(t *testing.T) {
 	ctx := context.Background()
 	cfg := &ledger.Config{Path: filepath.Join(t.TempDir(), "ledger.db")}
@@ -128,8 +129,27 @@ func TestLocalLocked(t *testing.T) {
 	if _, ok, err := c.Lock(ctx, "k", time.Minute); ok || err == nil {
 		t.Errorf("Lock = %v, %v; want an error", ok, err)
 	}
+	if err := holder.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The ledger retries every second.
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Put(ctx, "k", []byte("v"), 0) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the connections never opened once the file was free")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if v, err := c.Get(ctx, "k"); err != nil || string(v) != "v" {
+		t.Fatalf("Get after the file opened = %q, %v", v, err)
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
+	}
+	again := mustOpen(t, cfg)
+	defer again.Close()
+	if v, err := again.Connections().Get(ctx, "k"); err != nil || string(v) != "v" {
+		t.Errorf("kept in the file: %q, %v", v, err)
 	}
 }
 
