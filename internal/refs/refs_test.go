@@ -63,6 +63,7 @@ func TestParse(t *testing.T) {
 		{"array item", "${input.items.0}", []refs.Ref{{Root: "input", Path: []string{"items", "0"}, Text: "${input.items.0}"}}},
 		{"dash and underscore", "${input.my-key_1}", []refs.Ref{{Root: "input", Path: []string{"my-key_1"}, Text: "${input.my-key_1}"}}},
 		{"env", "${env.API_KEY}", []refs.Ref{{Root: "env", Path: []string{"API_KEY"}, Text: "${env.API_KEY}"}}},
+		{"connection", "Bearer ${connection.gmail}", []refs.Ref{{Root: "connection", Path: []string{"gmail"}, Text: "${connection.gmail}"}}},
 		{"in text", "https://h/${input.a}/x?q=${env.NAME}", []refs.Ref{
 			{Root: "input", Path: []string{"a"}, Text: "${input.a}"},
 			{Root: "env", Path: []string{"NAME"}, Text: "${env.NAME}"},
@@ -127,6 +128,8 @@ func TestParseErrors(t *testing.T) {
 		{"nested ref", "${input.${input}}", "bad segment"},
 		{"env without name", "${env}", "want ${env.NAME}"},
 		{"env with path", "${env.A.B}", "want ${env.NAME}"},
+		{"connection without name", "${connection}", "want ${connection.NAME}"},
+		{"connection with path", "${connection.gmail.token}", "want ${connection.NAME}"},
 		{"env empty name", "${env.}", "bad segment"},
 		{"bad ref after escape", "$${ok} ${nope}", "${nope}"},
 	}
@@ -803,5 +806,21 @@ func TestCompile(t *testing.T) {
 	}
 	if _, err := refs.Compile([]any{"${env}"}); err == nil {
 		t.Error("Compile of a bad reference did not fail")
+	}
+}
+
+// TestResolveConnection: ${connection.NAME} is the token the scope holds
+// for NAME; one not at hand is a MissingError naming the reference, never
+// another connection's token.
+func TestResolveConnection(t *testing.T) {
+	tmpl := refs.MustParse("Bearer ${connection.gmail}")
+	got, err := tmpl.Expand(refs.Scope{Connections: map[string]string{"gmail": "at_1", "cal": "at_2"}}, nil)
+	if err != nil || got != "Bearer at_1" {
+		t.Fatalf("Expand = %q, %v", got, err)
+	}
+	_, err = tmpl.Expand(refs.Scope{Connections: map[string]string{"cal": "at_2"}}, nil)
+	var missing *refs.MissingError
+	if !errors.As(err, &missing) || missing.Ref != "${connection.gmail}" || strings.Contains(err.Error(), "at_2") {
+		t.Fatalf("a connection not at hand: %v", err)
 	}
 }

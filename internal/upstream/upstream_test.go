@@ -97,6 +97,9 @@ func TestConfigCheck(t *testing.T) {
 		{"bad header value", upstream.Config{Name: "a", URL: "https://x.example", Headers: map[string]string{"X-Key": "a\nb"}}, "invalid value"},
 		{"authorization and identity", upstream.Config{Name: "a", URL: "https://x.example", Identity: true, Headers: map[string]string{"authorization": "Bearer x"}}, "identity sends one already"},
 		{"identity on a command", upstream.Config{Name: "a", Command: []string{"x"}, Identity: true}, "a command has none"},
+		{"connection on a command", upstream.Config{Name: "a", Command: []string{"x"}, Connection: "gmail"}, "a command has none"},
+		{"connection and identity", upstream.Config{Name: "a", URL: "https://x.example", Identity: true, Connection: "gmail"}, "choose one"},
+		{"authorization and connection", upstream.Config{Name: "a", URL: "https://x.example", Connection: "gmail", Headers: map[string]string{"Authorization": "Bearer x"}}, "the connection sends one already"},
 		{"headers on a command", upstream.Config{Name: "a", Command: []string{"x"}, Headers: map[string]string{"X": "y"}}, "headers are for a URL"},
 		{"env on a URL", upstream.Config{Name: "a", URL: "https://x.example", Env: map[string]string{"X": "y"}}, "env and dir are for a command"},
 	} {
@@ -191,6 +194,27 @@ func testIdentity(t *testing.T, up *upstreamtest.Server) {
 	}
 	if runs := up.Runs("whoami"); runs != 1 {
 		t.Errorf("whoami ran %d times; the call with no user must not be sent", runs)
+	}
+}
+
+// TestConnection: each call carries the user's token of the server's
+// connection; a call without one is not sent.
+func TestConnection(t *testing.T) { onEachRevision(t, testConnection) }
+
+func testConnection(t *testing.T, up *upstreamtest.Server) {
+	s := start(t, upstream.Config{URL: up.Serve(t), Connection: "gmail"}, nil)
+	if s.Connection() != "gmail" || s.SendsIdentity() {
+		t.Fatalf("Connection = %q, SendsIdentity = %v", s.Connection(), s.SendsIdentity())
+	}
+	out := s.Call(context.Background(), dispatch.MCPCall{Tool: "whoami", Arguments: jsontext.Value(`{}`), User: "ada", Install: "i9", Token: "at_ada"})
+	if out.Result.Content != "Bearer at_ada" {
+		t.Errorf("whoami = %+v", out.Result)
+	}
+	if out := s.Call(context.Background(), dispatch.MCPCall{Tool: "whoami", Arguments: jsontext.Value(`{}`), User: "bob"}); !out.Result.IsError || !strings.Contains(out.Result.Content, "has none") {
+		t.Errorf("a call without a token = %+v", out.Result)
+	}
+	if runs := up.Runs("whoami"); runs != 1 {
+		t.Errorf("whoami ran %d times; the call without a token must not be sent", runs)
 	}
 }
 
