@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/connect"
 	"github.com/toolgate/toolgate/internal/identity"
+	"github.com/toolgate/toolgate/internal/observe"
 )
 
 // Connection is a service at which each user connects their own account
@@ -121,7 +122,7 @@ const connectionKeyStorage = "toolgate/connections/aes-256.key"
 // nil when none is declared. Its keys are the files of connection_keys
 // (the first seals, all open), or a key generated once and kept in
 // Caddy's storage.
-func (h *Handler) connections(ctx caddy.Context, repl *caddy.Replacer, st connect.Store, issuer *identity.Issuer) (*connect.Manager, error) {
+func (h *Handler) connections(ctx caddy.Context, repl *caddy.Replacer, st connect.Store, issuer *identity.Issuer, obs observe.Observer) (*connect.Manager, error) {
 	if len(h.Connections) == 0 {
 		if len(h.ConnectionKeys) > 0 {
 			return nil, errors.New("connection_keys: no connection is declared")
@@ -151,7 +152,7 @@ func (h *Handler) connections(ctx caddy.Context, repl *caddy.Replacer, st connec
 		conns = append(conns, c)
 	}
 	return connect.New(conns, connect.Options{
-		Store: st, Keys: keys, Logger: h.logger.Named("connections"), IdentityToken: issuer.Token,
+		Store: st, Keys: keys, Logger: h.logger.Named("connections"), IdentityToken: issuer.Token, Event: obs.Connection,
 	})
 }
 

@@ -435,7 +435,7 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) (err error) {
 		}()
 		trail = t
 	}
-	conns, err := h.connections(ctx, repl, st.Connections(), issuer)
+	conns, err := h.connections(ctx, repl, st.Connections(), issuer, obs)
 	if err != nil {
 		return err
 	}

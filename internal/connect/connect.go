@@ -35,6 +35,13 @@ const (
 	endpointTimeout = 30 * time.Second
 )
 
+// The events Options.Event is told, as observe names them.
+const (
+	eventRefreshed = "refreshed"
+	eventDropped   = "dropped"
+	eventExchanged = "exchanged"
+)
+
 // Who is whom a token acts for: the identity of the call.
 type Who struct {
 	User, Install string
@@ -57,6 +64,9 @@ type Options struct {
 	// IdentityToken signs the gateway's identity token for user at
 	// install with audience aud: what an exchange connection exchanges.
 	IdentityToken func(user, install, aud string) (string, error)
+	// Event, when set, is told of tokens refreshed, dropped (a refresh
+	// refused) and exchanged: observe's Connection* events.
+	Event func(name, event string)
 }
 
 // Manager makes, keeps and hands out the connections' tokens.
@@ -69,6 +79,7 @@ type Manager struct {
 	clock  clock.Clock
 	logger *zap.Logger
 	sign   func(user, install, aud string) (string, error)
+	event  func(name, event string)
 }
 
 // New checks the connections and returns their Manager.
@@ -77,7 +88,10 @@ func New(conns []Config, o Options) (*Manager, error) {
 		return nil, errors.New("connect: a store and keys are required")
 	}
 	m := &Manager{conns: map[string]*Config{}, store: o.Store, keys: o.Keys, client: o.Client,
-		clock: clock.Or(o.Clock), logger: o.Logger, sign: o.IdentityToken}
+		clock: clock.Or(o.Clock), logger: o.Logger, sign: o.IdentityToken, event: o.Event}
+	if m.event == nil {
+		m.event = func(string, string) {}
+	}
 	for i := range conns {
 		c := conns[i]
 		if err := c.Check(); err != nil {
@@ -283,6 +297,7 @@ func (m *Manager) refreshHeld(ctx context.Context, c *Config, w Who, key string)
 			if err := m.store.Delete(ctx, key); err != nil {
 				return "", err
 			}
+			m.event(c.Name, eventDropped)
 			return "", &NotConnectedError{Name: c.Name, Title: c.Title, Reason: "its refresh was refused (" + endpointError(err) + ")"}
 		}
 		return "", fmt.Errorf("connection %s: refreshing the token failed: %s", c.Name, endpointError(err))
@@ -294,6 +309,7 @@ func (m *Manager) refreshHeld(ctx context.Context, c *Config, w Who, key string)
 	if err := m.save(ctx, key, next); err != nil {
 		return "", err
 	}
+	m.event(c.Name, eventRefreshed)
 	return next.Access, nil
 }
 

@@ -94,6 +94,7 @@ func (m *Manager) exchange(ctx context.Context, c *Config, w Who, key string) (s
 	if mt != "application/json" || decodeErr != nil || a.AccessToken == "" {
 		return "", fmt.Errorf("connection %s: the token exchange answered no access token", c.Name)
 	}
+	m.event(c.Name, eventExchanged)
 	now := m.clock.Now()
 	t := &token{Access: a.AccessToken, Type: a.TokenType, Scope: a.Scope, Created: now}
 	if a.ExpiresIn > 0 {

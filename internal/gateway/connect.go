@@ -100,6 +100,7 @@ func (g *Gateway) connectCard(ctx context.Context, call Call, out dispatch.Outco
 		// A card of the gateway's own making always encodes.
 		panic("gateway: encoding a connect card: " + err.Error())
 	}
+	g.obs.Connection(c.Name, observe.ConnectionAsked)
 	return outcome{card: raw, connect: &ledger.Connect{Name: c.Name, Input: compactInput(call.Input)}, upstream: out.Upstream}
 }
 
@@ -185,8 +186,19 @@ func (g *Gateway) CompleteConnection(ctx context.Context, name, state, code, err
 		return nil, g.unavailable(err)
 	}
 	done := &ConnectionDone{Connection: name, Title: c.Title, Err: err}
+	var denied *connect.DeniedError
+	switch {
+	case errors.As(err, &denied):
+		g.obs.Connection(name, observe.ConnectionDenied)
+	case err != nil:
+		g.obs.Connection(name, observe.ConnectionFailed)
+	default:
+		g.obs.Connection(name, observe.ConnectionMade)
+	}
 	if err != nil {
 		g.logger.Info("a connection was not made", zap.String("connection", name), zap.String("user", flow.User), zap.String("install", flow.Install), zap.Error(err))
+	} else {
+		g.logger.Info("a connection was made", zap.String("connection", name), zap.String("user", flow.User), zap.String("install", flow.Install))
 	}
 	if flow.CallID == "" {
 		return done, nil
@@ -195,8 +207,7 @@ func (g *Gateway) CompleteConnection(ctx context.Context, name, state, code, err
 		CallID: flow.CallID, Identity: Identity{User: flow.User, Install: flow.Install},
 		ButtonID: result.ButtonConnect, Surface: SurfaceCallback, BaseURL: baseURL,
 	}
-	var denied *connect.DeniedError
-	if errors.As(err, &denied) {
+	if denied != nil {
 		req.ButtonID, req.denied = "", denied
 		req.Action = ActionCancel
 	} else if err != nil {
@@ -255,6 +266,7 @@ func (g *Gateway) Disconnect(ctx context.Context, who Identity, name string) err
 	if err := g.conns.Disconnect(ctx, name, connect.Who{User: who.User, Install: who.Install}); err != nil {
 		return g.unavailable(err)
 	}
+	g.obs.Connection(name, observe.ConnectionRemoved)
 	g.logger.Info("a connection was removed", zap.String("connection", name), zap.String("user", who.User), zap.String("install", who.Install))
 	return nil
 }

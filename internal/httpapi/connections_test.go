@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,16 +20,38 @@ import (
 	"github.com/toolgate/toolgate/internal/connect/oauthtest"
 	"github.com/toolgate/toolgate/internal/ledger"
 	"github.com/toolgate/toolgate/internal/manifest"
+	"github.com/toolgate/toolgate/internal/observe"
 )
 
 // connRig is a gateway with connections to a test OAuth server, whose
 // resource endpoint the tools call.
 type connRig struct {
 	*server
-	oauth *oauthtest.Server
-	clock *clock.Manual
-	logs  *observer.ObservedLogs
-	keys  *connect.Keys
+	oauth  *oauthtest.Server
+	clock  *clock.Manual
+	logs   *observer.ObservedLogs
+	keys   *connect.Keys
+	events *connEvents
+}
+
+// connEvents counts the connection events the gateway and its Manager
+// tell the observer.
+type connEvents struct {
+	observe.Observer
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (e *connEvents) Connection(name, event string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.counts[name+" "+event]++
+}
+
+func (e *connEvents) count(name, event string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.counts[name+" "+event]
 }
 
 // connectionsOptions serve, beside the usual tools: mail, a url target
@@ -54,8 +77,10 @@ func newConnRig(t *testing.T, store func(l ledger.Ledger) connect.Store) *connRi
 	r.keys, _ = connect.NewKeys(key)
 	core, logs := observer.New(zap.DebugLevel)
 	r.logs = logs
+	r.events = &connEvents{Observer: observe.Nop, counts: map[string]int{}}
 	o := gatewayOptions(t, resource.URL)
 	o.logger = zap.New(core)
+	o.observer = r.events
 	o.sources = append(o.sources, manifest.Source{Name: "manifest connected.json", Tools: parseTools(t, `{"tools":[
 {"name":"mail","description":"The user's mail.","input_schema":{"type":"object","properties":{"q":{"type":"string"}}},
  "target":{"type":"url","method":"GET","url":"`+resource.URL+`/mail","headers":{"Authorization":"Bearer ${connection.gmail}"},
@@ -86,7 +111,7 @@ func newConnRig(t *testing.T, store func(l ledger.Ledger) connect.Store) *connRi
 		m, err := connect.New([]connect.Config{
 			{Name: "gmail", AuthorizeURL: r.oauth.AuthorizeURL(), TokenURL: r.oauth.TokenURL(), ClientID: "gw", ClientSecret: "gw-secret", Scopes: []string{"mail.read"}},
 			{Name: "cal", AuthorizeURL: r.oauth.AuthorizeURL(), TokenURL: r.oauth.TokenURL(), ClientID: "gw", ClientSecret: "gw-secret"},
-		}, connect.Options{Store: st, Keys: r.keys, Clock: r.clock, Logger: zap.New(core)})
+		}, connect.Options{Store: st, Keys: r.keys, Clock: r.clock, Logger: zap.New(core), Event: r.events.Connection})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -253,6 +278,14 @@ func TestConnectionFlow(t *testing.T) {
 	r.oauth.FailRefresh("")
 	if a := r.call(t, "mail", "c7", "alice", "api"); !a.IsError || !strings.Contains(a.Content, "connection gmail") {
 		t.Errorf("after invalid_grant, still connected? %+v", a)
+	}
+	for _, e := range []struct {
+		event string
+		want  int
+	}{{observe.ConnectionAsked, 3}, {observe.ConnectionMade, 1}, {observe.ConnectionRefreshed, 1}, {observe.ConnectionDropped, 1}} {
+		if got := r.events.count("gmail", e.event); got != e.want {
+			t.Errorf("connection event %s counted %d times, want %d", e.event, got, e.want)
+		}
 	}
 }
 

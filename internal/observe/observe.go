@@ -45,6 +45,23 @@ const (
 
 var approvalEvents = []string{ApprovalAsked, ApprovalApproved, ApprovalChanged, ApprovalRejected, ApprovalTimedOut}
 
+// Connection events, the event label of connection_events_total: a
+// connect card shown (asked), a connection made at the callback (made),
+// refused by the user at the service (denied), or failed there (failed);
+// a token refreshed (refreshed), or its refresh refused and the token
+// dropped (dropped); a token exchanged (exchanged); a connection the user
+// removed (removed).
+const (
+	ConnectionAsked     = "asked"
+	ConnectionMade      = "made"
+	ConnectionDenied    = "denied"
+	ConnectionFailed    = "failed"
+	ConnectionRefreshed = "refreshed"
+	ConnectionDropped   = "dropped"
+	ConnectionExchanged = "exchanged"
+	ConnectionRemoved   = "removed"
+)
+
 // Client tool events, the event label of client_tool_events_total.
 const (
 	ClientOffered  = "offered"
@@ -123,6 +140,8 @@ type Observer interface {
 	Approval(tool, event string)
 	// OverLimit: a call of tool was refused by one of its quotas.
 	OverLimit(tool string)
+	// Connection: an event (Connection*) of a connection's tokens.
+	Connection(name, event string)
 }
 
 // Nop observes nothing: metrics off.
@@ -140,6 +159,7 @@ func (nop) MCPSession(int)                   {}
 func (nop) MCPCall()                         {}
 func (nop) Approval(string, string)          {}
 func (nop) OverLimit(string)                 {}
+func (nop) Connection(string, string)        {}
 
 // Or is o, or Nop when o is nil.
 func Or(o Observer) Observer {

@@ -211,3 +211,32 @@ func TestLogCall(t *testing.T) {
 		}
 	}
 }
+
+// TestConnectionEvents: connection_events_total counts by connection and
+// event.
+func TestConnectionEvents(t *testing.T) {
+	c := NewCollectors()
+	reg := prometheus.NewPedanticRegistry()
+	if err := c.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	m := c.Observer("bolt", nil)
+	for _, e := range []string{ConnectionAsked, ConnectionMade, ConnectionRefreshed, ConnectionRefreshed} {
+		m.Connection("gmail", e)
+	}
+	m.Connection("cal", ConnectionDropped)
+	for _, tc := range []struct {
+		conn, event string
+		want        float64
+	}{
+		{"gmail", ConnectionAsked, 1}, {"gmail", ConnectionMade, 1}, {"gmail", ConnectionRefreshed, 2},
+		{"gmail", ConnectionDropped, 0}, {"cal", ConnectionDropped, 1},
+	} {
+		if got := testutil.ToFloat64(c.connections.WithLabelValues(tc.conn, tc.event)); got != tc.want {
+			t.Errorf("connection_events_total{%s,%s} = %v, want %v", tc.conn, tc.event, got, tc.want)
+		}
+	}
+	if _, err := reg.Gather(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -34,6 +34,7 @@ type Collectors struct {
 	mcpConnects  *prometheus.CounterVec
 	approvals    *prometheus.CounterVec
 	overLimit    *prometheus.CounterVec
+	connections  *prometheus.CounterVec
 }
 
 // NewCollectors makes toolgate's metrics, registered nowhere yet.
@@ -99,6 +100,10 @@ func NewCollectors() *Collectors {
 			Namespace: namespace, Name: "quota_refusals_total",
 			Help: "Calls refused by a quota (limit), by tool; nothing of them was recorded or sent.",
 		}, []string{"tool"}),
+		connections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "connection_events_total",
+			Help: "Users' connections: cards asked, connections made, denied or failed at the callback, tokens refreshed, dropped (refresh refused), exchanged, and connections removed.",
+		}, []string{"connection", "event"}),
 	}
 }
 
@@ -106,7 +111,7 @@ func (c *Collectors) all() []prometheus.Collector {
 	return []prometheus.Collector{
 		c.calls, c.callDuration, c.upstream, c.clientEvents, c.clientWait,
 		c.ledgerOps, c.ledgerErrors, c.cards, c.mcpSessions, c.mcpCalls, c.refusals,
-		c.mcpUp, c.mcpConnects, c.approvals, c.overLimit,
+		c.mcpUp, c.mcpConnects, c.approvals, c.overLimit, c.connections,
 	}
 }
 
@@ -276,6 +281,12 @@ func (m *Metrics) Upstream(tool string, d time.Duration) {
 	if t := (*m.tools.Load())[tool]; t != nil {
 		t.upstream.Observe(d.Seconds())
 	}
+}
+
+// Connection implements Observer. Connections are few, named in the
+// config, and their events rare: the series is looked up each time.
+func (m *Metrics) Connection(name, event string) {
+	m.c.connections.WithLabelValues(name, event).Inc()
 }
 
 // Approval implements Observer.
