@@ -7,6 +7,9 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
@@ -819,17 +822,18 @@ func TestExchangeRefusals(t *testing.T) {
 		name      string
 		w         connect.Who
 		exchanges int // requests the exchange endpoint gets
+		why       string
 	}{
-		{"refused by the service", connect.Who{User: "mallory", Install: "in_1"}, 1},
-		{"no user", connect.Who{Install: "in_1"}, 0},
-		{"signing fails", connect.Who{User: "eve", Install: "in_1"}, 0},
+		{"refused by the service", connect.Who{User: "mallory", Install: "in_1"}, 1, "refused (HTTP 400 invalid_grant"},
+		{"no user", connect.Who{Install: "in_1"}, 0, "names no user"},
+		{"signing fails", connect.Who{User: "eve", Install: "in_1"}, 0, "signing"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := e.srv.Count("exchange", "")
 			_, err := e.m.Token(t.Context(), "api", tt.w)
-			if err == nil || errors.Is(err, connect.ErrNotConnected) || !strings.Contains(err.Error(), "api") {
-				t.Fatalf("Token: %v, want an error naming api that is not ErrNotConnected", err)
+			if err == nil || errors.Is(err, connect.ErrNotConnected) || !strings.Contains(err.Error(), "api") || !strings.Contains(err.Error(), tt.why) {
+				t.Fatalf("Token: %v, want an error naming api and saying %q, not ErrNotConnected", err, tt.why)
 			}
 			if n := e.srv.Count("exchange", "") - before; n != tt.exchanges {
 				t.Fatalf("%d exchanges, want %d", n, tt.exchanges)
@@ -879,6 +883,164 @@ func TestNew(t *testing.T) {
 			if _, err := connect.New(tt.conns, tt.o); err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("New: %v, want an error with %q", err, tt.want)
 			}
+		})
+	}
+}
+
+// stubEndpoint is a token endpoint that answers what the test says, for
+// answers oauthtest never gives. It records the forms it receives.
+type stubEndpoint struct {
+	url string
+
+	mu     sync.Mutex
+	answer func(form url.Values) (status int, body string)
+	forms  []url.Values
+}
+
+func newStubEndpoint(t *testing.T) *stubEndpoint {
+	t.Helper()
+	s := &stubEndpoint{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := r.ParseForm(); err != nil {
+			t.Errorf("stub: %v", err)
+		}
+		s.mu.Lock()
+		s.forms = append(s.forms, r.PostForm)
+		status, body := s.answer(r.PostForm)
+		s.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	s.url = srv.URL + "/token"
+	return s
+}
+
+func (s *stubEndpoint) setAnswer(f func(form url.Values) (int, string)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.answer = f
+}
+
+func (s *stubEndpoint) received() []url.Values {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]url.Values(nil), s.forms...)
+}
+
+// stubEnv is a Manager whose "mail" connection's token endpoint is a
+// stubEndpoint. Its flows are completed without the authorization page:
+// the stub takes any code.
+func stubEnv(t *testing.T) (*env, *stubEndpoint) {
+	t.Helper()
+	stub := newStubEndpoint(t)
+	e := &env{clock: clock.NewManual(t0)}
+	e.store = &recordingStore{Memory: connect.NewMemory(e.clock)}
+	e.keys, _ = connect.NewKeys(newKey(t))
+	var err error
+	e.m, err = connect.New([]connect.Config{{Name: "mail", AuthorizeURL: "https://accounts.example/auth", TokenURL: stub.url, ClientID: "gw"}},
+		connect.Options{Store: e.store, Keys: e.keys, Clock: e.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, stub
+}
+
+// complete begins a flow of "mail" for alice and completes it with a code
+// the stub takes.
+func (e *env) complete(t *testing.T) error {
+	t.Helper()
+	authURL, _, err := e.m.Begin(t.Context(), "mail", alice, "call_1", callback)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(authURL)
+	_, err = e.m.Complete(t.Context(), "mail", u.Query().Get("state"), "code-1", "")
+	return err
+}
+
+func TestRefreshKeepsTheRefreshToken(t *testing.T) {
+	e, stub := stubEnv(t)
+	n := 0 // the stub calls answer under its lock
+	stub.setAnswer(func(form url.Values) (int, string) {
+		n++
+		if form.Get("grant_type") == grantCode {
+			return 200, `{"access_token":"at-1","token_type":"Bearer","expires_in":600,"refresh_token":"rt-1"}`
+		}
+		// A service that keeps its refresh token answers none.
+		return 200, `{"access_token":"at-` + fmt.Sprint(n) + `","token_type":"Bearer","expires_in":600}`
+	})
+	if err := e.complete(t); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		e.clock.Add(lifetime)
+		if _, err := e.m.Token(t.Context(), "mail", alice); err != nil {
+			t.Fatal(err)
+		}
+	}
+	forms := stub.received()
+	if len(forms) != 3 {
+		t.Fatalf("%d token requests, want the code and two refreshes", len(forms))
+	}
+	for _, f := range forms[1:] {
+		if f.Get("refresh_token") != "rt-1" {
+			t.Fatalf("a refresh sent refresh_token %q, want the one the service kept, rt-1", f.Get("refresh_token"))
+		}
+	}
+}
+
+func TestExpiredWithoutRefreshToken(t *testing.T) {
+	e, stub := stubEnv(t)
+	stub.setAnswer(func(url.Values) (int, string) {
+		return 200, `{"access_token":"at-1","token_type":"Bearer","expires_in":600}`
+	})
+	if err := e.complete(t); err != nil {
+		t.Fatal(err)
+	}
+	if tok, err := e.m.Token(t.Context(), "mail", alice); err != nil || tok != "at-1" {
+		t.Fatalf("Token: %q, %v", tok, err)
+	}
+	e.clock.Add(lifetime)
+	_, err := e.m.Token(t.Context(), "mail", alice)
+	if nc := notConnected(t, err, "mail"); nc.Reason == "" {
+		t.Fatal("no reason given for the token that is gone")
+	}
+	if connected(t, e.m, "mail", alice) {
+		t.Fatal("the expired token without a refresh token is still listed")
+	}
+	if n := len(stub.received()); n != 1 {
+		t.Fatalf("%d token requests, want only the code's: there is nothing to refresh with", n)
+	}
+}
+
+// TestHostileTokenEndpoint: what a token endpoint answers reaches an
+// error only as its status and OAuth error, clipped; an answer without
+// an access token stores nothing.
+func TestHostileTokenEndpoint(t *testing.T) {
+	long := strings.Repeat("x", 100000)
+	tests := []struct {
+		name, body string
+		status     int
+	}{
+		{"no access token", `{"token_type":"Bearer","expires_in":600}`, 200},
+		{"long error", `{"error":"` + long + `","error_description":"` + long + `"}`, 400},
+		{"body echoed", `secret-in-the-body ` + long, 502},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e, stub := stubEnv(t)
+			stub.setAnswer(func(url.Values) (int, string) { return tt.status, tt.body })
+			err := e.complete(t)
+			if err == nil || errors.Is(err, connect.ErrBadState) {
+				t.Fatalf("Complete: %v, want a failed exchange", err)
+			}
+			if len(err.Error()) > 400 || strings.Contains(err.Error(), "secret-in-the-body") {
+				t.Fatalf("the error repeats the answer: %.300q", err)
+			}
+			_, err = e.m.Token(t.Context(), "mail", alice)
+			notConnected(t, err, "mail")
 		})
 	}
 }
