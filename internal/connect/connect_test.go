@@ -1044,3 +1044,77 @@ func TestHostileTokenEndpoint(t *testing.T) {
 		})
 	}
 }
+
+// TestRefreshWithWrongClientKeepsTokens: a token endpoint that refuses the
+// gateway's own client (a secret rotated at the service, not yet in the
+// config) says nothing of the user's grant: the token is kept, and
+// refreshes once the config is right.
+func TestRefreshWithWrongClientKeepsTokens(t *testing.T) {
+	e := newEnv(t, nil)
+	e.connect(t, alice)
+	wrong := mailConfig(e.srv)
+	wrong.ClientSecret = "stale-secret"
+	stale, err := connect.New([]connect.Config{wrong}, connect.Options{Store: e.store, Keys: e.keys, Clock: e.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Add(lifetime)
+
+	_, err = stale.Token(t.Context(), "mail", alice)
+	if err == nil || errors.Is(err, connect.ErrNotConnected) || !strings.Contains(err.Error(), "invalid_client") {
+		t.Fatalf("Token with a client the service refuses: %v, want an error naming invalid_client, not ErrNotConnected", err)
+	}
+	if !connected(t, e.m, "mail", alice) {
+		t.Fatal("the user's token was dropped for the gateway's own mistake")
+	}
+	tok, err := e.m.Token(t.Context(), "mail", alice)
+	if err != nil {
+		t.Fatalf("Token with the right client: %v", err)
+	}
+	if _, ok := e.srv.Valid(tok); !ok {
+		t.Fatal("the refreshed token is not valid")
+	}
+}
+
+// TestRefreshRefusals: which answers to a refresh drop the token (the
+// grant is gone: the user connects again) and which keep it.
+func TestRefreshRefusals(t *testing.T) {
+	tests := []struct {
+		name, body string
+		status     int
+		drops      bool
+	}{
+		{"invalid_grant", `{"error":"invalid_grant"}`, 400, true},
+		{"invalid_grant on a 401", `{"error":"invalid_grant"}`, 401, true},
+		{"another 400", `{"error":"invalid_scope"}`, 400, true},
+		{"invalid_client", `{"error":"invalid_client"}`, 401, false},
+		{"invalid_client on a 400", `{"error":"invalid_client"}`, 400, false},
+		{"unauthorized_client", `{"error":"unauthorized_client"}`, 400, false},
+		{"a 401 without error", `{}`, 401, false},
+		{"a 503", `{"error":"temporarily_unavailable"}`, 503, false},
+		{"a 429", `slow down`, 429, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e, stub := stubEnv(t)
+			stub.setAnswer(func(url.Values) (int, string) {
+				return 200, `{"access_token":"at-1","token_type":"Bearer","expires_in":600,"refresh_token":"rt-1"}`
+			})
+			if err := e.complete(t); err != nil {
+				t.Fatal(err)
+			}
+			stub.setAnswer(func(url.Values) (int, string) { return tt.status, tt.body })
+			e.clock.Add(lifetime)
+			_, err := e.m.Token(t.Context(), "mail", alice)
+			if err == nil {
+				t.Fatal("Token: no error")
+			}
+			if dropped := errors.Is(err, connect.ErrNotConnected); dropped != tt.drops {
+				t.Fatalf("Token: %v; want NotConnected %t", err, tt.drops)
+			}
+			if connected(t, e.m, "mail", alice) == tt.drops {
+				t.Fatalf("List says connected %t, want %t", !tt.drops, !tt.drops)
+			}
+		})
+	}
+}
