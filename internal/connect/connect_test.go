@@ -1118,3 +1118,32 @@ func TestRefreshRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestRefreshRefusedOnce: callers that wait on another's refresh, which
+// the service refuses, learn that the user must connect again, and do not
+// refresh themselves.
+func TestRefreshRefusedOnce(t *testing.T) {
+	e := newEnv(t, nil)
+	e.connect(t, alice)
+	e.srv.FailRefresh("invalid_grant")
+	e.clock.Add(lifetime)
+
+	const n = 16
+	errs := make([]error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			_, errs[i] = e.m.Token(t.Context(), "mail", alice)
+		})
+	}
+	close(start)
+	wg.Wait()
+	for _, err := range errs {
+		notConnected(t, err, "mail")
+	}
+	if got := e.srv.Count("token", grantRefresh); got != 1 {
+		t.Fatalf("%d refreshes, want 1", got)
+	}
+}
