@@ -314,14 +314,23 @@ func (m *Manager) refreshHeld(ctx context.Context, c *Config, w Who, key string)
 }
 
 // refused reports whether a token endpoint refused a grant for good (it
-// is invalid, expired or revoked): a 4xx OAuth error. A 5xx or a failure
-// on the way may pass, and the token is kept.
+// is invalid, expired or revoked): invalid_grant, or another 400. A
+// refusal of the gateway's own client (invalid_client,
+// unauthorized_client, a 401) says nothing of the user's grant: the
+// config is wrong, and every user's token would go with it. That, a 5xx
+// or a failure on the way may pass, and the token is kept.
 func refused(err error) bool {
 	var re *oauth2.RetrieveError
 	if !errors.As(err, &re) || re.Response == nil {
 		return false
 	}
-	return re.ErrorCode == "invalid_grant" || re.Response.StatusCode == http.StatusBadRequest || re.Response.StatusCode == http.StatusUnauthorized
+	switch {
+	case re.ErrorCode == "invalid_grant":
+		return true
+	case re.ErrorCode == "invalid_client", re.ErrorCode == "unauthorized_client", re.Response.StatusCode == http.StatusUnauthorized:
+		return false
+	}
+	return re.Response.StatusCode == http.StatusBadRequest
 }
 
 // endpointError says why a token endpoint's request failed, from its
