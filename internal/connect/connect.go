@@ -189,6 +189,10 @@ func (m *Manager) Token(ctx context.Context, name string, w Who) (string, error)
 	if !ok {
 		return "", fmt.Errorf("connection %q is not declared", name)
 	}
+	if w.User == "" {
+		// One token for every call that names no user would be anyone's.
+		return "", fmt.Errorf("connection %s is a user's, and the call names no user", name)
+	}
 	key := tokenKey(name, w)
 	t, err := m.load(ctx, key)
 	switch {
@@ -414,6 +418,9 @@ func (m *Manager) Begin(ctx context.Context, name string, w Who, callID, redirec
 	c, ok := m.conns[name]
 	if !ok || c.Exchanges() {
 		return "", time.Time{}, fmt.Errorf("connection %q has no authorization flow", name)
+	}
+	if w.User == "" {
+		return "", time.Time{}, fmt.Errorf("connection %s is a user's, and the call names no user", name)
 	}
 	if c.RedirectURL != "" {
 		redirect = c.RedirectURL

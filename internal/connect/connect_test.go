@@ -1147,3 +1147,20 @@ func TestRefreshRefusedOnce(t *testing.T) {
 		t.Fatalf("%d refreshes, want 1", got)
 	}
 }
+
+// TestNoUser: a connection is a user's; a call that names none gets no
+// token and starts no flow.
+func TestNoUser(t *testing.T) {
+	keys, _ := connect.NewKeys(newKey(t))
+	m, err := connect.New([]connect.Config{{Name: "gmail", AuthorizeURL: "https://a.example/auth", TokenURL: "https://a.example/token", ClientID: "id"}},
+		connect.Options{Store: connect.NewMemory(nil), Keys: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Token(context.Background(), "gmail", connect.Who{Install: "in_1"}); err == nil || errors.Is(err, connect.ErrNotConnected) {
+		t.Errorf("Token without a user = %v", err)
+	}
+	if _, _, err := m.Begin(context.Background(), "gmail", connect.Who{Install: "in_1"}, "c1", "https://tools.example/cb"); err == nil {
+		t.Error("Begin without a user started a flow")
+	}
+}
