@@ -295,7 +295,7 @@ func TestConnect(t *testing.T) {
 func TestTokenNotConnected(t *testing.T) {
 	e := newEnv(t, nil)
 	e.connect(t, alice)
-	for _, w := range []connect.Who{bob, {User: "alice", Install: "in_2"}, {User: "alice"}, {}} {
+	for _, w := range []connect.Who{bob, {User: "alice", Install: "in_2"}, {User: "alice"}} {
 		_, err := e.m.Token(t.Context(), "mail", w)
 		if nc := notConnected(t, err, "mail"); nc.Title != "Mail" || nc.Reason != "" {
 			t.Fatalf("%+v: title %q reason %q, want Mail and none", w, nc.Title, nc.Reason)
