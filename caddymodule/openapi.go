@@ -40,6 +40,11 @@ type OpenAPI struct {
 	// placeholders such as {env.API_KEY}, resolved at load.
 	Headers map[string]string `json:"headers,omitempty"`
 
+	// Connection sends every call of a server's tools the calling user's
+	// token of the named connection as Authorization: Bearer
+	// (connections.md).
+	Connection string `json:"connection,omitempty"`
+
 	// Approval and Limits are every tool's approval rule and quotas, as a
 	// tool's own (each tool counted on its own).
 	Approval *manifest.Approval `json:"approval,omitzero"`
@@ -58,6 +63,7 @@ func (o *OpenAPI) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		"operations": listArg(&o.Operations),
 		"prefix":     stringArg(&o.Prefix),
 		"header":     pairArg(&o.Headers, ""),
+		"connection": stringArg(&o.Connection),
 		"approval":   approvalArg(&o.Approval, ""),
 		"limit":      limitArg(&o.Limits, ""),
 	})
@@ -72,7 +78,7 @@ func (o *OpenAPI) source(ctx context.Context, repl *caddy.Replacer, logger *zap.
 	if err != nil {
 		return manifest.Source{}, err
 	}
-	to := openapi.Target{Component: o.Component}
+	to := openapi.Target{Component: o.Component, Connection: o.Connection}
 	if to.Server, err = resolve(repl, name+": server", o.Server); err != nil {
 		return manifest.Source{}, err
 	}

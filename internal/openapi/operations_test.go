@@ -313,3 +313,27 @@ paths:
 		}
 	}
 }
+
+// TestConnectionTarget: a server's operations send the user's token of
+// the connection as Authorization, compiled as a reference; a header
+// line's ${ stays literal; a component or a static Authorization beside
+// a connection is refused.
+func TestConnectionTarget(t *testing.T) {
+	ops := load(t, "testdata/v31/api.yaml")
+	to := Target{Server: "https://api.example/v1", Connection: "gmail", Headers: map[string]string{"X-Note": "${input.x}"}}
+	if err := to.Check(); err != nil {
+		t.Fatal(err)
+	}
+	spec := ops[0].ManifestTool(to).Target
+	if spec.Headers["Authorization"] != "Bearer ${connection.gmail}" || spec.Headers["X-Note"] != "$${input.x}" {
+		t.Fatalf("headers %v", spec.Headers)
+	}
+	for _, bad := range []Target{
+		{Component: "api", Connection: "gmail"},
+		{Server: "https://api.example", Connection: "gmail", Headers: map[string]string{"authorization": "Bearer k"}},
+	} {
+		if err := bad.Check(); err == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+}

@@ -21,6 +21,9 @@ type Target struct {
 	Server string
 	// Headers are sent with every call of a url target, resolved at load.
 	Headers map[string]string
+	// Connection sends every call of a url target the calling user's
+	// token of the named connection, as Authorization: Bearer.
+	Connection string
 }
 
 // Check checks the target.
@@ -30,6 +33,10 @@ func (t Target) Check() error {
 		return fmt.Errorf("give a component (app targets) or a server (url targets)")
 	case t.Component != "" && len(t.Headers) > 0:
 		return fmt.Errorf("header lines are for a server: a component's calls carry the identity token")
+	case t.Component != "" && t.Connection != "":
+		return fmt.Errorf("a connection is for a server: a component's calls carry the identity token")
+	case t.Connection != "" && hasHeader(t.Headers, "Authorization"):
+		return fmt.Errorf("header Authorization: the connection sends one already")
 	case t.Server != "":
 		u, err := url.Parse(t.Server)
 		if err != nil || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" ||
@@ -67,12 +74,15 @@ func (o Operation) ManifestTool(t Target) manifest.Tool {
 		spec.Type, spec.Component, spec.Path = dispatch.TypeApp, t.Component, o.Path
 	} else {
 		spec.Type, spec.URL = dispatch.TypeURL, strings.TrimSuffix(t.Server, "/")+o.Path
-		if len(t.Headers) > 0 {
+		if len(t.Headers) > 0 || t.Connection != "" {
 			spec.Headers = map[string]string{}
 			for k, v := range t.Headers {
 				// A literal: a ${ in the resolved value is no reference.
 				spec.Headers[k] = strings.ReplaceAll(v, "${", "$${")
 			}
+		}
+		if t.Connection != "" {
+			spec.Headers["Authorization"] = "Bearer ${connection." + t.Connection + "}"
 		}
 	}
 	readOnly, idempotent := o.ReadOnly, o.Idempotent
@@ -81,4 +91,14 @@ func (o Operation) ManifestTool(t Target) manifest.Tool {
 		InputSchema: o.InputSchema, OutputSchema: o.OutputSchema, Target: spec,
 		Annotations: &manifest.Annotations{ReadOnlyHint: &readOnly, IdempotentHint: &idempotent, DestructiveHint: o.Destructive},
 	}
+}
+
+// hasHeader reports whether h names header name, in any case.
+func hasHeader(h map[string]string, name string) bool {
+	for k := range h {
+		if strings.EqualFold(k, name) {
+			return true
+		}
+	}
+	return false
 }
