@@ -183,9 +183,10 @@ test("the Connections panel lists the user's connections, connected or not, neve
   assert.ok(connectionGets().length >= 1);
   assert.equal(connectionGets()[0].query, "?user=u_1&install=in_1");
   assert.deepEqual(connectionItems(), [
-    ["gmail", "Gmailconnectedconnection gmailscope mail.readsince 2026-12-02T10:00:00Z · expires 2026-12-02T11:00:00ZDisconnect"],
+    ["gmail", "Gmailconnectedconnection gmailscope mail.readsince 2026-12-02 10:00 UTCexpires 2026-12-02 11:00 UTCDisconnect"],
     ["drive", "<img src=x onerror=alert(1)>not connectedconnection drive"],
   ]);
+  assert.deepEqual([...$("connection-list").querySelectorAll(".detail[title]")].map((p) => p.title), ["2026-12-02T10:00:00Z", "2026-12-02T11:00:00Z"]);
   assert.equal($("connections").querySelectorAll("img").length, 0);
   assert.doesNotMatch($("connections").textContent, /at_never_shown/);
   // Only a connection that is made can be undone.

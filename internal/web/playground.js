@@ -317,16 +317,23 @@ function connectionEntry(c) {
   if (title !== c.name) li.append(el("p", { class: "detail" }, `connection ${c.name}`));
   if (c.exchange === true) li.append(el("p", { class: "detail" }, "made by the gateway (token exchange)"));
   if (typeof c.scope === "string" && c.scope !== "") li.append(el("p", { class: "detail" }, `scope ${c.scope}`));
-  const times = [];
-  if (typeof c.since === "string" && c.since !== "") times.push(`since ${c.since}`);
-  if (typeof c.expires === "string" && c.expires !== "") times.push(`expires ${c.expires}`);
-  if (times.length > 0) li.append(el("p", { class: "detail" }, times.join(" · ")));
+  for (const [key, word] of [["since", "since"], ["expires", "expires"]]) {
+    if (typeof c[key] !== "string" || c[key] === "") continue;
+    li.append(el("p", { class: "detail", title: c[key] }, `${word} ${when(c[key])}`));
+  }
   if (connected) {
     const b = el("button", { type: "button", "aria-label": `Disconnect ${title}` }, "Disconnect");
     b.addEventListener("click", () => disconnect(c.name, b));
     li.append(b);
   }
   return li;
+}
+
+/** when is an RFC 3339 time to the minute, in UTC: "2026-12-02 10:00 UTC". */
+function when(t) {
+  const ms = Date.parse(t);
+  if (!Number.isFinite(ms)) return t;
+  return new Date(ms).toISOString().slice(0, 16).replace("T", " ") + " UTC";
 }
 
 /**
