@@ -400,6 +400,45 @@ test("a markdown link clicked in the view is opened by the host (ui/open-link), 
   await page.close();
 });
 
+test("a connect card's link is opened by the host, resuming nothing; a javascript: one is a disabled button; continue asks the host", async () => {
+  const page = await openHost();
+  const connect = (url) => ({
+    content: [{ type: "text", text: "Connect Gmail" }],
+    structuredContent: {
+      status: "action_required", callId: "c_connect", tool: "list_mail",
+      card: {
+        type: "action_required", title: "Connect Gmail",
+        connection: { name: "gmail", title: "Gmail", expires: new Date(Date.now() + 600e3).toISOString() },
+        elements: [{ type: "button", id: "connect", label: "Connect Gmail", variant: "primary", url }],
+      },
+    },
+    _meta: { "toolgate/state": "st_not_the_gateways" },
+  });
+  await page.evaluate((r) => window.deliver(r), connect("javascript:parent.__xss=1"));
+  const card = viewFrame(page).getByRole("region", { name: "Connect Gmail" });
+  assert.ok(await card.getByRole("button", { name: "Connect Gmail" }).isDisabled());
+  assert.equal(await card.getByRole("link").count(), 0);
+
+  await page.evaluate((r) => window.deliver(r), connect("https://accounts.example/authorize?state=s1"));
+  await card.getByRole("link", { name: "Connect Gmail" }).click();
+  await page.waitForFunction(() => window.opened.length > 0);
+  assert.deepEqual(await page.evaluate(() => window.opened), ["https://accounts.example/authorize?state=s1"]);
+  assert.equal(page.context().pages().length, 1, "no window opened by the view itself");
+  await card.getByText("then press “I've connected — continue”").waitFor();
+  assert.deepEqual(await page.evaluate(() => window.calls), [], "opening the link resumes nothing");
+
+  // Continue answers the card through the host; the gateway refuses a
+  // state it did not sign, and the card says so.
+  await card.getByRole("button", { name: "I've connected — continue" }).click();
+  await page.waitForFunction(() => window.calls.length > 0);
+  assert.deepEqual(await page.evaluate(() => window.calls), [
+    { name: "toolgate_card_answer", arguments: { state: "st_not_the_gateways", button: "connect" } },
+  ]);
+  await card.locator("[part~=notice].failed").waitFor();
+  assert.equal(await page.evaluate(() => window.__xss), undefined);
+  await page.close();
+});
+
 test("messages from windows that are not the host, or not the embed, change nothing", async () => {
   const page = await openHost();
   // An embed that posts a fake tool-result and a stray response, then 222 px.

@@ -17,9 +17,15 @@
 // resumes the call when one is pressed; an approval card (one with
 // `approval`) also shows the input the call would send, when the question
 // lapses, and "Approve with changes": a form for the input (form.js) whose
-// submit resumes with the approve button and the changed input. A call
-// still running is polled
-// until it settles. The element fires toolgate.card.resolved (detail: the
+// submit resumes with the approve button and the changed input. A button
+// with a url is a link (only an absolute http(s) one: any other is a
+// disabled button) that opens in a new window and resumes nothing; on a
+// connect card (one with `connection`, docs/connections.md) the card then
+// asks the gateway for the call every 2 s while the page is visible, until
+// the link expires, and shows its answer once the callback ran it; "I've
+// connected — continue" resumes with the link's button (the call runs, or a
+// new card brings a fresh link). A call still running is polled until it
+// settles. The element fires toolgate.card.resolved (detail: the
 // done answer it obtained), toolgate.card.error (detail: {status, code,
 // message}) and toolgate.card.embedsize (detail: {height}, the px its embed
 // was given), all bubbling out of the shadow root.
@@ -33,8 +39,10 @@
 // It renders into an open shadow root. Theme it with the custom properties
 // below (--toolgate-card-*) and the parts: card, title, body, markdown,
 // content, error, embed, progress, notice, actions, button (and the
-// button's variant, e.g. button danger), approval, sent, expires, changes;
-// a card showing an embed has its card and title parts also named embedded.
+// button's variant, e.g. button danger), link (a button that is a link, also
+// named button and its variant), continue (a connect card's "I've connected
+// — continue", also named button), approval, sent, expires, changes; a card
+// showing an embed has its card and title parts also named embedded.
 import { Marked } from "./marked.js";
 import { buildForm } from "./form.js";
 
@@ -51,6 +59,12 @@ export const EMBED_MAX_PX = 10000;
 /** The polling delays for a call in flight, in ms: from first to last. */
 const POLL_FIRST = 500;
 const POLL_MAX = 5000;
+
+/** How often a connect card whose link was opened asks for its call, in ms. */
+export const CONNECT_POLL = 2000;
+
+/** How long a connect card waits when its card gives no expiry, in ms. */
+const CONNECT_WAIT = 10 * 60 * 1000;
 
 const escapes = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
 
@@ -75,6 +89,23 @@ export function safeURL(href) {
   }
   if (!linkSchemes.has(u.protocol)) return "";
   if (u.protocol !== "mailto:" && !u.host) return "";
+  return u.href;
+}
+
+/**
+ * linkURL is the URL a card's link button may open: an absolute http(s)
+ * URL only; "" for anything else (javascript:, data:, mailto:, relative),
+ * which the card shows as a disabled button.
+ */
+export function linkURL(href) {
+  if (typeof href !== "string") return "";
+  let u;
+  try {
+    u = new URL(href);
+  } catch {
+    return "";
+  }
+  if ((u.protocol !== "http:" && u.protocol !== "https:") || !u.host) return "";
   return u.href;
 }
 
@@ -262,11 +293,14 @@ const style = `
 .markdown pre { overflow: auto; background: #f6f8fa; padding: 8px; border-radius: 6px; }
 iframe { display: block; width: 100%; border: 0; height: 150px; }
 .actions { display: flex; flex-wrap: wrap; gap: 6px; margin-top: 10px; }
-button { font: inherit; padding: 4px 12px; border-radius: 6px; cursor: pointer;
+button, a.link { font: inherit; padding: 4px 12px; border-radius: 6px; cursor: pointer;
   border: 1px solid var(--toolgate-card-border, #d0d7de); background: var(--toolgate-card-button, #f6f8fa); color: inherit; }
-button.primary { background: var(--toolgate-card-accent, #0969da); border-color: transparent; color: #fff; }
-button.danger { background: var(--toolgate-card-danger, #cf222e); border-color: transparent; color: #fff; }
+a.link { display: inline-block; text-decoration: none; }
+button.primary, a.link.primary { background: var(--toolgate-card-accent, #0969da); border-color: transparent; color: #fff; }
+button.danger, a.link.danger { background: var(--toolgate-card-danger, #cf222e); border-color: transparent; color: #fff; }
 button:disabled { opacity: .5; cursor: not-allowed; }
+button.continue { background: none; border-color: transparent; padding: 4px 6px; font-size: .9em;
+  color: var(--toolgate-card-accent, #0969da); text-decoration: underline; }
 .notice, .progress { color: var(--toolgate-card-muted, #57606a); margin: 8px 0 0; }
 .notice.failed { color: var(--toolgate-card-danger, #cf222e); }
 .approval { margin: 8px 0 0; }
@@ -296,6 +330,7 @@ export class ToolgateCard extends Base {
   #timer = 0;
   #embed = null; // {frame, asked}
   #busy = false; // a resume in flight: no second one
+  #wait = null; // a connect card whose link was opened: {until (ms), asking}
   #root;
 
   // gateway (the gateway's base URL), getToken (optional async () =>
@@ -311,6 +346,7 @@ export class ToolgateCard extends Base {
     this.#root = this.attachShadow({ mode: "open" });
     this.onMessage = this.onMessage.bind(this);
     this.onResize = this.onResize.bind(this);
+    this.onVisibility = this.onVisibility.bind(this);
     // answer and device, set before the upgrade, shadow their accessors.
     for (const name of ["device", "answer"]) {
       if (Object.hasOwn(this, name)) {
@@ -324,12 +360,15 @@ export class ToolgateCard extends Base {
   connectedCallback() {
     window.addEventListener("message", this.onMessage);
     window.addEventListener("resize", this.onResize);
+    document.addEventListener("visibilitychange", this.onVisibility);
     if (this.#answer && !this.#timer && inFlight(this.#answer) && this.gateway) this.#poll(this.#generation, POLL_FIRST);
+    this.onVisibility();
   }
 
   disconnectedCallback() {
     window.removeEventListener("message", this.onMessage);
     window.removeEventListener("resize", this.onResize);
+    document.removeEventListener("visibilitychange", this.onVisibility);
     clearTimeout(this.#timer);
     this.#timer = 0;
   }
@@ -364,6 +403,17 @@ export class ToolgateCard extends Base {
     this.#sizeEmbed(embed.frame, h);
   }
 
+  /**
+   * A connect card waiting for its call asks again as soon as the page
+   * is shown (and the card is in it): the person is likely back from the
+   * service's window.
+   */
+  onVisibility() {
+    const w = this.#wait;
+    if (!w || w.asking || this.#timer || !this.isConnected || document.visibilityState === "hidden") return;
+    this.#watch(this.#generation, 0);
+  }
+
   onResize() {
     const embed = this.#embed;
     if (!embed || embed.asked === null) return;
@@ -385,6 +435,7 @@ export class ToolgateCard extends Base {
     this.#timer = 0;
     this.#embed = null;
     this.#busy = false;
+    this.#wait = null;
     const root = this.#root;
     root.replaceChildren();
     const a = this.#answer;
@@ -454,23 +505,64 @@ export class ToolgateCard extends Base {
     }
     const approval = isPlainObject(c.approval) ? c.approval : null;
     if (approval) body.append(approvalView(approval));
+    const connection = isPlainObject(c.connection) ? c.connection : null;
+    if (connection) {
+      const expires = expiresText(connection.expires, Date.now());
+      if (expires) {
+        const p = el("p", { part: "expires", class: "expires" }, `The link ${expires}.`);
+        p.title = new Date(Date.parse(connection.expires)).toISOString();
+        body.append(p);
+      }
+    }
     const computer = c.assignee && typeof c.assignee === "object" ? c.assignee.computerId : undefined;
     const elsewhere = typeof computer === "string" && computer !== "" && computer !== this.#device;
     const actions = el("div", { part: "actions", class: "actions" });
+    const shown = []; // the controls in their order
     const buttons = [];
     // What a press disables while it is in flight: the buttons, and the
-    // fields of "Approve with changes" once they are open.
+    // fields of "Approve with changes" once they are open. A link is not
+    // disabled: opening it again resumes nothing.
     const ui = { buttons, notice: null, fields: null, error: null };
     let approve = false;
+    let link = null; // the first link button: what "continue" presses
     for (const b of Array.isArray(c.elements) ? c.elements : []) {
       if (!b || b.type !== "button" || typeof b.id !== "string") continue;
       const variant = typeof b.variant === "string" && /^[a-z][a-z0-9-]{0,31}$/.test(b.variant) ? b.variant : "";
-      const btn = el("button", { type: "button", part: variant ? `button ${variant}` : "button", class: variant },
-        String(b.label ?? b.id));
+      const label = String(b.label ?? b.id);
+      if (b.url !== undefined) {
+        link ??= b;
+        const url = linkURL(b.url);
+        const attrs = { part: variant ? `button link ${variant}` : "button link", class: variant ? `link ${variant}` : "link" };
+        if (!url || elsewhere) {
+          // Not a URL a card opens (javascript:, data:, …), or not on this
+          // device: shown, and never pressed.
+          const btn = el("button", { type: "button", ...attrs }, label);
+          btn.disabled = true;
+          if (!url) btn.title = "This link cannot be opened.";
+          buttons.push(btn);
+          shown.push(btn);
+          continue;
+        }
+        const a = el("a", { ...attrs, href: url, target: "_blank", rel: "noopener noreferrer" }, label);
+        a.addEventListener("click", () => this.#opened(connection, ui.notice));
+        shown.push(a);
+        continue;
+      }
+      const btn = el("button", { type: "button", part: variant ? `button ${variant}` : "button", class: variant }, label);
       btn.disabled = elsewhere;
       btn.addEventListener("click", () => this.#resume({ buttonId: b.id }, ui));
       buttons.push(btn);
+      shown.push(btn);
       if (b.id === "approve") approve = true;
+    }
+    if (connection && link) {
+      // The link was opened elsewhere, its window closed before the end,
+      // or it expired: the call goes on, or a new card brings a new link.
+      const btn = el("button", { type: "button", part: "button continue", class: "continue" }, "I've connected — continue");
+      btn.disabled = elsewhere;
+      btn.addEventListener("click", () => this.#resume({ buttonId: link.id }, ui));
+      buttons.push(btn);
+      shown.push(btn);
     }
     if (approval && approve) {
       // Approving with changes is the approve button with the changed input.
@@ -479,13 +571,15 @@ export class ToolgateCard extends Base {
       btn.disabled = elsewhere;
       btn.addEventListener("click", () => this.#toggleChanges(card, actions, btn, approval, ui));
       buttons.push(btn);
+      shown.push(btn);
     }
     for (const [action, label] of [["skip", "Skip"], ["cancel", "Cancel"]]) {
       const btn = el("button", { type: "button", part: `button ${action}`, class: action }, label);
       btn.addEventListener("click", () => this.#resume({ action }, ui));
       buttons.push(btn);
+      shown.push(btn);
     }
-    actions.append(...buttons);
+    actions.append(...shown);
     card.append(actions);
     const notice = el("p", { part: "notice", class: "notice", role: "status" });
     ui.notice = notice;
@@ -601,6 +695,85 @@ export class ToolgateCard extends Base {
       const code = typeof e?.code === "string" ? e.code : "resume_failed";
       return { error: { status: 0, code, message: String(e?.message ?? e) } };
     }
+  }
+
+  /**
+   * opened follows a press of a link button: on a connect card with a
+   * gateway to ask, the card waits for its call to go on (the service's
+   * callback runs it) until the link expires; the notice says what to do.
+   */
+  #opened(connection, notice) {
+    if (!connection || !notice) return;
+    const title = String(connection.title ?? connection.name ?? "the service");
+    notice.classList.remove("failed");
+    const now = Date.now();
+    const t = typeof connection.expires === "string" ? Date.parse(connection.expires) : NaN;
+    // A link lives ten minutes: a card that claims more is not waited on longer.
+    const until = Math.min(Number.isFinite(t) ? t : Infinity, now + CONNECT_WAIT);
+    if (until <= now) {
+      this.#expired(notice);
+      return;
+    }
+    if (!this.gateway) {
+      notice.textContent = `Connect ${title} in the window that opened, then press “I've connected — continue”.`;
+      return;
+    }
+    notice.textContent = `Connect ${title} in the window that opened: the call goes on by itself.`;
+    if (this.#wait) return; // asking already
+    this.#wait = { until, asking: false };
+    this.#watch(this.#generation, CONNECT_POLL);
+  }
+
+  #watch(gen, delay) {
+    clearTimeout(this.#timer);
+    this.#timer = setTimeout(() => this.#check(gen), delay);
+  }
+
+  /**
+   * check asks for the call of a connect card whose link was opened, and
+   * shows its answer once it is no longer this card: done, or another
+   * card (a new link, or the tool's own). A hidden page asks nothing until
+   * it is shown again (onVisibility).
+   */
+  async #check(gen) {
+    this.#timer = 0;
+    const w = this.#wait;
+    if (gen !== this.#generation || !w || !this.isConnected) return;
+    const notice = this.#root.querySelector(".notice");
+    if (Date.now() >= w.until) {
+      this.#wait = null;
+      this.#expired(notice);
+      return;
+    }
+    if (document.visibilityState === "hidden") return;
+    const a = this.#answer;
+    w.asking = true;
+    const r = await this.#request("GET", `calls/${encodeURIComponent(a.callId)}`);
+    w.asking = false;
+    if (gen !== this.#generation || this.#wait !== w) return;
+    if (r.answer) {
+      if (r.answer.status !== "action_required" || linkOf(r.answer.card) !== linkOf(a.card)) {
+        this.#settled(r.answer);
+        return;
+      }
+    } else if (r.error.status !== 0) {
+      // Refused (the call is gone, the token expired): asking again would
+      // be refused again. The network failing is tried again.
+      this.#wait = null;
+      if (notice) {
+        notice.classList.add("failed");
+        notice.textContent = r.error.message;
+      }
+      this.#fail(r.error);
+      return;
+    }
+    if (this.isConnected) this.#watch(gen, CONNECT_POLL);
+  }
+
+  #expired(notice) {
+    if (!notice) return;
+    notice.classList.remove("failed");
+    notice.textContent = "The link has expired: press “I've connected — continue” to go on, or to get a new link.";
   }
 
   #poll(gen, delay) {
@@ -719,6 +892,12 @@ function approvalView(approval) {
     box.append(p);
   }
   return box;
+}
+
+/** linkOf is the url of a card's first link button, "" when it has none. */
+function linkOf(card) {
+  const b = Array.isArray(card?.elements) ? card.elements.find((e) => e && e.url !== undefined) : undefined;
+  return b ? String(b.url) : "";
 }
 
 /** inFlight reports whether an answer is of a call not yet settled. */

@@ -1,4 +1,4 @@
-// The playground's "Waiting for you" panel in a DOM (jsdom, from the root
+// The playground's "Waiting for you" and "Connections" panels in a DOM (jsdom, from the root
 // npm workspace): playground.html with playground.js against a stubbed
 // fetch standing in for the gateway. The browser test
 // (examples/browser/playground.test.mjs) runs the page in Chromium.
@@ -45,7 +45,18 @@ const appCard = {
 // "METHOD path?query", the waiting list from `waiting` as it is now.
 const sent = [];
 let waiting = [approval, appCard];
+/** The connections as GET /connections lists them; a stray token field is never shown. */
+let connections = [
+  { name: "gmail", title: "Gmail", connected: true, scope: "mail.read", since: "2026-12-02T10:00:00Z", expires: "2026-12-02T11:00:00Z", access_token: "at_never_shown" },
+  { name: "drive", title: "<img src=x onerror=alert(1)>", connected: false },
+];
 const routes = {
+  "GET /toolgate/connections": () => ({ status: 200, json: { connections } }),
+  "DELETE /toolgate/connections/gmail": () => {
+    connections = connections.map((c) => (c.name === "gmail" ? { name: "gmail", title: "Gmail", connected: false } : c));
+    return { status: 204 };
+  },
+  "DELETE /toolgate/connections/drive": () => ({ status: 503, json: { error: { code: "unavailable", message: "the store is down" } } }),
   "GET /toolgate/tools": () => ({ status: 200, json: [] }),
   "GET /toolgate/waiting": () => ({ status: 200, json: { calls: waiting } }),
   "POST /toolgate/calls/c1/resume": () => {
@@ -60,6 +71,7 @@ globalThis.fetch = async (url, init = {}) => {
   sent.push(r);
   const route = routes[`${r.method} ${r.path}`];
   const { status, json } = route ? route(r) : { status: 404, json: { error: { code: "not_found", message: "no route" } } };
+  if (status === 204) return new Response(null, { status });
   return new Response(JSON.stringify(json), { status, headers: { "Content-Type": "application/json" } });
 };
 
@@ -161,4 +173,58 @@ test("a tool run from the playground that answers action_required loads the list
   await settle();
   assert.equal(waitingGets().length, before + 1);
   assert.deepEqual(cards().map((c) => c.answer.callId), ["c2", "c3"]);
+});
+
+const connectionGets = () => sent.filter((r) => r.method === "GET" && r.path === "/toolgate/connections");
+const connectionItems = () => [...$("connection-list").children].map((li) => [li.dataset.name, li.textContent]);
+
+test("the Connections panel lists the user's connections, connected or not, never a token", async () => {
+  await settle();
+  assert.ok(connectionGets().length >= 1);
+  assert.equal(connectionGets()[0].query, "?user=u_1&install=in_1");
+  assert.deepEqual(connectionItems(), [
+    ["gmail", "Gmailconnectedconnection gmailscope mail.readsince 2026-12-02 10:00 UTCexpires 2026-12-02 11:00 UTCDisconnect"],
+    ["drive", "<img src=x onerror=alert(1)>not connectedconnection drive"],
+  ]);
+  assert.deepEqual([...$("connection-list").querySelectorAll(".detail[title]")].map((p) => p.title), ["2026-12-02T10:00:00Z", "2026-12-02T11:00:00Z"]);
+  assert.equal($("connections").querySelectorAll("img").length, 0);
+  assert.doesNotMatch($("connections").textContent, /at_never_shown/);
+  // Only a connection that is made can be undone.
+  assert.deepEqual([...$("connection-list").querySelectorAll("button")].map((b) => b.getAttribute("aria-label")), ["Disconnect Gmail"]);
+});
+
+test("Disconnect deletes the user's connection and lists them again; a refusal is shown", async () => {
+  const before = connectionGets().length;
+  $("connection-list").querySelector("button").click();
+  await settle();
+  const del = sent.find((r) => r.method === "DELETE");
+  assert.equal(del.path, "/toolgate/connections/gmail");
+  assert.equal(del.query, "?user=u_1&install=in_1");
+  assert.equal(connectionGets().length, before + 1);
+  assert.equal(connectionItems()[0][1], "Gmailnot connectedconnection gmail");
+  assert.equal($("connections-error").textContent, "");
+
+  connections = [{ name: "drive", title: "Drive", connected: true }];
+  $("connections-refresh").click();
+  await settle();
+  const b = $("connection-list").querySelector("button");
+  b.click();
+  await settle();
+  assert.equal($("connections-error").textContent, "unavailable: the store is down");
+  assert.equal(b.disabled, false, "a refused disconnect can be tried again");
+  assert.equal(connectionItems()[0][1], "Driveconnectedconnection driveDisconnect");
+});
+
+test("with a caller token, the token says whose connections; a refusal is shown", async () => {
+  $("token").value = "tok_2";
+  $("token").dispatchEvent(new Event("change"));
+  await settle();
+  const get = connectionGets().at(-1);
+  assert.equal(get.query, "");
+  assert.equal(get.headers.Authorization, "Bearer tok_2");
+  routes["GET /toolgate/connections"] = () => ({ status: 401, json: { error: { code: "unauthorized", message: "a caller token is required" } } });
+  $("connections-refresh").click();
+  await settle();
+  assert.equal($("connections-error").textContent, "unauthorized: a caller token is required (type a caller token)");
+  $("token").value = "";
 });

@@ -2,7 +2,9 @@
  * The playground (GET /playground): every tool the caller may call, a form
  * for its input, its answer in a <toolgate-card>, the calls made from the
  * page, the cards that wait for the playground's user (GET /waiting: the
- * gateway's approvals and apps' cards), each answerable there, and what
+ * gateway's approvals and apps' cards), each answerable there, the user's
+ * connections (GET /connections: which are made, never a token), each
+ * made one removable (DELETE /connections/{name}), and what
  * POST /page-context renders for a few name/value rows.
  *
  * The page is served under the gateway's own path, so every URL here is
@@ -170,8 +172,12 @@ function showCard(tool, answer, entry) {
   const card = newCard();
   card.addEventListener("toolgate.card.resolved", (e) => {
     entry.set(statusOf(e.detail));
-    // Answered here, the same call waits no more in "Waiting for you".
-    if (answer.status === "action_required") loadWaiting();
+    // Answered here, the same call waits no more in "Waiting for you";
+    // a connect card's call went on with a connection made.
+    if (answer.status === "action_required") {
+      loadWaiting();
+      loadConnections();
+    }
   });
   const caption = el("p", { class: "caption" }, `${tool.name} · ${answer.callId}`);
   $("cards").prepend(el("div", { class: "entry" }, caption, card));
@@ -198,15 +204,15 @@ function newCard() {
 let waitingSeq = 0; // the latest load: an older one's answer is dropped
 
 /**
- * waitingPath is GET /waiting for the playground's user: a caller token
- * says who that is, else the User and Install fields do.
+ * userPath is path for the playground's user: a caller token says who
+ * that is, else the User and Install fields do, in the query.
  */
-function waitingPath() {
-  if (settings.token() !== "") return "waiting";
+function userPath(path) {
+  if (settings.token() !== "") return path;
   const { user, install } = settings.identity();
   const q = new URLSearchParams({ user });
   if (install !== "") q.set("install", install);
-  return `waiting?${q}`;
+  return `${path}?${q}`;
 }
 
 /**
@@ -219,7 +225,7 @@ async function loadWaiting() {
   const error = $("waiting-error");
   let res;
   try {
-    res = await request("GET", waitingPath());
+    res = await request("GET", userPath("waiting"));
   } catch (e) {
     if (seq === waitingSeq) error.textContent = `the gateway could not be reached: ${e.message}`;
     return;
@@ -256,12 +262,102 @@ function waitingEntry(call) {
     $("cards").prepend(el("div", { class: "entry" }, caption, card));
     li.remove();
     loadWaiting();
+    loadConnections();
   });
   card.addEventListener("toolgate.card.error", (e) => {
     if (e.detail?.status === 404 || e.detail?.status === 409) loadWaiting();
   });
   card.answer = { callId: call.callId, tool: call.tool, status: call.status, card: call.card };
   return li;
+}
+
+// ---- connections ----
+
+let connectionsSeq = 0; // the latest load: an older one's answer is dropped
+
+/**
+ * loadConnections lists the connections of the gateway and which of them
+ * the playground's user has made: its title and name, connected or not,
+ * and for a made one its scope, since and expiry, and Disconnect. The API
+ * holds no token, and nothing here would show one.
+ */
+async function loadConnections() {
+  const seq = ++connectionsSeq;
+  const error = $("connections-error");
+  let res;
+  try {
+    res = await request("GET", userPath("connections"));
+  } catch (e) {
+    if (seq === connectionsSeq) error.textContent = `the gateway could not be reached: ${e.message}`;
+    return;
+  }
+  if (seq !== connectionsSeq) return;
+  const list = Array.isArray(res.json?.connections) ? res.json.connections : undefined;
+  if (res.status !== 200 || !list) {
+    error.textContent = problem(res.status, res.json);
+    return;
+  }
+  error.textContent = "";
+  const items = [];
+  for (const c of list) {
+    if (!c || typeof c !== "object" || typeof c.name !== "string") continue;
+    items.push(connectionEntry(c));
+  }
+  $("connection-list").replaceChildren(...items);
+  $("connections-empty").textContent = items.length === 0 ? "This gateway declares no connections." : "";
+}
+
+/** connectionEntry is one connection as the list shows it. */
+function connectionEntry(c) {
+  const title = String(c.title || c.name);
+  const connected = c.connected === true;
+  const state = el("span", { class: connected ? "state connected" : "state not-connected" }, connected ? "connected" : "not connected");
+  const li = el("li", {}, el("span", { class: "title" }, title), state);
+  li.dataset.name = c.name;
+  if (title !== c.name) li.append(el("p", { class: "detail" }, `connection ${c.name}`));
+  if (c.exchange === true) li.append(el("p", { class: "detail" }, "made by the gateway (token exchange)"));
+  if (typeof c.scope === "string" && c.scope !== "") li.append(el("p", { class: "detail" }, `scope ${c.scope}`));
+  for (const [key, word] of [["since", "since"], ["expires", "expires"]]) {
+    if (typeof c[key] !== "string" || c[key] === "") continue;
+    li.append(el("p", { class: "detail", title: c[key] }, `${word} ${when(c[key])}`));
+  }
+  if (connected) {
+    const b = el("button", { type: "button", "aria-label": `Disconnect ${title}` }, "Disconnect");
+    b.addEventListener("click", () => disconnect(c.name, b));
+    li.append(b);
+  }
+  return li;
+}
+
+/** when is an RFC 3339 time to the minute, in UTC: "2026-12-02 10:00 UTC". */
+function when(t) {
+  const ms = Date.parse(t);
+  if (!Number.isFinite(ms)) return t;
+  return new Date(ms).toISOString().slice(0, 16).replace("T", " ") + " UTC";
+}
+
+/**
+ * disconnect removes the user's own token of connection name (the
+ * service is not told) and lists the connections again.
+ */
+async function disconnect(name, button) {
+  const error = $("connections-error");
+  error.textContent = "";
+  button.disabled = true;
+  let res;
+  try {
+    res = await request("DELETE", userPath(`connections/${encodeURIComponent(name)}`));
+  } catch (e) {
+    error.textContent = `the gateway could not be reached: ${e.message}`;
+    button.disabled = false;
+    return;
+  }
+  if (res.status !== 204) {
+    error.textContent = problem(res.status, res.json);
+    button.disabled = false;
+    return;
+  }
+  await loadConnections();
 }
 
 // ---- calls ----
@@ -351,11 +447,14 @@ for (const id of ["token", "user", "install", "device"]) {
   $(id).addEventListener("change", () => {
     $("waiting-list").replaceChildren();
     loadWaiting();
+    loadConnections();
   });
 }
 $("waiting-refresh").addEventListener("click", loadWaiting);
+$("connections-refresh").addEventListener("click", loadConnections);
 $("pc-add").addEventListener("click", addRow);
 $("pc-render").addEventListener("click", renderPageContext);
 addRow();
 loadTools();
 loadWaiting();
+loadConnections();

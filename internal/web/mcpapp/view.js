@@ -160,10 +160,14 @@ export class View {
   }
 
   /**
-   * link asks the host to open a link of the card (ui/open-link): the
-   * view's sandbox lets it open no window itself, and the host asks the
-   * person. card.js renders only absolute http(s) and mailto links, and
-   * its safeURL keeps any other href from being sent.
+   * link asks the host to open a link of the card (ui/open-link): a
+   * markdown link, or a card's link button (a connect card's, which
+   * card.js draws as a link too); the view's sandbox lets it open no
+   * window itself, and the host asks the person. card.js renders only
+   * absolute http(s) and mailto links, and its safeURL keeps any other
+   * href from being sent. The gateway's callback runs the call, which the
+   * view cannot ask for: the card's "I've connected — continue" resumes it
+   * through the host.
    */
   #link(e) {
     const a = e.composedPath?.().find((n) => n?.tagName === "A" && typeof n.href === "string" && n.href);
