@@ -25,7 +25,8 @@ FUZZ := \
 	./internal/mcp:FuzzAppendEvent \
 	./internal/dispatch:FuzzEncode \
 	./internal/quota:FuzzParse \
-	./internal/audit:FuzzVerify
+	./internal/audit:FuzzVerify \
+	./internal/connect:FuzzOpen
 
 .PHONY: test check unit js kit notes ai-sdk react browser browser-deps mcp packages install-test bench-build faults fuzz tools build npm
 

@@ -132,7 +132,7 @@ func (k *Keys) Open(sealed, aad []byte) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: sealed with key %s, which is not configured", ErrSealed, id)
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(body)
+	raw, err := base64.RawURLEncoding.Strict().DecodeString(body) // one spelling per value
 	if err != nil || len(raw) < key.aead.NonceSize() {
 		return nil, ErrSealed
 	}
