@@ -215,25 +215,25 @@ func (g *Gateway) CompleteConnection(ctx context.Context, name, state, code, err
 		// waits on; its card's button gives a new link.
 		return done, nil
 	}
-	ans, rerr := g.resumeConnect(ctx, req, name)
-	if rerr == nil {
-		done.Call = ans
-	}
+	done.Call = g.resumeConnect(ctx, req, name)
 	return done, nil
 }
 
 // resumeConnect resumes the call req names if it still waits on
-// connection name's card; a call answered already, or waiting on another
-// card, is left as it is.
-func (g *Gateway) resumeConnect(ctx context.Context, req ResumeRequest, name string) (*Answer, error) {
+// connection name's card, and returns its answer; nil when it does not
+// wait on it (answered already, or waiting on another card), or cannot be
+// resumed now.
+func (g *Gateway) resumeConnect(ctx context.Context, req ResumeRequest, name string) *Answer {
 	c, err := g.lookup(ctx, req.Identity, req.CallID)
+	if err != nil || !pendingConnect(c) || c.Connect.Name != name {
+		return nil
+	}
+	ans, err := g.Resume(ctx, req)
 	if err != nil {
-		return nil, err
+		g.logger.Info("a connection's call was not resumed", zap.String("connection", name), zap.String("call_id", req.CallID), zap.Error(err))
+		return nil
 	}
-	if !pendingConnect(c) || c.Connect.Name != name {
-		return answerOf(c), nil
-	}
-	return g.Resume(ctx, req)
+	return ans
 }
 
 // Connections lists the connections of the gateway and which of them
