@@ -19,6 +19,7 @@ import (
 	"github.com/toolgate/toolgate/internal/connect"
 	"github.com/toolgate/toolgate/internal/connect/oauthtest"
 	"github.com/toolgate/toolgate/internal/jsonread"
+	"github.com/toolgate/toolgate/internal/upstream/upstreamtest"
 )
 
 // gmailBlock is a connection block with every option of the
@@ -236,11 +237,16 @@ type connAnswer struct {
 	} `json:"card"`
 }
 
-// call invokes tool as u_1 at in_1 in a thread.
-func (r *connRig) call(t *testing.T, tool, callID string) connAnswer {
+// call invokes tool as u_1 at in_1 in a thread, with input if given
+// (else {}).
+func (r *connRig) call(t *testing.T, tool, callID string, input ...string) connAnswer {
 	t.Helper()
+	in := "{}"
+	if len(input) > 0 {
+		in = input[0]
+	}
 	status, body := client(r.tc).Send(t, "POST", base+"/tools/"+tool, "application/json",
-		`{"input":{},"callId":"`+callID+`",`+apitest.ThreadCtx+`,`+apitest.Who+`}`)
+		`{"input":`+in+`,"callId":"`+callID+`",`+apitest.ThreadCtx+`,`+apitest.Who+`}`)
 	if status != 200 {
 		t.Fatalf("%s: %d %s", tool, status, body)
 	}
@@ -418,5 +424,48 @@ func TestDirectiveConnectionKeys(t *testing.T) {
 	}
 	if n := r.hits(t); n != 3 || r.oauth.Count("token", "authorization_code") != 2 {
 		t.Fatalf("%d resource hits and %d codes, want 3 and 2", n, r.oauth.Count("token", "authorization_code"))
+	}
+}
+
+// TestDirectiveMCPServerConnection: an mcp_server with `connection gmail`
+// sends each tools/call alice's gmail token as its Authorization; before
+// she connects, a call answers the connect card and the server sees no
+// tools/call.
+func TestDirectiveMCPServerConnection(t *testing.T) {
+	r := newConnRig(t)
+	up := upstreamtest.New()
+	mcpURL := up.Serve(t)
+	initServer(r.tc, connectedConfig(dataDir(t), r.oauth, r.resource, `mcp_server drive `+mcpURL+` {
+				prefix drive_
+				connection gmail
+				timeout 3s
+			}`))
+	waitFor(t, "drive's tools listed", func() bool { _, ok := listedTools(t, r.tc)["drive_echo"]; return ok })
+
+	a := r.call(t, "drive_echo", "d1", `{"text":"one"}`)
+	if n := len(up.Authorizations()); n != 0 || up.Runs("echo") != 0 {
+		t.Fatalf("before alice connected, the server saw %d tools/calls (%d runs)", n, up.Runs("echo"))
+	}
+	if done := r.connect(t, a); done.Status != "done" || done.IsError || done.Content != "one" {
+		t.Fatalf("the call after connecting: %+v", done)
+	}
+	if a := r.call(t, "drive_echo", "d2", `{"text":"two"}`); a.Status != "done" || a.IsError || a.Content != "two" {
+		t.Fatalf("a call once connected: %+v", a)
+	}
+	tokens := r.oauth.Tokens()
+	if len(tokens) != 1 || tokens[0].Subject != "alice@example.com" {
+		t.Fatalf("issued %+v, want one token for alice", tokens)
+	}
+	want := "Bearer " + tokens[0].AccessToken
+	if got := up.Authorizations(); len(got) != 2 || got[0] != want || got[1] != want {
+		t.Errorf("the tools/calls carried %q, want alice's token twice", got)
+	}
+	// whoami answers the Authorization it got: the answer does not
+	// carry the token on.
+	if w := r.call(t, "drive_whoami", "d3"); w.Status != "done" || strings.Contains(w.Content, tokens[0].AccessToken) || !strings.HasPrefix(w.Content, "Bearer ") {
+		t.Errorf("whoami: %+v", w)
+	}
+	if n := up.Runs("echo"); n != 2 {
+		t.Errorf("echo ran %d times, want 2", n)
 	}
 }
