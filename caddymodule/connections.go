@@ -117,16 +117,17 @@ func (h *Handler) connectionNames() map[string]bool {
 // Caddy's storage, beside the identity key.
 const connectionKeyStorage = "toolgate/connections/aes-256.key"
 
-// connections makes the connections' Manager on the store's back end;
-// nil when none is declared. Its keys are the files of connection_keys
-// (the first seals, all open), or a key generated once and kept in
-// Caddy's storage.
-func (h *Handler) connections(ctx caddy.Context, repl *caddy.Replacer, st connect.Store, issuer *identity.Issuer) (*connect.Manager, error) {
+// connectionConfigs are the connections' configs, placeholders resolved
+// and checked, and the keys that seal their tokens: the files of
+// connection_keys (the first seals, all open), or a key generated once and
+// kept in Caddy's storage. None when no connection is declared. Whatever
+// can be wrong with a connection is found here, before the store opens.
+func (h *Handler) connectionConfigs(ctx caddy.Context, repl *caddy.Replacer) ([]connect.Config, *connect.Keys, error) {
 	if len(h.Connections) == 0 {
 		if len(h.ConnectionKeys) > 0 {
-			return nil, errors.New("connection_keys: no connection is declared")
+			return nil, nil, errors.New("connection_keys: no connection is declared")
 		}
-		return nil, nil
+		return nil, nil, nil
 	}
 	for name := range h.Connections {
 		_, component := h.Components[name]
@@ -135,20 +136,29 @@ func (h *Handler) connections(ctx caddy.Context, repl *caddy.Replacer, st connec
 			// An exchange sends an identity token addressed to the
 			// connection's name, which must not open a component or a
 			// server of the same name.
-			return nil, fmt.Errorf("connection %q: a component or mcp server has the same name; identity tokens name their audience by it", name)
+			return nil, nil, fmt.Errorf("connection %q: a component or mcp server has the same name; identity tokens name their audience by it", name)
 		}
-	}
-	keys, err := h.connectionKeys(ctx, repl)
-	if err != nil {
-		return nil, fmt.Errorf("connection_keys: %w", err)
 	}
 	var conns []connect.Config
 	for _, name := range slices.Sorted(maps.Keys(h.Connections)) {
 		c, err := h.Connections[name].config(repl, name)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		conns = append(conns, c)
+	}
+	keys, err := h.connectionKeys(ctx, repl)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connection_keys: %w", err)
+	}
+	return conns, keys, nil
+}
+
+// connections makes the connections' Manager on the store's back end;
+// nil when none is declared.
+func (h *Handler) connections(conns []connect.Config, keys *connect.Keys, st connect.Store, issuer *identity.Issuer) (*connect.Manager, error) {
+	if len(conns) == 0 {
+		return nil, nil
 	}
 	return connect.New(conns, connect.Options{
 		Store: st, Keys: keys, Logger: h.logger.Named("connections"), IdentityToken: issuer.Token,

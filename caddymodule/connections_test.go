@@ -14,6 +14,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/go-json-experiment/json"
+	"go.uber.org/zap"
 
 	"github.com/toolgate/toolgate/internal/apitest"
 	"github.com/toolgate/toolgate/internal/connect"
@@ -467,5 +468,42 @@ func TestDirectiveMCPServerConnection(t *testing.T) {
 	}
 	if n := up.Runs("echo"); n != 2 {
 		t.Errorf("echo ran %d times, want 2", n)
+	}
+}
+
+// TestConnectionErrorsBeforeTheStore: a connection's mistake is found
+// before the store opens: the config's own bolt file is never made (and a
+// Redis ledger would not be dialled), so the error a user reads is the
+// config's.
+func TestConnectionErrorsBeforeTheStore(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		set  func(h *Handler)
+		want string
+	}{
+		{"token_url in the clear", func(h *Handler) {
+			h.Connections = map[string]*Connection{"gmail": {AuthorizeURL: "https://a.example/authorize", TokenURL: "http://a.example/token", ClientID: "gw"}}
+		}, `connection "gmail": token_url`},
+		{"a key file missing", func(h *Handler) {
+			h.Connections = map[string]*Connection{"sts": {Exchange: "https://sts.example/token"}}
+			h.ConnectionKeys = []string{"/nonexistent/conn-key"}
+		}, "connection_keys: open /nonexistent/conn-key"},
+		{"keys and no connection", func(h *Handler) { h.ConnectionKeys = []string{"/nonexistent/conn-key"} }, "connection_keys: no connection is declared"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "ledger.db")
+			h, ctx := provisionedPagesHandler(t, path, 1, nil)
+			c.set(h)
+			err := h.provision(ctx, zap.NewNop())
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("provision = %v; want %q", err, c.want)
+			}
+			if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("the ledger was opened before the connections were checked: %v", err)
+			}
+			if err := h.Cleanup(); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

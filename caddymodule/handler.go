@@ -396,6 +396,10 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) (err error) {
 	if err != nil {
 		return err
 	}
+	conns, connKeys, err := h.connectionConfigs(ctx, repl)
+	if err != nil {
+		return err
+	}
 	obs, err := h.observer(ctx, lc, tools)
 	if err != nil {
 		return err
@@ -435,7 +439,7 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) (err error) {
 		}()
 		trail = t
 	}
-	conns, err := h.connections(ctx, repl, st.Connections(), issuer)
+	connections, err := h.connections(conns, connKeys, st.Connections(), issuer)
 	if err != nil {
 		return err
 	}
@@ -446,7 +450,7 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) (err error) {
 		Bridge: bridge, ClientTimeout: time.Duration(h.ClientToolTimeout),
 		Observer: obs, EmbedOrigins: embeds,
 		Limits: allLimits, Audit: trail, AuditInputs: h.AuditInputs,
-		Connections: conns,
+		Connections: connections,
 	})
 	cfg := httpapi.Config{
 		Gateway: h.gw, Bridge: bridge, Callers: callers, Pages: pages,
