@@ -132,6 +132,13 @@ func TestConnectionsCaddyfileErrors(t *testing.T) {
 		{"scopes without scope", []string{"connection gmail {", "scopes", "}"}, "wrong argument count or unexpected line ending after 'scopes', at Testfile:3"},
 		{"connection_keys without file", []string{"connection_keys"}, "wrong argument count or unexpected line ending after 'connection_keys', at Testfile:2"},
 		{"mcp server connection without name", []string{"mcp_server a https://a.example {", "connection", "}"}, "wrong argument count or unexpected line ending after 'connection', at Testfile:3"},
+		{"mcp server naming an undeclared one", withLines(gmailBlock, "mcp_server drive https://drive.example.com/mcp {", "connection gdrive", "}"),
+			`mcp server "drive": connection "gdrive" is not declared, at Testfile:18`},
+		{"named like a component", []string{api, "connection api {", "exchange https://sts.example.com/token", "}"},
+			`connection "api": a component or mcp server has the same name; identity tokens name their audience by it, at Testfile:6`},
+		{"named like an mcp server", []string{"mcp_server crm https://crm.example.com/mcp", "connection crm {", "exchange https://sts.example.com/token", "}"},
+			`connection "crm": a component or mcp server has the same name; identity tokens name their audience by it, at Testfile:6`},
+		{"keys and no connection", []string{"connection_keys /etc/k/conn"}, "connection_keys: no connection is declared, at Testfile:3"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := parseToolgate(c.lines...)
@@ -144,7 +151,7 @@ func TestConnectionsCaddyfileErrors(t *testing.T) {
 
 // TestConnectionsLoadErrors: what only the load can check, with the
 // placeholders resolved, is refused then, naming the connection (and the
-// option or the server).
+// option or the server); and what adapting refuses, through Caddy's load.
 func TestConnectionsLoadErrors(t *testing.T) {
 	flow := func(name string, more ...string) string {
 		return strings.Join(append([]string{"connection " + name + " {",
@@ -471,8 +478,8 @@ func TestDirectiveMCPServerConnection(t *testing.T) {
 	}
 }
 
-// TestConnectionErrorsBeforeTheStore: a connection's mistake is found
-// before the store opens: the config's own bolt file is never made (and a
+// TestConnectionErrorsBeforeTheStore: a connection's mistake is found at
+// load (in a JSON config too), before the store opens: the config's own bolt file is never made (and a
 // Redis ledger would not be dialled), so the error a user reads is the
 // config's.
 func TestConnectionErrorsBeforeTheStore(t *testing.T) {
@@ -489,6 +496,14 @@ func TestConnectionErrorsBeforeTheStore(t *testing.T) {
 			h.ConnectionKeys = []string{"/nonexistent/conn-key"}
 		}, "connection_keys: open /nonexistent/conn-key"},
 		{"keys and no connection", func(h *Handler) { h.ConnectionKeys = []string{"/nonexistent/conn-key"} }, "connection_keys: no connection is declared"},
+		// A JSON config is not adapted: the load checks names too.
+		{"named like a component", func(h *Handler) {
+			h.Components = map[string]*Component{"api": {BaseURL: "http://127.0.0.1:1"}}
+			h.Connections = map[string]*Connection{"api": {Exchange: "https://sts.example/token"}}
+		}, `connection "api": a component or mcp server has the same name`},
+		{"an mcp server naming an undeclared one", func(h *Handler) {
+			h.MCPServers = map[string]*MCPServer{"drive": {URL: "http://127.0.0.1:1/mcp", Connection: "gdrive"}}
+		}, `mcp server "drive": connection "gdrive" is not declared`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "ledger.db")

@@ -323,6 +323,9 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) (err error) {
 			return err
 		}
 	}
+	if err := h.checkConnectionNames(); err != nil {
+		return err
+	}
 	callers, pages, err := h.authenticators(ctx, repl)
 	if err != nil {
 		return err

@@ -228,9 +228,6 @@ func (h *Handler) startUpstreams(repl *caddy.Replacer, logger *zap.Logger, issue
 		if err != nil {
 			return nil, err
 		}
-		if cfg.Connection != "" && h.Connections[cfg.Connection] == nil {
-			return nil, fmt.Errorf("mcp server %q: connection %q is not declared", name, cfg.Connection)
-		}
 		srv, err := upstream.New(cfg, upstream.Options{
 			Logger:        logger,
 			Authorization: issuer.Authorization,
