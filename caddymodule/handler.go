@@ -127,7 +127,7 @@ type Handler struct {
 	AuditInputs bool   `json:"audit_inputs,omitzero"`
 
 	// Connections are services at which each user connects their own
-	// account, by name (connections.md).
+	// account, by name (docs/connections.md).
 	Connections map[string]*Connection `json:"connections,omitempty"`
 	// ConnectionKeys are the files of the keys that seal the users'
 	// tokens in the store (32 bytes in base64 each): the first seals,

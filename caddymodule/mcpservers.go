@@ -64,7 +64,7 @@ type MCPServer struct {
 	Identity bool `json:"identity,omitzero"`
 
 	// Connection sends each call the calling user's token of the named
-	// connection in Authorization: Bearer instead (connections.md); the
+	// connection in Authorization: Bearer instead (docs/connections.md); the
 	// tool list is read with the static headers only.
 	Connection string `json:"connection,omitempty"`
 
