@@ -215,6 +215,8 @@ type connRig struct {
 	oauth *oauthtest.Server
 	// resource is the URL of oauth's ResourceHandler.
 	resource string
+	// callback is where the service last sent the browser back to.
+	callback *url.URL
 }
 
 func newConnRig(t *testing.T) *connRig {
@@ -309,9 +311,15 @@ func (r *connRig) connect(t *testing.T, a connAnswer) connAnswer {
 	if !strings.HasPrefix(cb.String(), base+"/connections/gmail/callback?") {
 		t.Fatalf("the service sends the browser to %s", cb)
 	}
-	status, page := client(r.tc).Send(t, "GET", cb.String(), "", "")
-	if status != 200 || !strings.Contains(page, "Gmail is connected") {
-		t.Fatalf("callback: %d %s", status, page)
+	r.callback = cb
+	resp, page := client(r.tc).Get(t, cb.String())
+	if resp.StatusCode != 200 || !strings.Contains(page, "Gmail is connected") {
+		t.Fatalf("callback: %d %s", resp.StatusCode, page)
+	}
+	// Its URL holds the code and the state: Caddy passes on the headers
+	// that keep it from other sites and caches.
+	if h := resp.Header; h.Get("Referrer-Policy") != "no-referrer" || h.Get("Cache-Control") != "no-store" {
+		t.Errorf("callback headers %v", h)
 	}
 	return r.status(t, a.CallID)
 }
@@ -351,6 +359,13 @@ func TestDirectiveConnection(t *testing.T) {
 	if n := r.hits(t); n != 1 {
 		t.Fatalf("%d resource hits, want 1", n)
 	}
+	// The state is spent: the same callback again runs nothing.
+	if status, page := client(r.tc).Send(t, "GET", r.callback.String(), "", ""); status != 400 || !strings.Contains(page, "no longer works") {
+		t.Errorf("the callback again: %d %s", status, page)
+	}
+	if n := r.hits(t); n != 1 || r.oauth.Count("token", "") != 1 {
+		t.Fatalf("a spent state reached the resource (%d hits) or the token endpoint", n)
+	}
 	// The secret came from the environment, in HTTP Basic.
 	for _, req := range r.oauth.Requests() {
 		if req.Endpoint == "token" && req.Authorization != "Basic "+base64.StdEncoding.EncodeToString([]byte("gw:gw-secret")) {
@@ -362,6 +377,11 @@ func TestDirectiveConnection(t *testing.T) {
 	stored, err := os.ReadFile(keyFile)
 	if err != nil {
 		t.Fatalf("no key in Caddy's storage: %v", err)
+	}
+	if fi, err := os.Stat(keyFile); err != nil {
+		t.Fatal(err)
+	} else if fi.Mode().Perm()&0o077 != 0 {
+		t.Errorf("the stored key's mode is %v: others may read it", fi.Mode())
 	}
 	if _, err := connect.ParseKey(stored); err != nil {
 		t.Fatalf("the stored key: %v", err)
