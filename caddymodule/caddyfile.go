@@ -99,10 +99,27 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			env      <name> <value>    (command)
 //			dir      <path>            (command)
 //			identity                   (send the user's identity token)
+//			connection <name>          (url: send the user's token of a connection)
 //			allow    <expression>      (for every tool it lists)
+//			approval ["<condition>"] { title <text> … }
+//			limit    <quota>
 //			timeout  <duration>        (default 30s)
 //			max_result_size <size>     (default: max_response_size)
 //		}
+//		connection <name> {
+//			title         <text>
+//			authorize_url <url>
+//			token_url     <url>
+//			client_id     <id>
+//			client_secret <secret>
+//			client_auth   basic | post
+//			scopes        <scope...>
+//			redirect_url  <url>        (default: derived from the request)
+//			param         <name> <value>
+//			exchange      <url>        (RFC 8693, instead of the flow)
+//			audience      <aud>        (exchange)
+//		}
+//		connection_keys <file...>
 //		client_tool_timeout <duration>
 //		allowed_hosts     <host...>
 //		upstream_timeout  <duration>
@@ -127,10 +144,11 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		}
 //	}
 //
-// manifest, openapi, component, mcp_server, allowed_hosts and tool may repeat, and so may key,
-// env, origins, authorization_server, scopes, query and header in their
-// blocks. A tool's component line
-// lets a url target use that component's env in ${env.NAME} references. A
+// manifest, openapi, component, mcp_server, connection, connection_keys,
+// allowed_hosts and tool may repeat, and so may key, env, origins,
+// authorization_server, scopes, param, query and header in their blocks.
+// A tool's component line lets a url target use that component's env in
+// ${env.NAME} references. A
 // body that is not valid JSON is taken as a JSON string, so `body ${input}`
 // sends the whole input. `ui off` keeps an app tool's answers out of the
 // MCP Apps view (they are plain MCP results, as for any other client).
@@ -209,6 +227,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	}
 	if h.AuditInputs && h.Audit == "" {
 		return d.Err("audit_inputs needs an audit file: audit FILE")
+	}
+	if err := h.checkConnectionNames(); err != nil {
+		return d.Errf("%v", err)
 	}
 	return h.checkTools(d, at)
 }
@@ -785,4 +806,5 @@ var (
 	_ caddyfile.Unmarshaler = (*Ledger)(nil)
 	_ caddyfile.Unmarshaler = (*MCPServer)(nil)
 	_ caddyfile.Unmarshaler = (*OpenAPI)(nil)
+	_ caddyfile.Unmarshaler = (*Connection)(nil)
 )

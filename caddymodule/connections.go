@@ -105,6 +105,31 @@ func (c *Connection) config(repl *caddy.Replacer, name string) (connect.Config, 
 	return out, out.Check()
 }
 
+// checkConnectionNames checks the names by which connections are given
+// and named, where the Caddyfile is adapted and again at load (a JSON
+// config is not adapted).
+func (h *Handler) checkConnectionNames() error {
+	if len(h.ConnectionKeys) > 0 && len(h.Connections) == 0 {
+		return errors.New("connection_keys: no connection is declared")
+	}
+	for _, name := range slices.Sorted(maps.Keys(h.Connections)) {
+		_, component := h.Components[name]
+		_, server := h.MCPServers[name]
+		if component || server {
+			// An exchange sends an identity token addressed to the
+			// connection's name, which must not open a component or a
+			// server of the same name.
+			return fmt.Errorf("connection %q: a component or mcp server has the same name; identity tokens name their audience by it", name)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(h.MCPServers)) {
+		if m := h.MCPServers[name]; m != nil && m.Connection != "" && h.Connections[m.Connection] == nil {
+			return fmt.Errorf("mcp server %q: connection %q is not declared", name, m.Connection)
+		}
+	}
+	return nil
+}
+
 // connectionNames are the declared connections, for compiling targets.
 func (h *Handler) connectionNames() map[string]bool {
 	out := make(map[string]bool, len(h.Connections))
@@ -118,38 +143,36 @@ func (h *Handler) connectionNames() map[string]bool {
 // Caddy's storage, beside the identity key.
 const connectionKeyStorage = "toolgate/connections/aes-256.key"
 
-// connections makes the connections' Manager on the store's back end;
-// nil when none is declared. Its keys are the files of connection_keys
-// (the first seals, all open), or a key generated once and kept in
-// Caddy's storage.
-func (h *Handler) connections(ctx caddy.Context, repl *caddy.Replacer, st connect.Store, issuer *identity.Issuer, obs observe.Observer) (*connect.Manager, error) {
+// connectionConfigs are the connections' configs, placeholders resolved
+// and checked, and the keys that seal their tokens: the files of
+// connection_keys (the first seals, all open), or a key generated once and
+// kept in Caddy's storage. None when no connection is declared. What can
+// be wrong with a connection is found here (its names, by
+// checkConnectionNames, earlier), before the store opens.
+func (h *Handler) connectionConfigs(ctx caddy.Context, repl *caddy.Replacer) ([]connect.Config, *connect.Keys, error) {
 	if len(h.Connections) == 0 {
-		if len(h.ConnectionKeys) > 0 {
-			return nil, errors.New("connection_keys: no connection is declared")
-		}
-		return nil, nil
-	}
-	for name := range h.Connections {
-		_, component := h.Components[name]
-		_, server := h.MCPServers[name]
-		if component || server {
-			// An exchange sends an identity token addressed to the
-			// connection's name, which must not open a component or a
-			// server of the same name.
-			return nil, fmt.Errorf("connection %q: a component or mcp server has the same name; identity tokens name their audience by it", name)
-		}
-	}
-	keys, err := h.connectionKeys(ctx, repl)
-	if err != nil {
-		return nil, fmt.Errorf("connection_keys: %w", err)
+		return nil, nil, nil
 	}
 	var conns []connect.Config
 	for _, name := range slices.Sorted(maps.Keys(h.Connections)) {
 		c, err := h.Connections[name].config(repl, name)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		conns = append(conns, c)
+	}
+	keys, err := h.connectionKeys(ctx, repl)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connection_keys: %w", err)
+	}
+	return conns, keys, nil
+}
+
+// connections makes the connections' Manager on the store's back end;
+// nil when none is declared.
+func (h *Handler) connections(conns []connect.Config, keys *connect.Keys, st connect.Store, issuer *identity.Issuer, obs observe.Observer) (*connect.Manager, error) {
+	if len(conns) == 0 {
+		return nil, nil
 	}
 	return connect.New(conns, connect.Options{
 		Store: st, Keys: keys, Logger: h.logger.Named("connections"), IdentityToken: issuer.Token, Event: obs.Connection,

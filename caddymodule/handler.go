@@ -127,7 +127,7 @@ type Handler struct {
 	AuditInputs bool   `json:"audit_inputs,omitzero"`
 
 	// Connections are services at which each user connects their own
-	// account, by name (connections.md).
+	// account, by name (docs/connections.md).
 	Connections map[string]*Connection `json:"connections,omitempty"`
 	// ConnectionKeys are the files of the keys that seal the users'
 	// tokens in the store (32 bytes in base64 each): the first seals,
@@ -323,6 +323,9 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) (err error) {
 			return err
 		}
 	}
+	if err := h.checkConnectionNames(); err != nil {
+		return err
+	}
 	callers, pages, err := h.authenticators(ctx, repl)
 	if err != nil {
 		return err
@@ -396,6 +399,10 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) (err error) {
 	if err != nil {
 		return err
 	}
+	conns, connKeys, err := h.connectionConfigs(ctx, repl)
+	if err != nil {
+		return err
+	}
 	obs, err := h.observer(ctx, lc, tools)
 	if err != nil {
 		return err
@@ -435,7 +442,7 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) (err error) {
 		}()
 		trail = t
 	}
-	conns, err := h.connections(ctx, repl, st.Connections(), issuer, obs)
+	connections, err := h.connections(conns, connKeys, st.Connections(), issuer, obs)
 	if err != nil {
 		return err
 	}
@@ -446,7 +453,7 @@ func (h *Handler) provision(ctx caddy.Context, logger *zap.Logger) (err error) {
 		Bridge: bridge, ClientTimeout: time.Duration(h.ClientToolTimeout),
 		Observer: obs, EmbedOrigins: embeds,
 		Limits: allLimits, Audit: trail, AuditInputs: h.AuditInputs,
-		Connections: conns,
+		Connections: connections,
 	})
 	cfg := httpapi.Config{
 		Gateway: h.gw, Bridge: bridge, Callers: callers, Pages: pages,

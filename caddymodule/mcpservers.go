@@ -64,7 +64,7 @@ type MCPServer struct {
 	Identity bool `json:"identity,omitzero"`
 
 	// Connection sends each call the calling user's token of the named
-	// connection in Authorization: Bearer instead (connections.md); the
+	// connection in Authorization: Bearer instead (docs/connections.md); the
 	// tool list is read with the static headers only.
 	Connection string `json:"connection,omitempty"`
 
@@ -227,9 +227,6 @@ func (h *Handler) startUpstreams(repl *caddy.Replacer, logger *zap.Logger, issue
 		cfg, err := h.MCPServers[name].config(repl, name, maxResponse)
 		if err != nil {
 			return nil, err
-		}
-		if cfg.Connection != "" && h.Connections[cfg.Connection] == nil {
-			return nil, fmt.Errorf("mcp server %q: connection %q is not declared", name, cfg.Connection)
 		}
 		srv, err := upstream.New(cfg, upstream.Options{
 			Logger:        logger,
