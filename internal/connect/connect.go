@@ -28,9 +28,12 @@ const (
 	// refreshEarly is how long before its expiry a token is refreshed.
 	refreshEarly = time.Minute
 	// lockTTL bounds a refresh's hold on its token; refreshWait how long
-	// a caller waits for another's refresh (another instance's).
-	lockTTL     = 30 * time.Second
-	refreshWait = 15 * time.Second
+	// a caller waits for another's refresh (another instance's);
+	// refreshTimeout bounds the refresh's request, so that it ends, and
+	// what it got is stored, before its lock does.
+	lockTTL        = 30 * time.Second
+	refreshWait    = 15 * time.Second
+	refreshTimeout = 20 * time.Second
 	// endpointTimeout bounds each request to a token endpoint.
 	endpointTimeout = 30 * time.Second
 )
@@ -277,7 +280,12 @@ func (m *Manager) refresh(ctx context.Context, c *Config, w Who, key string) (st
 
 // refreshHeld refreshes with the lock held: the token is read again
 // first, as another may have refreshed it since.
+//
+// It runs to its end even if the call that asked goes away: a service
+// that rotates refresh tokens has spent the old one once it answered, and
+// only the new one, stored, refreshes again.
 func (m *Manager) refreshHeld(ctx context.Context, c *Config, w Who, key string) (string, error) {
+	ctx = context.WithoutCancel(ctx)
 	t, err := m.load(ctx, key)
 	switch {
 	case errors.Is(err, ErrNotFound):
@@ -292,7 +300,9 @@ func (m *Manager) refreshHeld(ctx context.Context, c *Config, w Who, key string)
 		}
 		return "", &NotConnectedError{Name: c.Name, Title: c.Title, Reason: "its token expired, and the service gave no refresh token"}
 	}
-	src := c.oauth("").TokenSource(m.oauthContext(ctx), &oauth2.Token{RefreshToken: t.Refresh})
+	reqCtx, cancel := context.WithTimeout(ctx, refreshTimeout)
+	defer cancel()
+	src := c.oauth("").TokenSource(m.oauthContext(reqCtx), &oauth2.Token{RefreshToken: t.Refresh})
 	got, err := src.Token()
 	if err != nil {
 		if refused(err) {

@@ -11,6 +11,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -503,9 +504,9 @@ func (s *Server) newState(callID string, c Caller, via string) (string, error) {
 }
 
 // open checks a continuation: its signature, its age, its caller, the way
-// it is used (via), and that it was not used before; it spends it. A
-// ledger that cannot tell whether it was used refuses it.
-func (s *Server) open(ctx context.Context, raw string, c Caller, via string) (state, error) {
+// it is used (one of ways), and that it was not used before; it spends
+// it. A ledger that cannot tell whether it was used refuses it.
+func (s *Server) open(ctx context.Context, raw string, c Caller, ways ...string) (state, error) {
 	var st state
 	_, err := jwt.NewParser(
 		// Only what sign makes: never "none", never another algorithm.
@@ -528,7 +529,7 @@ func (s *Server) open(ctx context.Context, raw string, c Caller, via string) (st
 	if st.User != c.Identity.User || st.Install != c.Identity.Install {
 		return state{}, errors.New("request state belongs to another caller")
 	}
-	if st.Via != via {
+	if !slices.Contains(ways, st.Via) {
 		return state{}, errors.New("request state was issued for another way of answering the card")
 	}
 	fresh, err := s.spend(ctx, "mcp-state:"+st.ID, st.ExpiresAt.Time)
@@ -611,23 +612,25 @@ func (s *Server) askCard(ans *gateway.Answer, c Caller, caps *sdk.ClientCapabili
 }
 
 // resume answers a card with the client's input response: accept presses
-// the chosen button, decline skips, cancel cancels.
+// the chosen button (a URL elicitation's, which names none, the connect
+// button), decline skips, cancel cancels. The state says which was asked:
+// a URL elicitation's decline has no content either.
 func (s *Server) resume(ctx context.Context, req *sdk.CallToolRequest, c Caller, caps *sdk.ClientCapabilities) (*sdk.CallToolResult, error) {
 	p := req.Params
 	resp, ok := p.InputResponses[cardInput].(*sdk.ElicitResult)
 	if !ok {
 		return errorResult("the card's answer is missing"), nil
 	}
+	st, err := s.open(ctx, p.RequestState, c, viaElicitation, viaURL)
+	if err != nil {
+		return errorResult("the card's answer was refused: " + err.Error()), nil
+	}
 	var rr gateway.ResumeRequest
 	var changes map[string]any
-	via := viaElicitation
-	if _, named := resp.Content["button"]; !named && resp.Action == "accept" && len(resp.Content) == 0 {
-		// A URL elicitation's accept: the connect card's button.
-		via, rr.ButtonID = viaURL, result.ButtonConnect
-	}
 	switch resp.Action {
 	case "accept":
-		if via == viaURL {
+		if st.Via == viaURL {
+			rr.ButtonID = result.ButtonConnect
 			break
 		}
 		rr.ButtonID, _ = resp.Content["button"].(string)
@@ -647,7 +650,7 @@ func (s *Server) resume(ctx context.Context, req *sdk.CallToolRequest, c Caller,
 	default:
 		rr.Action = gateway.ActionCancel
 	}
-	return s.continueCard(ctx, p.RequestState, via, c, rr, caps, false, changes)
+	return s.resumeCard(ctx, st, c, rr, caps, false, changes)
 }
 
 // continueCard answers the card of the call a continuation names, the one
@@ -664,6 +667,12 @@ func (s *Server) continueCard(ctx context.Context, raw, via string, c Caller, rr
 	if err != nil {
 		return errorResult("the card's answer was refused: " + err.Error()), nil
 	}
+	return s.resumeCard(ctx, st, c, rr, caps, fromView, changes)
+}
+
+// resumeCard is continueCard once the state opened.
+func (s *Server) resumeCard(ctx context.Context, st state, c Caller, rr gateway.ResumeRequest, caps *sdk.ClientCapabilities, fromView bool, changes map[string]any) (*sdk.CallToolResult, error) {
+	var err error
 	rr.CallID, rr.Identity, rr.Device, rr.Surface, rr.BaseURL = st.CallID, c.Identity, c.Device, gateway.SurfaceMCP, c.BaseURL
 	if changes != nil {
 		if rr.Input, err = s.changedInput(ctx, c, st.CallID, changes); err != nil {

@@ -273,3 +273,30 @@ func TestStateLedgerDown(t *testing.T) {
 		t.Fatalf("open once the ledger is back: %v", err)
 	}
 }
+
+// TestStateOpenWays: an input response opens a state issued for either
+// way an input request asks (a form, a connect card's URL), and only
+// those: the view's state stays the view's; a state opened is spent.
+func TestStateOpenWays(t *testing.T) {
+	s, spent := stateServer(clock.NewManual(stateT0))
+	ctx := context.Background()
+	u1 := callerOf("u_1", "in_1")
+	for i, via := range []string{viaElicitation, viaURL, viaView} {
+		st := newState(s, "w"+strconv.Itoa(i))
+		st.Via = via
+		raw := mustSign(t, s, st)
+		got, err := s.open(ctx, raw, u1, viaElicitation, viaURL)
+		switch {
+		case via == viaView && (err == nil || !strings.Contains(err.Error(), "another way")):
+			t.Errorf("the view's state opened as an input response's: %+v %v", got, err)
+		case via != viaView && (err != nil || got.Via != via):
+			t.Errorf("a state for %q: %+v %v", via, got, err)
+		}
+		if _, err := s.open(ctx, raw, u1, viaElicitation); via == viaURL && err == nil {
+			t.Error("a URL elicitation's state opened again, or as a form's")
+		}
+	}
+	if len(spent.ids) != 2 {
+		t.Errorf("spent %v, want the two opened", spent.ids)
+	}
+}
