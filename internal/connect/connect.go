@@ -32,7 +32,7 @@ const (
 	// refreshTimeout bounds the refresh's request, so that it ends, and
 	// what it got is stored, before its lock does.
 	lockTTL        = 30 * time.Second
-	refreshWait    = 15 * time.Second
+	refreshWait    = 25 * time.Second
 	refreshTimeout = 20 * time.Second
 	// endpointTimeout bounds each request to a token endpoint.
 	endpointTimeout = 30 * time.Second
@@ -214,9 +214,11 @@ func (m *Manager) Token(ctx context.Context, name string, w Who) (string, error)
 	return m.refresh(ctx, c, w, key)
 }
 
-// load reads and opens the token under key. A value that does not open
-// (its key was dropped from the config, or it was tampered with) is as
-// good as none: it is deleted, and the user connects again.
+// load reads and opens the token under key. A value that does not open is
+// as good as none, and the user connects again. One damaged or moved from
+// another place is deleted; one sealed by a key this process does not
+// have is left: another instance may have it (keys being changed one
+// instance at a time), and a new connection replaces it.
 func (m *Manager) load(ctx context.Context, key string) (*token, error) {
 	raw, err := m.store.Get(ctx, key)
 	if err != nil {
@@ -228,6 +230,10 @@ func (m *Manager) load(ctx context.Context, key string) (*token, error) {
 		if err = json.Unmarshal(plain, &t); err == nil {
 			return &t, nil
 		}
+	}
+	if errors.Is(err, ErrUnknownKey) {
+		m.logger.Warn("a stored connection token is sealed by a key not configured here; the user connects again", zap.Error(err))
+		return nil, ErrNotFound
 	}
 	m.logger.Warn("a stored connection token does not open; dropping it", zap.Error(err))
 	if err := m.store.Delete(ctx, key); err != nil {
@@ -306,6 +312,11 @@ func (m *Manager) refreshHeld(ctx context.Context, c *Config, w Who, key string)
 	got, err := src.Token()
 	if err != nil {
 		if refused(err) {
+			if cur, lerr := m.load(ctx, key); lerr == nil && cur.Refresh != t.Refresh {
+				// The user connected again while the refresh ran: the
+				// new token stands.
+				return cur.Access, nil
+			}
 			m.logger.Info("a connection's refresh was refused; the user connects again",
 				zap.String("connection", c.Name), zap.String("user", w.User), zap.String("install", w.Install), zap.String("why", endpointError(err)))
 			if err := m.store.Delete(ctx, key); err != nil {

@@ -646,12 +646,14 @@ func TestSealedValueDoesNotOpen(t *testing.T) {
 		}
 		_, err = m2.Token(t.Context(), "mail", alice)
 		notConnected(t, err, "mail")
-		if _, err := e.store.Get(t.Context(), tokenKey); !errors.Is(err, connect.ErrNotFound) {
-			t.Fatalf("the value that does not open is still stored: %v", err)
+		// Left as it is: an instance that has the key (keys changed one
+		// instance at a time) still opens it.
+		if _, err := e.store.Get(t.Context(), tokenKey); err != nil {
+			t.Fatalf("a value sealed by a key not configured here was deleted: %v", err)
 		}
-		// Gone for the Manager with the right key too.
-		_, err = e.m.Token(t.Context(), "mail", alice)
-		notConnected(t, err, "mail")
+		if _, err := e.m.Token(t.Context(), "mail", alice); err != nil {
+			t.Fatalf("the Manager with the key: %v", err)
+		}
 	})
 	t.Run("moved to another user", func(t *testing.T) {
 		e := newEnv(t, nil)

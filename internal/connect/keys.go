@@ -118,6 +118,11 @@ func (k *Keys) Seal(plain, aad []byte) []byte {
 // configured, damaged, or moved from another place.
 var ErrSealed = errors.New("the sealed value does not open")
 
+// ErrUnknownKey is a value sealed by a key this process does not have
+// (ErrSealed too): dropped from its config, or added to another
+// instance's first, during a rolling change of keys.
+var ErrUnknownKey = fmt.Errorf("%w: its key is not configured here", ErrSealed)
+
 // Open decrypts a value Seal made with any of the keys and the same aad.
 func (k *Keys) Open(sealed, aad []byte) ([]byte, error) {
 	rest, ok := bytes.CutPrefix(sealed, []byte(sealedPrefix))
@@ -130,7 +135,7 @@ func (k *Keys) Open(sealed, aad []byte) ([]byte, error) {
 	}
 	key, ok := k.byID[id]
 	if !ok {
-		return nil, fmt.Errorf("%w: sealed with key %s, which is not configured", ErrSealed, id)
+		return nil, fmt.Errorf("%w (key %s)", ErrUnknownKey, id)
 	}
 	raw, err := base64.RawURLEncoding.Strict().DecodeString(body) // one spelling per value
 	if err != nil || len(raw) < key.aead.NonceSize() {

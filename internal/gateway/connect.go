@@ -178,6 +178,9 @@ func (g *Gateway) CompleteConnection(ctx context.Context, name, state, code, err
 	if !ok {
 		return nil, ErrBadState
 	}
+	// The state is spent and the code exchanged whether or not the
+	// browser waits for the page: what they give is kept.
+	ctx = context.WithoutCancel(ctx)
 	flow, err := g.conns.Complete(ctx, name, state, code, errCode)
 	if flow == nil {
 		if errors.Is(err, connect.ErrBadState) {
