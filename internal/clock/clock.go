@@ -58,3 +58,18 @@ func (m *Manual) Add(d time.Duration) time.Time {
 	m.now = m.now.Add(d)
 	return m.now
 }
+
+// Every calls f every interval, on the real time (a ticker), until stop
+// is closed. A background sweep runs on it.
+func Every(stop <-chan struct{}, every time.Duration, f func()) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			f()
+		}
+	}
+}

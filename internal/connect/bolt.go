@@ -256,18 +256,11 @@ func (b *Bolt) Sweep(now time.Time) (int, error) {
 
 func (b *Bolt) sweepEvery(every time.Duration) {
 	defer close(b.swept)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-b.stop:
-			return
-		case <-t.C:
-			// A failed sweep is tried again on the next tick; until
-			// then expired values only take disk space.
-			_, _ = b.Sweep(b.clock.Now())
-		}
-	}
+	clock.Every(b.stop, every, func() {
+		// A failed sweep is tried again on the next tick; until then
+		// expired values only take disk space.
+		_, _ = b.Sweep(b.clock.Now())
+	})
 }
 
 // Close stops the sweep. The file stays open: the ledger closes it, after.

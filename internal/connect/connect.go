@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -461,19 +462,10 @@ func (m *Manager) Begin(ctx context.Context, name string, w Who, callID, redirec
 		return "", time.Time{}, err
 	}
 	opts := []oauth2.AuthCodeOption{oauth2.S256ChallengeOption(f.Verifier)}
-	for _, k := range sortedParams(c.Params) {
+	for _, k := range slices.Sorted(maps.Keys(c.Params)) {
 		opts = append(opts, oauth2.SetAuthURLParam(k, c.Params[k]))
 	}
 	return c.oauth(redirect).AuthCodeURL(state, opts...), f.Expires, nil
-}
-
-func sortedParams(p map[string]string) []string {
-	keys := make([]string, 0, len(p))
-	for k := range p {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // ErrBadState is a callback whose state is unknown, used, expired or

@@ -138,14 +138,7 @@ func (g *Gateway) connectAnswer(ctx context.Context, c *ledger.Call, req ResumeR
 		a := c.Approval
 		call.approval = &ApprovalInfo{By: a.By, Device: a.Device, At: a.At, Changed: a.Changed != nil}
 	}
-	start := g.clock.Now()
-	out := g.execute(ctx, ctx, tool, call, decoded, err)
-	g.logCall(tool, call, out, start)
-	g.auditCall(tool, call, out, start)
-	if out.card != nil {
-		g.obs.Card(observe.CardOpened)
-	}
-	return out
+	return g.rerun(ctx, tool, call, decoded, err)
 }
 
 // ConnectionDone is what a connection's callback did: the connection it

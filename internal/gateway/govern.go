@@ -258,8 +258,15 @@ func (g *Gateway) approvalAnswer(ctx context.Context, c *ledger.Call, req Resume
 		Identity: Identity{User: c.User, Install: c.Install}, BaseURL: req.BaseURL,
 		approval: &ApprovalInfo{By: a.By, Device: a.Device, At: a.At, Changed: changed != nil},
 	}
+	return g.rerun(ctx, tool, call, decoded, err)
+}
+
+// rerun runs a paused call's tool once a person answered its gateway's
+// card (approved it, or connected its connection), logged, audited and
+// counted as a call is; its outcome may be another card.
+func (g *Gateway) rerun(ctx context.Context, tool *manifest.Compiled, call Call, input any, inputErr error) outcome {
 	start := g.clock.Now()
-	out := g.execute(ctx, ctx, tool, call, decoded, err)
+	out := g.execute(ctx, ctx, tool, call, input, inputErr)
 	g.logCall(tool, call, out, start)
 	g.auditCall(tool, call, out, start)
 	if out.card != nil {

@@ -1130,18 +1130,11 @@ func (b *Bolt) sweepOld(now time.Time) (int, error) {
 
 func (b *Bolt) sweepEvery(every time.Duration) {
 	defer close(b.swept)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-b.stop:
-			return
-		case <-t.C:
-			// A failed sweep is tried again on the next tick; until
-			// then old calls only take disk space.
-			_, _ = b.Sweep(b.clock.Now())
-		}
-	}
+	clock.Every(b.stop, every, func() {
+		// A failed sweep is tried again on the next tick; until then old
+		// calls only take disk space.
+		_, _ = b.Sweep(b.clock.Now())
+	})
 }
 
 // checkpointEvery checkpoints the log when it is full (wal.kick) or on a
