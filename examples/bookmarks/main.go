@@ -4,7 +4,8 @@
 // embedUrl (a card page that resizes as it grows), domain errors, and
 // action-required cards that pause the call until the user confirms
 // (clear_bookmarks) or until one device answers (open_on_device).
-// share_bookmark takes a nested input. Beside the standard library it
+// share_bookmark takes a nested input. Under /oauth/ it is also a demo
+// sign-in service (oauth.go), the quick start's connection. Beside the standard library it
 // uses only toolgate's apptools package, which verifies the identity token
 // toolgate signs for each call, so it shows what any HTTP server has to do
 // to sit behind toolgate.
@@ -56,7 +57,7 @@ func main() {
 	audience := flag.String("audience", "bookmarks",
 		"this component's name in toolgate's configuration: the aud of the tokens meant for it")
 	toolgateURL := flag.String("toolgate", "http://127.0.0.1:8080/toolgate",
-		"toolgate's base URL as the browser reaches it, for the example page")
+		"toolgate's base URL as the browser reaches it, for the example page and the demo sign-in service's one redirect URI (<toolgate>/connections/demo/callback)")
 	pageSecret := flag.String("page-secret", envOr("TOOLGATE_PAGE_SECRET", devPageSecret),
 		"secret shared with toolgate's pages block, to mint page tokens (default: $TOOLGATE_PAGE_SECRET, else a development secret)")
 	pageUser := flag.String("page-user", "u_1", "the demo user that opening the example page signs in (the example has no login)")
@@ -88,7 +89,8 @@ func main() {
 		// The key set is fetched on the first call, not now: toolgate
 		// usually starts after its components.
 		Handler: logRequests(newApp(*public, *audience, verifier).
-			withPage(pageConfig{toolgate: strings.TrimSuffix(*toolgateURL, "/"), secret: []byte(*pageSecret), user: *pageUser, install: *pageInstall}).routes()),
+			withPage(pageConfig{toolgate: strings.TrimSuffix(*toolgateURL, "/"), secret: []byte(*pageSecret), user: *pageUser, install: *pageInstall}).
+			withOAuth(newDemoOAuth(strings.TrimSuffix(*toolgateURL, "/") + "/connections/demo/callback")).routes()),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 
@@ -158,7 +160,8 @@ type app struct {
 	// it shows, and only this process can write one.
 	cardKey []byte
 
-	page *pageConfig // the example page, when set
+	page  *pageConfig // the example page, when set
+	oauth *demoOAuth  // the demo sign-in service, when set
 
 	mu      sync.Mutex
 	shelves map[owner]*shelf
@@ -167,6 +170,12 @@ type app struct {
 // withPage serves the example page too.
 func (a *app) withPage(pc pageConfig) *app {
 	a.page = &pc
+	return a
+}
+
+// withOAuth serves the demo sign-in service too, under /oauth/.
+func (a *app) withOAuth(o *demoOAuth) *app {
+	a.oauth = o
 	return a
 }
 
@@ -227,6 +236,9 @@ func (a *app) routes() http.Handler {
 	mux.HandleFunc("GET /bookmarks/{id}/card", a.card)
 	if a.page != nil {
 		a.pageRoutes(mux, *a.page)
+	}
+	if a.oauth != nil {
+		a.oauth.routes(mux)
 	}
 	// Called by the quick start's url target, which gets no token.
 	mux.HandleFunc("GET /ping", func(w http.ResponseWriter, r *http.Request) {
