@@ -154,7 +154,15 @@ http://127.0.0.1:%[1]d {
 	}
 	in := &instance{base: fmt.Sprintf("http://127.0.0.1:%d", port), config: f, log: new(bytes.Buffer),
 		env: append(os.Environ(), "XDG_DATA_HOME="+dataDir, "XDG_CONFIG_HOME="+dataDir)}
-	in.cmd = exec.Command(toolgateBinary(t), "run", "--config", f, "--adapter", "caddyfile")
+	in.run(t)
+	return in
+}
+
+// run starts the process on the instance's config and waits until it
+// answers.
+func (in *instance) run(t *testing.T) {
+	t.Helper()
+	in.cmd = exec.Command(toolgateBinary(t), "run", "--config", in.config, "--adapter", "caddyfile")
 	in.cmd.Env = in.env
 	in.cmd.Stdout, in.cmd.Stderr = in.log, in.log
 	if err := in.cmd.Start(); err != nil {
@@ -165,13 +173,12 @@ http://127.0.0.1:%[1]d {
 	for time.Now().Before(deadline) {
 		if resp, err := http.Get(in.base + "/tools"); err == nil {
 			resp.Body.Close()
-			return in
+			return
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	in.kill()
 	t.Fatalf("toolgate did not start:\n%s", in.log)
-	return nil
 }
 
 // kill stops the process at once, as a crash would.

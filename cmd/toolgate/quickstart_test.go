@@ -3,12 +3,15 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,8 +24,9 @@ import (
 // TestQuickstart runs examples/quickstart.sh as a user does, on ports of
 // its own chosen by the variables it documents, and checks what a user
 // meets: the steps named, the site answering (JSON 404s for wrong paths), a
-// second quick start refused at once naming the first, a reload that keeps
-// the page secret, and Ctrl-C stopping everything.
+// second quick start refused at once naming the first, the demo connection
+// made through its card, a reload that keeps the page secret, and Ctrl-C
+// stopping everything.
 func TestQuickstart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the example")
@@ -172,6 +176,8 @@ func TestQuickstart(t *testing.T) {
 		t.Errorf("after the rejection Ada is gone: %d %s", status, body)
 	}
 
+	demoConnection(t, site, fmt.Sprintf("http://127.0.0.1:%d", ports["BOOKMARKS_PORT"]), get, post)
+
 	// A page token from the component, signed with the secret the quick
 	// start gave both processes, verifies before and after a reload run
 	// from a shell that does not have the secret.
@@ -246,5 +252,102 @@ func TestQuickstart(t *testing.T) {
 			c.Body.Close()
 			t.Errorf("%s %d still answers after Ctrl-C", name, port)
 		}
+	}
+}
+
+// demoConnection checks the quick start's connection (docs/connections.md):
+// demo_account on a thread answers the connect card, whose button opens
+// the demo sign-in service of the bookmarks component at bookmarks; a
+// browser's way through its consent page (Allow) and back to the gateway's
+// callback runs the waiting call; the user is then connected, and the
+// next call goes straight through.
+func demoConnection(t *testing.T, site, bookmarks string, get func(string) (int, string), post func(string, string) (int, string)) {
+	t.Helper()
+	me := `"identity":{"user":"u_1","install":"in_1"}`
+	status, body := post("/toolgate/tools/demo_account", `{"input":{},"callId":"qs_demo",`+me+`,"context":{"source":"thread","threadId":"th_qs"}}`)
+	var a struct {
+		Status string `json:"status"`
+		Card   struct {
+			Title    string `json:"title"`
+			Elements []struct {
+				ID  string `json:"id"`
+				URL string `json:"url"`
+			} `json:"elements"`
+		} `json:"card"`
+	}
+	if status != 200 || json.Unmarshal([]byte(body), &a) != nil || a.Status != "action_required" ||
+		a.Card.Title != "Connect Demo account" || len(a.Card.Elements) != 1 || a.Card.Elements[0].ID != "connect" {
+		t.Fatalf("demo_account on a thread: %d %s; want the connect card", status, body)
+	}
+	auth, err := url.Parse(a.Card.Elements[0].URL)
+	if err != nil || auth.Scheme+"://"+auth.Host+auth.Path != bookmarks+"/oauth/authorize" {
+		t.Fatalf("the card's button opens %q, not the demo sign-in service at %s", a.Card.Elements[0].URL, bookmarks)
+	}
+	if got, want := auth.Query().Get("redirect_uri"), site+"/toolgate/connections/demo/callback"; got != want {
+		t.Errorf("redirect_uri %q, want %q", got, want)
+	}
+
+	// What a browser does: the consent page, its form sent with Allow, the
+	// redirect to the gateway's callback.
+	browser := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	fetch := func(method, target string, form url.Values) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, target, strings.NewReader(form.Encode()))
+		if form != nil {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		resp, err := browser.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	resp, page := fetch(http.MethodGet, auth.String(), nil)
+	if resp.StatusCode != 200 || !strings.Contains(page, "Allow toolgate to read your demo account?") {
+		t.Fatalf("the consent page: %d %s", resp.StatusCode, page)
+	}
+	form := url.Values{"decision": {"allow"}}
+	for _, m := range regexp.MustCompile(`<input type="hidden" name="([^"]*)" value="([^"]*)">`).FindAllStringSubmatch(page, -1) {
+		form.Set(html.UnescapeString(m[1]), html.UnescapeString(m[2]))
+	}
+	resp, _ = fetch(http.MethodPost, bookmarks+"/oauth/authorize", form)
+	callback := resp.Header.Get("Location")
+	if resp.StatusCode != http.StatusFound || !strings.HasPrefix(callback, site+"/toolgate/connections/demo/callback?") {
+		t.Fatalf("Allow: %d to %q; want a redirect to the gateway's callback", resp.StatusCode, callback)
+	}
+	if resp, page := fetch(http.MethodGet, callback, nil); resp.StatusCode != 200 || !strings.Contains(page, "Demo account is connected") {
+		t.Fatalf("the callback: %d %s", resp.StatusCode, page)
+	}
+
+	answer := func(body string) (string, string) {
+		var a struct {
+			Status  string `json:"status"`
+			Content string `json:"content"`
+		}
+		json.Unmarshal([]byte(body), &a)
+		return a.Status, a.Content
+	}
+	if status, body := get("/toolgate/calls/qs_demo?user=u_1&install=in_1"); status != 200 {
+		t.Errorf("GET /calls/qs_demo: %d %s", status, body)
+	} else if s, c := answer(body); s != "done" || !strings.HasPrefix(c, "Your demo account: demo user; token issued ") {
+		t.Errorf("the call that waited for the connection: %s", body)
+	}
+	if status, body := post("/toolgate/tools/demo_account", `{"input":{},`+me+`}`); status != 200 {
+		t.Errorf("demo_account on an api call: %d %s", status, body)
+	} else if s, c := answer(body); s != "done" || !strings.HasPrefix(c, "Your demo account: demo user") {
+		t.Errorf("demo_account on an api call, connected: %s; want the account straight away", body)
+	}
+	status, body = get("/toolgate/connections?user=u_1&install=in_1")
+	var list struct {
+		Connections []struct {
+			Name      string `json:"name"`
+			Connected bool   `json:"connected"`
+		} `json:"connections"`
+	}
+	if status != 200 || json.Unmarshal([]byte(body), &list) != nil || len(list.Connections) != 1 ||
+		list.Connections[0].Name != "demo" || !list.Connections[0].Connected {
+		t.Errorf("GET /toolgate/connections: %d %s; want demo connected", status, body)
 	}
 }
