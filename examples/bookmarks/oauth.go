@@ -36,7 +36,9 @@ const (
 )
 
 // demoOAuth is the provider. Codes and tokens live in memory: a restart
-// forgets them, and the gateway's users connect again.
+// forgets them, and the gateway's users connect again. Expired codes and
+// access tokens are swept as new ones are made; refresh tokens last as long
+// as the process, as the bookmarks do.
 type demoOAuth struct {
 	redirectURI string // the client's one registered callback, matched exactly
 	now         func() time.Time

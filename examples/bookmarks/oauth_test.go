@@ -343,6 +343,15 @@ func TestDemoOAuthConsentPage(t *testing.T) {
 	if strings.Contains(string(page), "<script") || strings.Contains(string(page), `<a href`) {
 		t.Errorf("the page echoes markup:\n%s", page)
 	}
+	// Opening the page is not answering it, whatever its URL says.
+	resp, err = noRedirects.Get(authURL + "&decision=allow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Location") != "" {
+		t.Errorf("GET with decision=allow: %d to %q, want the consent page", resp.StatusCode, resp.Header.Get("Location"))
+	}
 	// The escaped state still comes back as it was sent.
 	if cb := r.consent(t, authURL, "allow"); cb.Query().Get("state") != state {
 		t.Errorf("state came back as %q", cb.Query().Get("state"))
