@@ -44,8 +44,8 @@ func connectCard(t *testing.T, a answer) string {
 // storage and so the same generated connection key) the card's callback
 // works once, runs the waiting call exactly once, and the user stays
 // connected across a further restart. With the storage gone, the key is a
-// new one: the token sealed with the old key no longer opens, is dropped,
-// and the user gets the card again.
+// new one: the token sealed with the old key no longer opens and counts as
+// none, so the user gets the card again, and connecting replaces it.
 func TestConnectionSurvivesKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
@@ -115,9 +115,9 @@ func TestConnectionSurvivesKill(t *testing.T) {
 		t.Errorf("%d calls reached the mail service, %d authorizations; want 2 and 1", n, auths)
 	}
 
-	// A new generated key: the old token does not open, is dropped, and the
-	// card comes back. In production, connection_keys in a file keeps the
-	// key when Caddy's storage is lost or not shared.
+	// A new generated key: the old token does not open, and the card comes
+	// back. In production, connection_keys in a file keeps the key when
+	// Caddy's storage is lost or not shared (docs/connections.md).
 	in.kill()
 	if err := os.RemoveAll(storage); err != nil {
 		t.Fatal(err)
