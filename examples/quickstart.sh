@@ -193,6 +193,11 @@ In another terminal, try:
   curl -s http://127.0.0.1:8080/toolgate/tools/show_bookmark -H 'Content-Type: application/json' -d '{"input":{"id":"b1"},"identity":{"user":"u_1","install":"in_1"}}'
   curl -s http://127.0.0.1:8080/toolgate/tools/whoami -H 'Content-Type: application/json' -d '{"input":{},"context":{"source":"thread","threadId":"th_1"},"identity":{"user":"u_1","install":"in_1"}}'
 
+A tool that acts on the user's own account at another service: demo_account,
+run in the playground with a thread id, answers "Connect Demo account"; its
+button opens the example's demo sign-in page, and once you allow it the call
+goes on by itself (docs/connections.md).
+
 A tool that asks the user first: clear_bookmarks, called from a conversation,
 answers a card and the call pauses; resuming it with a button finishes it.
 Calls are recorded in Caddy's data directory and kept a day, so use a new
