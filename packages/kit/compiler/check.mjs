@@ -145,6 +145,17 @@ function checkTarget(tool, fail, decl) {
   const props = Object.keys(schema.properties ?? {});
   const patterns = Object.keys(schema.patternProperties ?? {});
   for (const ref of refs) {
+    if (ref.root === 'connection') {
+      // As dispatch's checkConnections: a user's token goes in a url
+      // target's header or query value, and nowhere else. Whether the
+      // connection is declared is the gateway's to say, at load.
+      if (!/^target\.(query|headers)\./.test(ref.field)) {
+        fail(ref.field, `${target.type} target: ${ref.text}: a connection's token goes in a header or a query value of a url target, never in its URL or body`);
+      } else if (target.type !== 'url') {
+        fail(ref.field, `${target.type} target: ${ref.text}: a connection's token goes only to a url target; a component gets the identity token`);
+      }
+      continue;
+    }
     if (ref.root === 'env') {
       if (target.component === undefined) {
         fail(ref.field, `${target.type} target: ${ref.text} needs a component whose env declares it; name one with component`);
@@ -216,6 +227,9 @@ function parseRef(text) {
     case 'env':
       if (segs.length !== 2) return { error: `invalid reference ${text}: want \${env.NAME}` };
       return { root: 'env', path: segs.slice(1), text };
+    case 'connection':
+      if (segs.length !== 2) return { error: `invalid reference ${text}: want \${connection.NAME}` };
+      return { root: 'connection', path: segs.slice(1), text };
   }
-  return { error: `unknown reference ${text}: the root must be input or env` };
+  return { error: `unknown reference ${text}: the root must be input, env or connection` };
 }

@@ -36,7 +36,7 @@ const cases = {
   'emoji.ts': 'is not valid regex: error parsing regexp: invalid or unsupported Perl syntax: `(?=`',
   'record_key.ts': "'(?<=x)y' is not valid regex: error parsing regexp: invalid named capture: `(?<=x)y`",
   'ref_typo.ts': '${input.nmae} can never resolve: input_schema allows no property "nmae"',
-  'ref_root.ts': 'unknown reference ${inputs.name}: the root must be input or env',
+  'ref_root.ts': 'unknown reference ${inputs.name}: the root must be input, env or connection',
   'env_no_component.ts': 'url target: ${env.API_KEY} needs a component whose env declares it; name one with component',
   'component.ts': 'app target: component "apii" is not declared',
   'env_undeclared.ts': 'app target: ${env.API_TOKEN}: component "api" declares no env API_TOKEN',

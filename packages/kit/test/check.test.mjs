@@ -73,7 +73,7 @@ const checkCases = [
   ['only the first segment is checked, as at the gateway', { target: { path: '/t/${input.name.first}' } }, []],
   ['${input}, a literal $${ and body keys are no references', { target: { path: '/t/$${input.nope}', body: { '${input.key}': '${input}' } } }, []],
   ['an unknown root', { target: { path: '/t/${inptu.name}' } },
-    ['tools.ts: tool "t": target.path: app target: unknown reference ${inptu.name}: the root must be input or env']],
+    ['tools.ts: tool "t": target.path: app target: unknown reference ${inptu.name}: the root must be input, env or connection']],
   ['a bad segment', { target: { query: { q: '${input.a b}' } } },
     ['tools.ts: tool "t": target.query.q: app target: invalid reference ${input.a b}: bad segment "a b"']],
   ['an unterminated reference', { target: { type: 'url', url: 'https://x.test/${input.name', path: undefined, component: undefined } },
@@ -83,6 +83,13 @@ const checkCases = [
   ['${env.A.B}', { target: { headers: { 'X-K': '${env.A.B}' } } },
     ['tools.ts: tool "t": target.headers.X-K: app target: invalid reference ${env.A.B}: want ${env.NAME}']],
   ['an env reference of a component, without the Caddyfile', { target: { headers: { 'X-K': '${env.K}' } } }, []],
+  ['a connection in a url target\'s header and query', { target: { type: 'url', url: 'https://x.test/', path: undefined, component: undefined, headers: { Authorization: 'Bearer ${connection.gmail}' }, query: { t: '${connection.gmail}' } } }, []],
+  ['a connection in an app target', { target: { headers: { 'X-T': '${connection.gmail}' } } },
+    ['tools.ts: tool "t": target.headers.X-T: app target: ${connection.gmail}: a connection\'s token goes only to a url target; a component gets the identity token']],
+  ['a connection in a url', { target: { type: 'url', url: 'https://x.test/${connection.gmail}', path: undefined, component: undefined } },
+    ['tools.ts: tool "t": target.url: url target: ${connection.gmail}: a connection\'s token goes in a header or a query value of a url target, never in its URL or body']],
+  ['${connection}', { target: { type: 'url', url: 'https://x.test/', path: undefined, component: undefined, headers: { A: '${connection}' } } },
+    ['tools.ts: tool "t": target.headers.A: url target: invalid reference ${connection}: want ${connection.NAME}']],
 ];
 
 test('check: references and patterns, as the gateway loads them', async (t) => {
