@@ -2,7 +2,7 @@
 // on a page, and the playground's "Waiting for you" panel. The files are
 // internal/web's, served as they are by a small loopback server that
 // stands in for the gateway's card endpoints (GET /waiting, POST
-// /calls/{id}/resume) and records what reached it. Run with
+// /calls/{id}/resume, and GET /connections, with none) and records what reached it. Run with
 // `node --test approval.test.mjs`. It keeps screenshots/approval-card.png
 // and screenshots/playground-waiting.png; approval-real.test.mjs runs the
 // panel against the real gateway.
@@ -81,6 +81,8 @@ before(async () => {
     if (p === "/favicon.ico") return send(res, 204, "image/x-icon", "");
     if (req.method === "GET" && p === "/host") return send(res, 200, "text/html; charset=utf-8", "<!doctype html><html><body></body></html>");
     if (req.method === "GET" && p === "/toolgate/tools") return send(res, 200, "application/json", "[]");
+    // The playground's Connections panel: this stand-in declares none.
+    if (req.method === "GET" && p === "/toolgate/connections") return send(res, 200, "application/json", '{"connections":[]}');
     if (req.method === "GET" && p === "/toolgate/waiting") {
       return send(res, 200, "application/json", JSON.stringify({ calls: waiting }));
     }
