@@ -123,8 +123,11 @@ func New(conns []Config, o Options) (*Manager, error) {
 	return m, nil
 }
 
-// Lookup returns the connection named name.
+// Lookup returns the connection named name; a nil Manager has none.
 func (m *Manager) Lookup(name string) (*Config, bool) {
+	if m == nil { // a gateway that declares none
+		return nil, false
+	}
 	c, ok := m.conns[name]
 	return c, ok
 }

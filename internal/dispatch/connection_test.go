@@ -93,3 +93,23 @@ func TestButtonNoConnection(t *testing.T) {
 		t.Fatal("a button with ${connection.gmail} compiled")
 	}
 }
+
+// TestMCPServerConnection: an mcp target sends its server's connection,
+// and so do the buttons of the cards it answers; both need a user.
+func TestMCPServerConnection(t *testing.T) {
+	env := dispatch.Env{Servers: map[string]dispatch.MCPServer{"drive": fakeServer{name: "drive", connection: "gmail"}}}
+	tgt, err := dispatch.Compile(dispatch.Spec{Type: "mcp", Server: "drive", Tool: "list"}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(tgt.Connections(), []string{"gmail"}) || !tgt.NeedsUser() {
+		t.Fatalf("Connections = %q, NeedsUser = %v", tgt.Connections(), tgt.NeedsUser())
+	}
+	btn, err := dispatch.CompileCardButton(jsontext.Value(`{"type":"mcp","server":"drive","tool":"list","continue":true}`), tgt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(btn.Connections(), []string{"gmail"}) {
+		t.Errorf("the button's Connections = %q", btn.Connections())
+	}
+}

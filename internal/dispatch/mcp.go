@@ -81,6 +81,9 @@ func (mcpKind) compile(t *Target, env Env) error {
 		return fmt.Errorf("mcp target: mcp server %q is not declared", s.Server)
 	}
 	t.Server = srv
+	if name := srv.Connection(); name != "" {
+		t.conns = []string{name}
+	}
 	if s.Result != "" {
 		if env.Results == nil {
 			return fmt.Errorf("mcp target: a result expression cannot be compiled here")
@@ -109,5 +112,5 @@ func compileMCPButton(s Spec, owner *Target) (*Target, error) {
 		s.Component != "" || s.Method != "" || s.Path != "" || s.URL != "" || s.Query != nil || s.Headers != nil || s.Body != nil || s.Name != "" || s.Result != "" {
 		return nil, fmt.Errorf("target: a button of mcp server %q's card only answers its input request on tool %q", owner.Spec.Server, owner.Spec.Tool)
 	}
-	return &Target{Spec: want, kind: mcpKind{}, Server: owner.Server}, nil
+	return &Target{Spec: want, kind: mcpKind{}, Server: owner.Server, conns: owner.conns}, nil
 }

@@ -12,13 +12,14 @@ import (
 
 // fakeServer is an upstream MCP server that is never called.
 type fakeServer struct {
-	name     string
-	identity bool
+	name       string
+	identity   bool
+	connection string
 }
 
 func (s fakeServer) Name() string        { return s.name }
 func (s fakeServer) SendsIdentity() bool { return s.identity }
-func (s fakeServer) Connection() string  { return "" }
+func (s fakeServer) Connection() string  { return s.connection }
 func (s fakeServer) Call(context.Context, dispatch.MCPCall) dispatch.Outcome {
 	panic("not called")
 }

@@ -218,7 +218,8 @@ func (t *Target) checkConnections(declared map[string]bool) error {
 			return fmt.Errorf("%s target: %s: a connection's token goes in a header or a query value of a url target, never in its URL or body", t.kind.Name(), r)
 		}
 	}
-	var named []string
+	// A kind's own (an mcp server's connection) come first.
+	named := t.conns
 	for _, p := range append(slices.Clip(t.query), t.headers...) {
 		for _, r := range p.val.Refs() {
 			if r.Root != refs.RootConnection {
@@ -240,8 +241,9 @@ func (t *Target) checkConnections(declared map[string]bool) error {
 	return nil
 }
 
-// Connections lists the connections whose tokens the target sends: the
-// calling user's tokens, fetched for each call before Request.
+// Connections lists the connections whose tokens the target sends (its
+// references', or its mcp server's): the calling user's tokens, fetched
+// for each call before it is sent.
 func (t *Target) Connections() []string { return t.conns }
 
 // Kind returns the target's kind.
@@ -251,8 +253,7 @@ func (t *Target) Kind() Kind { return t.kind }
 // kind sends an identity token, or its MCP server is configured to, or it
 // sends a user's connection token.
 func (t *Target) NeedsUser() bool {
-	return t.kind.NeedsUser() || len(t.conns) > 0 ||
-		t.Server != nil && (t.Server.SendsIdentity() || t.Server.Connection() != "")
+	return t.kind.NeedsUser() || len(t.conns) > 0 || t.Server != nil && t.Server.SendsIdentity()
 }
 
 // Describe names the target in logs and errors (Kind.Describe).

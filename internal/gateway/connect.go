@@ -30,38 +30,28 @@ func (g *Gateway) tokens(ctx context.Context, names []string, call Call) (map[st
 	if len(names) == 0 {
 		return nil, dispatch.Outcome{}, true
 	}
+	if g.conns == nil {
+		return nil, dispatch.Outcome{Result: result.Failure("connection %s is not declared in this gateway's config: nothing was sent", names[0])}, false
+	}
+	who := connect.Who{User: call.Identity.User, Install: call.Identity.Install}
 	out := make(map[string]string, len(names))
 	for _, name := range names {
-		tok, fail, ok := g.token(ctx, name, call)
-		if !ok {
-			return nil, fail, false
+		tok, err := g.conns.Token(ctx, name, who)
+		if nc := (*connect.NotConnectedError)(nil); errors.As(err, &nc) {
+			msg := fmt.Sprintf("tool %s acts on the user's %s account (connection %s), which is not connected", call.Tool, nc.Title, name)
+			if nc.Reason != "" {
+				msg = fmt.Sprintf("tool %s acts on the user's %s account (connection %s), which must be connected again: %s", call.Tool, nc.Title, name, nc.Reason)
+			}
+			return nil, dispatch.Outcome{Result: result.Failure("%s. Call it in a conversation (a thread) to get the card that connects it; nothing was sent", msg), Connect: name}, false
+		}
+		if err != nil {
+			// The Manager's own refusals (no user) and the store's.
+			g.logger.Warn("a connection's token is not at hand", zap.String("connection", name), zap.String("tool", call.Tool), zap.Error(err))
+			return nil, dispatch.Outcome{Result: result.Failure("the user's token of connection %s is not at hand (%v): nothing was sent", name, err)}, false
 		}
 		out[name] = tok
 	}
 	return out, dispatch.Outcome{}, true
-}
-
-// token is tokens for one connection.
-func (g *Gateway) token(ctx context.Context, name string, call Call) (string, dispatch.Outcome, bool) {
-	if g.conns == nil {
-		return "", dispatch.Outcome{Result: result.Failure("connection %s is not declared in this gateway's config: nothing was sent", name)}, false
-	}
-	if call.Identity.User == "" {
-		return "", dispatch.Outcome{Result: result.Failure("connection %s is the user's: the call names no user, and nothing was sent", name)}, false
-	}
-	tok, err := g.conns.Token(ctx, name, connect.Who{User: call.Identity.User, Install: call.Identity.Install})
-	if nc := (*connect.NotConnectedError)(nil); errors.As(err, &nc) {
-		msg := fmt.Sprintf("tool %s acts on the user's %s account (connection %s), which is not connected", call.Tool, nc.Title, name)
-		if nc.Reason != "" {
-			msg = fmt.Sprintf("tool %s acts on the user's %s account (connection %s), which must be connected again: %s", call.Tool, nc.Title, name, nc.Reason)
-		}
-		return "", dispatch.Outcome{Result: result.Failure("%s. Call it in a conversation (a thread) to get the card that connects it; nothing was sent", msg), Connect: name}, false
-	}
-	if err != nil {
-		g.logger.Warn("a connection's token is not at hand", zap.String("connection", name), zap.String("tool", call.Tool), zap.Error(err))
-		return "", dispatch.Outcome{Result: result.Failure("the user's token of connection %s is not at hand (%v): nothing was sent", name, err)}, false
-	}
-	return tok, dispatch.Outcome{}, true
 }
 
 // connectCard answers a call that needs a connection the user has not
@@ -164,9 +154,6 @@ var ErrBadState = connect.ErrBadState
 // bad state is ErrBadState. baseURL is the gateway's own URL as the
 // browser reached it.
 func (g *Gateway) CompleteConnection(ctx context.Context, name, state, code, errCode, baseURL string) (*ConnectionDone, error) {
-	if g.conns == nil {
-		return nil, ErrBadState
-	}
 	c, ok := g.conns.Lookup(name)
 	if !ok {
 		return nil, ErrBadState
@@ -253,9 +240,6 @@ func (g *Gateway) Disconnect(ctx context.Context, who Identity, name string) err
 	if err := checkConnectionsCaller(who); err != nil {
 		return err
 	}
-	if g.conns == nil {
-		return &RequestError{Code: "unknown_connection", Msg: fmt.Sprintf("no connection named %q", name), kind: ErrUnknownTool}
-	}
 	if _, ok := g.conns.Lookup(name); !ok {
 		return &RequestError{Code: "unknown_connection", Msg: fmt.Sprintf("no connection named %q", name), kind: ErrUnknownTool}
 	}
@@ -299,27 +283,32 @@ func redactBody(body []byte, tokens map[string]string) []byte {
 	return body
 }
 
+// redactString is redactBody for text.
+func redactString(s string, tokens map[string]string) string {
+	for _, tok := range tokens {
+		if len(tok) >= minRedacted && strings.Contains(s, tok) {
+			s = strings.ReplaceAll(s, tok, redacted)
+		}
+	}
+	return s
+}
+
 // redactHeader is redactBody for the answer's header values, which a
 // result expression may read.
 func redactHeader(h http.Header, tokens map[string]string) {
 	for _, vs := range h {
 		for i, v := range vs {
-			vs[i] = string(redactBody([]byte(v), tokens))
+			vs[i] = redactString(v, tokens)
 		}
 	}
 }
 
 // redactResult is redactBody for a result an upstream MCP server
 // answered.
-func redactResult(r result.Result, token string) result.Result {
-	if len(token) < minRedacted {
-		return r
-	}
-	r.Content = strings.ReplaceAll(r.Content, token, redacted)
-	r.Markdown = strings.ReplaceAll(r.Markdown, token, redacted)
-	r.EmbedURL = strings.ReplaceAll(r.EmbedURL, token, redacted)
-	if bytes.Contains(r.Structured, []byte(token)) {
-		r.Structured = bytes.ReplaceAll(r.Structured, []byte(token), []byte(redacted))
-	}
+func redactResult(r result.Result, tokens map[string]string) result.Result {
+	r.Content = redactString(r.Content, tokens)
+	r.Markdown = redactString(r.Markdown, tokens)
+	r.EmbedURL = redactString(r.EmbedURL, tokens)
+	r.Structured = redactBody(r.Structured, tokens)
 	return r
 }

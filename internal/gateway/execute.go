@@ -83,15 +83,11 @@ func (r *runner) Send(t *dispatch.Target, how dispatch.Sending) dispatch.Outcome
 }
 
 func (r *runner) CallMCP(t *dispatch.Target) dispatch.Outcome {
-	tok := ""
-	if name := t.Server.Connection(); name != "" {
-		var fail dispatch.Outcome
-		var ok bool
-		if tok, fail, ok = r.g.token(r.ctx, name, r.call); !ok {
-			return fail
-		}
+	tokens, fail, ok := r.g.tokens(r.ctx, t.Connections(), r.call)
+	if !ok {
+		return fail
 	}
-	return r.g.callMCP(r.ctx, t, r.input, r.call, tok)
+	return r.g.callMCP(r.ctx, t, r.input, r.call, tokens)
 }
 
 func (r *runner) RunInPage(t *dispatch.Target) dispatch.Outcome {

@@ -17,9 +17,11 @@ import (
 // (dispatch.Executor's CallMCP). The arguments are the call's input as
 // the client sent it, which the tool's schema has passed; a card's
 // button sends its own input, which continues the call.
-func (g *Gateway) callMCP(ctx context.Context, t *dispatch.Target, input any, call Call, token string) dispatch.Outcome {
+//
+// tokens are the user's access tokens of the server's connection.
+func (g *Gateway) callMCP(ctx context.Context, t *dispatch.Target, input any, call Call, tokens map[string]string) dispatch.Outcome {
 	c := dispatch.MCPCall{
-		Tool: t.Spec.Tool, User: call.Identity.User, Install: call.Identity.Install, Token: token,
+		Tool: t.Spec.Tool, User: call.Identity.User, Install: call.Identity.Install, Token: tokens[t.Server.Connection()],
 		IdempotencyKey: dispatch.IdempotencyKey(call.Identity.User, call.Identity.Install, call.CallID),
 		Traceparent:    tracing.Traceparent(ctx),
 	}
@@ -38,9 +40,9 @@ func (g *Gateway) callMCP(ctx context.Context, t *dispatch.Target, input any, ca
 	sent := g.clock.Now()
 	out := t.Server.Call(ctx, c)
 	g.obs.Upstream(call.Tool, g.clock.Now().Sub(sent))
-	if token != "" {
-		out.Result = redactResult(out.Result, token)
-		out.Card = redactBody(out.Card, map[string]string{"": token})
+	if len(tokens) > 0 {
+		out.Result = redactResult(out.Result, tokens)
+		out.Card = redactBody(out.Card, tokens)
 	}
 	if t.Mapping != nil && out.Card == nil && out.Upstream != 0 {
 		out.Result = mapMCP(t.Mapping, out.Result)
