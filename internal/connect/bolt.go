@@ -272,45 +272,5 @@ func (b *Bolt) Close() error {
 	return nil
 }
 
-// locks are the locks of one process, each held until its holder
-// unlocks it or its ttl ends.
-type locks struct {
-	mu   sync.Mutex
-	held map[string]holding
-}
-
-type holding struct {
-	token   *byte // this holding's: an unlock of an earlier one is a no-op
-	expires time.Time
-}
-
-func (l *locks) lock(key string, now time.Time, ttl time.Duration) (unlock func(), ok bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if h, held := l.held[key]; held && now.Before(h.expires) {
-		return nil, false
-	}
-	token := new(byte)
-	l.held[key] = holding{token: token, expires: now.Add(ttl)}
-	return func() {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		if l.held[key].token == token {
-			delete(l.held, key)
-		}
-	}, true
-}
-
-// sweep forgets the locks whose ttl ended by now, unlocked or not.
-func (l *locks) sweep(now time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for key, h := range l.held {
-		if !now.Before(h.expires) {
-			delete(l.held, key)
-		}
-	}
-}
-
 // Interface guards
 var _ Store = (*Bolt)(nil)

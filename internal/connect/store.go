@@ -43,7 +43,7 @@ type Memory struct {
 	clock clock.Clock
 	mu    sync.Mutex
 	vals  map[string]memValue
-	locks map[string]memLock
+	locks locks
 }
 
 type memValue struct {
@@ -51,14 +51,9 @@ type memValue struct {
 	expires time.Time // zero: never
 }
 
-type memLock struct {
-	token   *byte // this holding's: an unlock of an earlier one is a no-op
-	expires time.Time
-}
-
 // NewMemory returns an empty Memory on c (nil: the system clock).
 func NewMemory(c clock.Clock) *Memory {
-	return &Memory{clock: clock.Or(c), vals: map[string]memValue{}, locks: map[string]memLock{}}
+	return &Memory{clock: clock.Or(c), vals: map[string]memValue{}, locks: locks{held: map[string]holding{}}}
 }
 
 func (m *Memory) live(key string) (memValue, bool) {
@@ -110,23 +105,50 @@ func (m *Memory) Take(_ context.Context, key string) ([]byte, error) {
 }
 
 func (m *Memory) Lock(_ context.Context, key string, ttl time.Duration) (func(), bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	now := m.clock.Now()
-	if l, held := m.locks[key]; held && now.Before(l.expires) {
-		return nil, false, nil
-	}
-	token := new(byte)
-	m.locks[key] = memLock{token: token, expires: now.Add(ttl)}
-	return func() {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		if m.locks[key].token == token {
-			delete(m.locks, key)
-		}
-	}, true, nil
+	unlock, ok := m.locks.lock(key, m.clock.Now(), ttl)
+	return unlock, ok, nil
 }
 
 func (m *Memory) Close() error { return nil }
 
 var _ Store = (*Memory)(nil)
+
+// locks are the locks of one process (Memory's and Bolt's), each held
+// until its holder unlocks it or its ttl ends.
+type locks struct {
+	mu   sync.Mutex
+	held map[string]holding
+}
+
+type holding struct {
+	token   *byte // this holding's: an unlock of an earlier one is a no-op
+	expires time.Time
+}
+
+func (l *locks) lock(key string, now time.Time, ttl time.Duration) (unlock func(), ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if h, held := l.held[key]; held && now.Before(h.expires) {
+		return nil, false
+	}
+	token := new(byte)
+	l.held[key] = holding{token: token, expires: now.Add(ttl)}
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.held[key].token == token {
+			delete(l.held, key)
+		}
+	}, true
+}
+
+// sweep forgets the locks whose ttl ended by now, unlocked or not.
+func (l *locks) sweep(now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for key, h := range l.held {
+		if !now.Before(h.expires) {
+			delete(l.held, key)
+		}
+	}
+}
