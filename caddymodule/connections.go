@@ -3,7 +3,6 @@ package caddymodule
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"slices"
 
@@ -203,29 +202,16 @@ func (h *Handler) connectionKeys(ctx caddy.Context, repl *caddy.Replacer) (*conn
 }
 
 // storedConnectionKey reads the key kept in Caddy's storage, making it
-// the first time, under the storage's lock (instances sharing a storage
-// make one).
+// the first time, as the identity key is.
 func storedConnectionKey(ctx caddy.Context) (connect.Key, error) {
-	st := ctx.Storage()
-	name := connectionKeyStorage
-	if err := st.Lock(ctx, name); err != nil {
-		return connect.Key{}, fmt.Errorf("locking %s in storage: %w", name, err)
-	}
-	defer func() { _ = st.Unlock(ctx, name) }()
-	data, err := st.Load(ctx, name)
-	if err == nil {
-		k, err := connect.ParseKey(data)
-		if err != nil {
-			return connect.Key{}, fmt.Errorf("%s in storage: %w", name, err)
-		}
-		return k, nil
-	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		return connect.Key{}, fmt.Errorf("loading %s from storage: %w", name, err)
-	}
-	data = connect.GenerateKey()
-	if err := st.Store(ctx, name, data); err != nil {
-		return connect.Key{}, fmt.Errorf("storing %s: %w", name, err)
-	}
-	return connect.ParseKey(data)
+	var k connect.Key
+	err := identity.LoadOrStore(ctx, ctx.Storage(), connectionKeyStorage,
+		func(data []byte) (err error) { k, err = connect.ParseKey(data); return err },
+		func() ([]byte, error) {
+			data := connect.GenerateKey()
+			var err error
+			k, err = connect.ParseKey(data)
+			return data, err
+		})
+	return k, err
 }

@@ -21,33 +21,46 @@ type Storage interface {
 // the first time. The storage lock keeps two instances that share storage
 // from making two keys.
 func StoredKey(ctx context.Context, st Storage, name string) (Key, error) {
+	var k Key
+	err := LoadOrStore(ctx, st, name,
+		func(data []byte) (err error) { k, err = ParsePEM(data); return err },
+		func() ([]byte, error) {
+			var err error
+			if k, err = GenerateKey(); err != nil {
+				return nil, err
+			}
+			return k.MarshalPEM()
+		})
+	return k, err
+}
+
+// LoadOrStore reads what st keeps under name with parse, or, the first
+// time, stores what create gives (which create has read already), under the
+// storage's lock: instances sharing a storage make one. It keeps any
+// generated secret of the gateway's (the identity key, the connections'
+// key).
+func LoadOrStore(ctx context.Context, st Storage, name string, parse func([]byte) error, create func() ([]byte, error)) error {
 	if err := st.Lock(ctx, name); err != nil {
-		return Key{}, fmt.Errorf("locking %s in storage: %w", name, err)
+		return fmt.Errorf("locking %s in storage: %w", name, err)
 	}
 	defer func() { _ = st.Unlock(ctx, name) }()
 	data, err := st.Load(ctx, name)
 	if err == nil {
-		k, err := ParsePEM(data)
-		if err != nil {
-			return Key{}, fmt.Errorf("%s in storage: %w", name, err)
+		if err := parse(data); err != nil {
+			return fmt.Errorf("%s in storage: %w", name, err)
 		}
-		return k, nil
+		return nil
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
-		return Key{}, fmt.Errorf("loading %s from storage: %w", name, err)
+		return fmt.Errorf("loading %s from storage: %w", name, err)
 	}
-	k, err := GenerateKey()
-	if err != nil {
-		return Key{}, err
+	if data, err = create(); err != nil {
+		return err
 	}
-	pemData, err := k.MarshalPEM()
-	if err != nil {
-		return Key{}, err
+	if err := st.Store(ctx, name, data); err != nil {
+		return fmt.Errorf("storing %s: %w", name, err)
 	}
-	if err := st.Store(ctx, name, pemData); err != nil {
-		return Key{}, fmt.Errorf("storing %s: %w", name, err)
-	}
-	return k, nil
+	return nil
 }
 
 // ReadKeyFile reads a PEM file holding a PKCS #8 Ed25519 private key.
